@@ -1,0 +1,139 @@
+"""Self-describing artifact directories.
+
+An artifact is a directory holding ``manifest.json`` (format name and version, the config that
+built it, input checksums, counts, drkit version, command line) next to ``.npy`` arrays and JSON
+or JSONL files; never a pickle. It is written into a temporary sibling directory and renamed into
+place only when complete, so a crash never leaves a half-written artifact under the final name.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .errors import ArtifactError
+
+MANIFEST = "manifest.json"
+
+
+def file_checksum(path: str | Path) -> dict:
+    """``{"path", "bytes", "sha256"}`` of an input file."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return {"path": str(path), "bytes": os.path.getsize(path), "sha256": h.hexdigest()}
+
+
+class ArtifactWriter:
+    """Write an artifact atomically::
+
+        with ArtifactWriter(out, "drkit.sparse_index", 1, overwrite=False) as w:
+            w.save_array("A_indptr", indptr)
+            w.manifest.update(config=..., counts=...)
+    """
+
+    def __init__(self, out: str | Path, format_name: str, format_version: int, overwrite: bool = False):
+        self.out = Path(out)
+        if self.out.exists() and not overwrite:
+            raise ArtifactError(f"{self.out} already exists; choose another --out or pass --overwrite")
+        self.manifest: dict[str, Any] = {
+            "format": format_name,
+            "format_version": format_version,
+            "drkit_version": __version__,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv),
+        }
+        self.files: dict[str, dict] = {}
+        self.tmp: Path | None = None
+
+    def __enter__(self) -> "ArtifactWriter":
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.tmp-", dir=self.out.parent))
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        assert self.tmp is not None
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        self.manifest["files"] = self.files
+        self.write_json(MANIFEST, self.manifest)
+        if self.out.exists():
+            shutil.rmtree(self.out)
+        os.replace(self.tmp, self.out)
+
+    def path(self, name: str) -> Path:
+        assert self.tmp is not None, "use ArtifactWriter as a context manager"
+        return self.tmp / name
+
+    def save_array(self, name: str, array: np.ndarray, note: str = "") -> None:
+        array = np.ascontiguousarray(array)
+        np.save(self.path(f"{name}.npy"), array, allow_pickle=False)
+        self.files[f"{name}.npy"] = {"dtype": str(array.dtype), "shape": list(array.shape), "note": note}
+
+    def write_json(self, name: str, obj: Any) -> None:
+        with open(self.path(name), "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+
+    def write_jsonl(self, name: str, rows, note: str = "") -> None:
+        n = 0
+        with open(self.path(name), "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False))
+                f.write("\n")
+                n += 1
+        self.files[name] = {"rows": n, "note": note}
+
+
+def read_manifest(path: str | Path, format_name: str, max_version: int) -> dict:
+    """Read and check ``manifest.json``: right format, a version this drkit can read."""
+    path = Path(path)
+    manifest_path = path / MANIFEST
+    if not path.is_dir():
+        raise ArtifactError(f"{path} is not a directory (expected a {format_name} artifact)")
+    if not manifest_path.exists():
+        raise ArtifactError(f"{path} has no {MANIFEST}; it is not a drkit artifact or its build did not finish")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{manifest_path} is not valid JSON: {exc}") from None
+    found = manifest.get("format")
+    if found != format_name:
+        raise ArtifactError(f"{path} holds a {found!r} artifact, not a {format_name!r}")
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or version < 1:
+        raise ArtifactError(f"{manifest_path}: invalid format_version {version!r}")
+    if version > max_version:
+        raise ArtifactError(
+            f"{path} has {format_name} format version {version}, written by drkit "
+            f"{manifest.get('drkit_version', '?')}; this drkit ({__version__}) reads up to version {max_version}. "
+            "Upgrade drkit or rebuild the artifact."
+        )
+    return manifest
+
+
+def load_array(path: str | Path, name: str, mmap: bool = True) -> np.ndarray:
+    file = Path(path) / f"{name}.npy"
+    if not file.exists():
+        raise ArtifactError(f"{file} is missing; the artifact is incomplete")
+    return np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+
+
+def read_jsonl(path: str | Path, name: str) -> list:
+    file = Path(path) / name
+    if not file.exists():
+        raise ArtifactError(f"{file} is missing; the artifact is incomplete")
+    with open(file, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]

@@ -1,0 +1,144 @@
+"""Corpus readers: WikiMovies ``wiki.txt`` and JSONL, both yielding `Article`s.
+
+WikiMovies format (``movieqa/knowledge_source/wiki.txt``): articles separated by blank lines;
+every line starts with its number within the article, counting from 1; line 1 is the title::
+
+    1 Kismet
+    2 Kismet is a 1944 film directed by William Dieterle.
+
+JSONL format, for users' own corpora: one object per line, ``{"id": str, "title": str, "text": str}``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .errors import ConfigError, InputFormatError
+from .report import WarningLog
+
+CORPUS_FORMATS = ("wikimovies", "jsonl")
+_NUMBERED_LINE = re.compile(r"^(\d+)(?: (.*))?$")
+
+
+@dataclass(frozen=True)
+class Article:
+    """One document. `key` is its external id; `content` is what gets linked and indexed."""
+
+    key: str
+    title: str
+    text: str
+    source_line: int  # 1-based line in the corpus file where the article starts
+
+    @property
+    def content(self) -> str:
+        """The title as the first line, then the body; mention offsets refer to this string."""
+        return f"{self.title}\n{self.text}" if self.text else self.title
+
+
+def guess_corpus_format(path: str | Path) -> str:
+    """``jsonl`` for ``*.jsonl``/``*.json``, ``wikimovies`` otherwise."""
+    return "jsonl" if str(path).endswith((".jsonl", ".json")) else "wikimovies"
+
+
+def read_corpus(path: str | Path, fmt: str | None = None, warnings: WarningLog | None = None) -> Iterator[Article]:
+    """Yield the articles of `path` in file order. `fmt` is one of `CORPUS_FORMATS` (guessed if None)."""
+    fmt = fmt or guess_corpus_format(path)
+    warnings = warnings if warnings is not None else WarningLog()
+    if fmt == "wikimovies":
+        return read_wikimovies(path, warnings)
+    if fmt == "jsonl":
+        return read_jsonl_corpus(path, warnings)
+    raise ConfigError(f"unknown corpus format {fmt!r}; expected one of {', '.join(CORPUS_FORMATS)}")
+
+
+def read_wikimovies(path: str | Path, warnings: WarningLog) -> Iterator[Article]:
+    """Read a WikiMovies ``wiki.txt``. A line numbered 1 always starts a new article."""
+    path = Path(path)
+    title: str | None = None
+    body: list[str] = []
+    start_line = 0
+    last_number = 0
+
+    def finish() -> Article | None:
+        if title is None:
+            return None
+        if not body:
+            warnings.add("article_without_text", f"{path}:{start_line}: article {title!r} has a title and no text")
+        return Article(key=str(start_line), title=title, text="\n".join(body), source_line=start_line)
+
+    with open(path, encoding="utf-8") as f:
+        for line_no, raw in enumerate(f, 1):
+            line = raw.rstrip("\r\n")
+            if not line.strip():
+                article = finish()
+                if article is not None:
+                    yield article
+                title, body = None, []
+                continue
+            match = _NUMBERED_LINE.match(line)
+            if match is None:
+                raise InputFormatError(
+                    path, line_no, f"expected '<line number> <text>' (WikiMovies format), got {line[:60]!r}"
+                )
+            number, content = int(match.group(1)), (match.group(2) or "").strip()
+            if number == 1 or title is None:
+                article = finish()
+                if article is not None:
+                    yield article
+                if number != 1:
+                    warnings.add("article_not_numbered_from_1", f"{path}:{line_no}: article starts at line number {number}")
+                if not content:
+                    raise InputFormatError(path, line_no, "empty article title", field="title")
+                title, body, start_line, last_number = content, [], line_no, number
+                continue
+            if number != last_number + 1:
+                warnings.add(
+                    "line_number_gap", f"{path}:{line_no}: line number {number} follows {last_number}"
+                )
+            last_number = number
+            if content:
+                body.append(content)
+            else:
+                warnings.add("empty_line_text", f"{path}:{line_no}: numbered line with no text")
+    article = finish()
+    if article is not None:
+        yield article
+
+
+def read_jsonl_corpus(path: str | Path, warnings: WarningLog) -> Iterator[Article]:
+    """Read ``{"id", "title", "text"}`` objects, one per line. Blank lines are allowed."""
+    path = Path(path)
+    seen: dict[str, int] = {}
+    with open(path, encoding="utf-8") as f:
+        for line_no, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise InputFormatError(path, line_no, f"not valid JSON: {exc.msg} at column {exc.colno}") from None
+            if not isinstance(obj, dict):
+                raise InputFormatError(path, line_no, f"expected a JSON object, got {type(obj).__name__}")
+            for field in ("id", "title", "text"):
+                if field not in obj:
+                    raise InputFormatError(path, line_no, "missing field", field=field)
+            if not isinstance(obj["id"], (str, int)) or isinstance(obj["id"], bool):
+                raise InputFormatError(path, line_no, "must be a string or an integer", field="id")
+            for field in ("title", "text"):
+                if not isinstance(obj[field], str):
+                    raise InputFormatError(path, line_no, f"must be a string, got {type(obj[field]).__name__}", field=field)
+            key = str(obj["id"])
+            if key in seen:
+                raise InputFormatError(path, line_no, f"duplicate id {key!r} (first on line {seen[key]})", field="id")
+            seen[key] = line_no
+            title, text = obj["title"].strip(), obj["text"].strip()
+            if not title and not text:
+                warnings.add("empty_article", f"{path}:{line_no}: article {key!r} has no title and no text; not indexed")
+                continue
+            if not text:
+                warnings.add("article_without_text", f"{path}:{line_no}: article {key!r} has a title and no text")
+            yield Article(key=key, title=title, text=text, source_line=line_no)

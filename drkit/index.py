@@ -1,0 +1,191 @@
+"""`build_index`: corpus + entities -> a sparse index artifact (the `drkit index` command).
+
+Reads the corpus and the entities, links and splits passages (`drkit.linking`), builds A_{E->M}
+and B_{M->E} (`drkit.sparse_index`), computes the statistics (`drkit.stats`) and writes one
+self-describing directory:
+
+    manifest.json                format, version, config, input checksums, counts, command
+    report.json                  statistics and counted warnings
+    entities.jsonl               one {"name", "aliases"} per entity id
+    articles.jsonl               one {"key", "title"} per article id
+    passage_text.bin             UTF-8 passage texts, concatenated
+    passage_text_offsets.npy     (P+1,) int64 byte offsets into passage_text.bin
+    passage_article.npy          (P,) int32
+    passage_char_start.npy       (P,) int64 offset of the passage in its article's content
+    pieces.npy, piece_offsets.npy  word-piece ids of each passage (no [CLS]/[SEP])
+    mentions.npy                 (M, 6) int32: entity, passage, piece_start, piece_end (inclusive),
+                                 char_start, char_end (in the passage text); sorted by passage
+    A_indptr/A_indices/A_data.npy  A_{E->M} as CSR; B_{M->E} is mentions[:, 0]
+    entity_passage_indptr/entity_passage/entity_passage_score.npy  the top-mu passages per entity
+    df_buckets.npy, df_counts.npy  TF-IDF document frequencies (to vectorise new text the same way)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .artifact import ArtifactWriter, file_checksum
+from .corpus import guess_corpus_format, read_corpus
+from .errors import ConfigError
+from .kb import EntityTable, entities_from_kb, read_entity_list, read_kb
+from .linking import EntityLinker, LinkConfig, LinkedCorpus, link_corpus
+from .questions import hops_from_path, read_questions
+from .report import WarningLog
+from .sparse_index import FORMAT, FORMAT_VERSION, SparseConfig, SparseIndex, build_sparse_matrices
+from .stats import index_counts, kb_coverage, sparse_reachability
+from .tokenizer import tokenizer_fingerprint
+
+
+def parse_question_spec(spec: str) -> tuple[int, Path]:
+    """``PATH`` (hops read from an ``N-hop`` folder name) or ``HOPS:PATH``."""
+    head, sep, tail = spec.partition(":")
+    if sep and head.isdigit():
+        return int(head), Path(tail)
+    hops = hops_from_path(spec)
+    if hops is None:
+        raise ConfigError(f"cannot tell the hop count of {spec!r}; write it as HOPS:PATH, e.g. 2:{spec}")
+    return hops, Path(spec)
+
+
+def build_index(
+    corpus: str | Path,
+    out: str | Path,
+    kb: str | Path | None = None,
+    entities: str | Path | None = None,
+    corpus_format: str | None = None,
+    link_config: LinkConfig = LinkConfig(),
+    sparse_config: SparseConfig = SparseConfig(),
+    questions: Sequence[str] = (),
+    overwrite: bool = False,
+    log=print,
+) -> SparseIndex:
+    """Build the sparse index of `corpus` over the entities of `kb` or of the list `entities`."""
+    if (kb is None) == (entities is None):
+        raise ConfigError("give exactly one of kb (subject|relation|object file) and entities (one name per line)")
+    corpus_format = corpus_format or guess_corpus_format(corpus)
+    question_specs = [parse_question_spec(s) for s in questions]
+    warnings = WarningLog()
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    triples = list(read_kb(kb)) if kb is not None else None
+    table = entities_from_kb(triples) if triples is not None else EntityTable.from_names(read_entity_list(entities))
+    if len(table) == 0:
+        raise ConfigError(f"no entities in {kb or entities}")
+    linker = EntityLinker(table.keys, link_config.min_name_length)
+    too_short = [n for n, k in zip(table.names, table.keys) if len(k) < link_config.min_name_length]
+    if too_short:
+        warnings.add("entity_name_too_short", f"{len(too_short)} names shorter than {link_config.min_name_length} "
+                     f"characters are not linked, e.g. {too_short[:5]}", count=len(too_short))
+    merged = sum(1 for a in table.aliases if len(a) > 1)
+    if merged:
+        example = next(a for a in table.aliases if len(a) > 1)
+        warnings.add("entity_names_merged", f"names equal but for case are one entity, e.g. {example}", count=merged)
+    timings["read_entities"] = time.perf_counter() - t0
+
+    t = time.perf_counter()
+    articles = list(read_corpus(corpus, corpus_format, warnings))
+    linked = link_corpus(articles, linker, link_config, warnings, total=len(articles))
+    timings["read_and_link"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    matrices = build_sparse_matrices(linked, table, sparse_config)
+    if matrices.n_entities_without_terms:
+        warnings.add("entity_without_tfidf_terms", "names made only of stopwords or punctuation get an empty G(e) "
+                     "and so an empty row of A", count=matrices.n_entities_without_terms)
+    timings["tfidf_and_A"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    counts = index_counts(table, linker.n_linkable, len(articles), linked.n_passages, linked.mention_entity,
+                          matrices.A_indptr)
+    never = len(table) - counts["entities_with_mentions"]
+    if never:
+        unmentioned = np.setdiff1d(np.arange(len(table)), linked.mention_entity)
+        warnings.add("entity_never_mentioned", f"e.g. {[table.names[i] for i in unmentioned[:5]]}", count=never)
+    report: dict = {"counts": counts}
+    if triples is not None:
+        report["kb_coverage"] = kb_coverage(table, triples, linked.mention_entity, linked.mention_passage,
+                                            linked.n_passages)
+    timings["coverage"] = time.perf_counter() - t
+    if question_specs:
+        t = time.perf_counter()
+        report["reachability"] = {}
+        for hops, path in question_specs:
+            qs = list(read_questions(path))
+            result = sparse_reachability(table, qs, hops, matrices.entity_passage_indptr, matrices.entity_passage,
+                                         linked.mention_entity, linked.mention_passage, linked.n_passages)
+            result["file"] = str(path)
+            report["reachability"][f"{hops}-hop:{path}"] = result
+        timings["reachability"] = time.perf_counter() - t
+    report["warnings"] = warnings.to_dict()
+    timings["total"] = time.perf_counter() - t0
+    report["timings_s"] = {k: round(v, 2) for k, v in timings.items()}
+
+    inputs = {"corpus": file_checksum(corpus), ("kb" if kb is not None else "entities"): file_checksum(kb or entities)}
+    inputs.update({f"questions_{i}": file_checksum(p) for i, (_, p) in enumerate(question_specs)})
+    with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
+        w.manifest.update(
+            config={"link": dataclasses.asdict(link_config), "sparse": dataclasses.asdict(sparse_config),
+                    "corpus_format": corpus_format},
+            tokenizer=tokenizer_fingerprint(link_config.encoder),
+            inputs=inputs,
+            counts=counts,
+        )
+        _write_arrays(w, table, linked, matrices)
+        w.write_json("report.json", report)
+    for line in format_report(report):
+        log(line)
+    return SparseIndex.load(out)
+
+
+def _write_arrays(w: ArtifactWriter, table: EntityTable, linked: LinkedCorpus, m) -> None:
+    w.write_jsonl("entities.jsonl", table.to_records(), note="row = entity id")
+    w.write_jsonl("articles.jsonl", ({"key": k, "title": t} for k, t in zip(linked.article_keys, linked.article_titles)),
+                  note="row = article id")
+    encoded = [t.encode("utf-8") for t in linked.passage_texts]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    with open(w.path("passage_text.bin"), "wb") as f:
+        for b in encoded:
+            f.write(b)
+    w.files["passage_text.bin"] = {"bytes": int(offsets[-1]), "note": "UTF-8, sliced by passage_text_offsets"}
+    w.save_array("passage_text_offsets", offsets)
+    w.save_array("passage_article", linked.passage_article)
+    w.save_array("passage_char_start", linked.passage_char_start)
+    w.save_array("pieces", linked.pieces, note="word-piece ids, no special tokens")
+    w.save_array("piece_offsets", linked.piece_offsets)
+    w.save_array("mentions", linked.mentions, note="columns: " + ", ".join(LinkedCorpus.MENTION_COLUMNS))
+    w.save_array("A_indptr", m.A_indptr)
+    w.save_array("A_indices", m.A_indices, note="mention ids")
+    w.save_array("A_data", m.A_data, note="G(e).F(d) of the mention's passage")
+    w.save_array("entity_passage_indptr", m.entity_passage_indptr)
+    w.save_array("entity_passage", m.entity_passage)
+    w.save_array("entity_passage_score", m.entity_passage_score)
+    w.save_array("df_buckets", m.df_buckets)
+    w.save_array("df_counts", m.df_counts)
+
+
+def format_report(report: dict) -> list[str]:
+    """Human-readable lines of an index report."""
+    c = report["counts"]
+    lines = [
+        f"entities {c['entities']:,} (linkable {c['entities_linkable']:,}, with mentions {c['entities_with_mentions']:,})",
+        f"articles {c['articles']:,}  passages {c['passages']:,}  mentions {c['mentions']:,}",
+        f"A: nnz {c['A_nnz']:,}  mentions per row: mean {c['A_row_mean']:.1f} "
+        f"(non-empty rows {c['A_row_mean_nonempty']:.1f}), max {c['A_row_max']:,}, empty rows {c['A_rows_empty']:,}",
+    ]
+    if "kb_coverage" in report:
+        k = report["kb_coverage"]
+        lines.append(f"KB coverage: {k['covered']:,} / {k['triples']:,} triples = {k['fraction']:.3f} "
+                     "have a passage mentioning subject and object")
+    for r in report.get("reachability", {}).values():
+        lines.append(f"sparse reachability, {r['hops']} hops, {r['file']}: {r['reachable']:,} / {r['questions']:,} "
+                     f"= {r['fraction']:.3f} (topic not an entity: {r['topic_not_an_entity']})")
+    for kind, w in report.get("warnings", {}).items():
+        lines.append(f"warning: {w['count']:,} x {kind}: {w['examples'][0]}")
+    return lines

@@ -1,0 +1,217 @@
+"""Entity linking and passage splitting.
+
+`EntityLinker` finds entity names in text: case-insensitive exact match at token boundaries, the
+longest name first at each position, matches never overlapping (Aho-Corasick over all names).
+`link_corpus` links every article, tokenizes it with the encoder's word pieces, cuts it into
+passages of at most `max_passage_pieces` pieces without cutting a mention, and records each mention
+as (entity, passage, first piece, last piece, first char, end char).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import ahocorasick
+import numpy as np
+
+from .corpus import Article
+from .errors import ConfigError
+from .progress import progress
+from .report import WarningLog
+from .text import fold, is_token_boundary
+from .tokenizer import DEFAULT_ENCODER, load_tokenizer
+
+_SENTENCE_END = frozenset(".!?;:")
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    """Settings of entity linking and passage splitting."""
+
+    min_name_length: int = field(default=3, metadata={"help": "names shorter than this many characters are not linked"})
+    max_passage_pieces: int = field(default=256, metadata={"help": "longest passage, in word pieces (without [CLS]/[SEP])"})
+    encoder: str = field(default=DEFAULT_ENCODER, metadata={"help": "tokenizer whose word pieces locate mentions"})
+
+    def __post_init__(self):
+        if self.min_name_length < 1:
+            raise ConfigError(f"min_name_length must be at least 1, got {self.min_name_length}")
+        if self.max_passage_pieces < 8:
+            raise ConfigError(f"max_passage_pieces must be at least 8, got {self.max_passage_pieces}")
+
+
+class EntityLinker:
+    """Find entity names in text. `keys[i]` is the folded name of entity i."""
+
+    def __init__(self, keys: Sequence[str], min_length: int = 3):
+        self.min_length = min_length
+        self._automaton = ahocorasick.Automaton()
+        self.n_linkable = 0
+        for entity_id, key in enumerate(keys):
+            if len(key) >= min_length:
+                self._automaton.add_word(key, (entity_id, len(key)))
+                self.n_linkable += 1
+        if self.n_linkable:
+            self._automaton.make_automaton()
+
+    def find(self, text: str) -> list[tuple[int, int, int]]:
+        """Mentions in `text` as ``(char_start, char_end, entity_id)``, end exclusive, in text order."""
+        if not self.n_linkable:
+            return []
+        folded = fold(text)
+        candidates = []
+        for last, (entity_id, length) in self._automaton.iter(folded):
+            start, end = last - length + 1, last + 1
+            if is_token_boundary(folded, start) and is_token_boundary(folded, end):
+                candidates.append((start, -length, entity_id))
+        candidates.sort()
+        mentions, covered_to = [], 0
+        for start, neg_length, entity_id in candidates:
+            if start >= covered_to:
+                mentions.append((start, start - neg_length, entity_id))
+                covered_to = start - neg_length
+        return mentions
+
+
+@dataclass
+class LinkedCorpus:
+    """Articles cut into passages, with their word pieces and entity mentions (all arrays row-aligned)."""
+
+    article_keys: list[str]
+    article_titles: list[str]
+    passage_texts: list[str]
+    passage_article: np.ndarray  # (P,) int32
+    passage_char_start: np.ndarray  # (P,) int64, offset of the passage in its article's content
+    piece_offsets: np.ndarray  # (P+1,) int64, passage p owns pieces[piece_offsets[p]:piece_offsets[p+1]]
+    pieces: np.ndarray  # (total pieces,) int32 word-piece ids
+    mentions: np.ndarray  # (M, 6) int32: entity, passage, piece_start, piece_end (inclusive), char_start, char_end
+
+    MENTION_COLUMNS = ("entity", "passage", "piece_start", "piece_end", "char_start", "char_end")
+
+    @property
+    def n_passages(self) -> int:
+        return len(self.passage_texts)
+
+    @property
+    def mention_entity(self) -> np.ndarray:
+        return self.mentions[:, 0]
+
+    @property
+    def mention_passage(self) -> np.ndarray:
+        return self.mentions[:, 1]
+
+
+def _cut_points(n: int, max_len: int, legal: np.ndarray, preferred: np.ndarray) -> list[int]:
+    """Passage boundaries for a sequence of `n` pieces: ``[0, c1, ..., n]``.
+
+    ``legal[i]`` says a passage may start at piece i; ``preferred[i]`` that it starts a sentence
+    or a line. Each passage gets at most `max_len` pieces; a preferred cut in the second half of the
+    window wins over a later legal one.
+    """
+    cuts = [0]
+    start = 0
+    while n - start > max_len:
+        window = slice(start + 1, start + max_len + 1)
+        ok = np.flatnonzero(legal[window]) + start + 1
+        if len(ok) == 0:
+            cut = start + max_len  # only possible when one mention is longer than a passage
+        else:
+            pref = ok[preferred[ok] & (ok > start + max_len // 2)]
+            cut = int(pref[-1]) if len(pref) else int(ok[-1])
+        cuts.append(cut)
+        start = cut
+    cuts.append(n)
+    return cuts
+
+
+def link_corpus(
+    articles: Iterable[Article],
+    linker: EntityLinker,
+    config: LinkConfig = LinkConfig(),
+    warnings: WarningLog | None = None,
+    batch_size: int = 256,
+    total: int | None = None,
+) -> LinkedCorpus:
+    """Link, tokenize and split every article; see the module docstring."""
+    warnings = warnings if warnings is not None else WarningLog()
+    tokenizer = load_tokenizer(config.encoder)
+    keys, titles, texts = [], [], []
+    passage_article, passage_char_start, piece_chunks, piece_lengths, mention_rows = [], [], [], [], []
+
+    def process(batch: list[Article]) -> None:
+        contents = [a.content for a in batch]
+        encoded = tokenizer(contents, add_special_tokens=False, return_offsets_mapping=True,
+                            return_attention_mask=False, return_token_type_ids=False)
+        for article, content, ids, offsets in zip(batch, contents, encoded["input_ids"], encoded["offset_mapping"]):
+            _split_article(len(keys), article, content, np.asarray(ids, dtype=np.int32),
+                           np.asarray(offsets, dtype=np.int64).reshape(-1, 2))
+            keys.append(article.key)
+            titles.append(article.title)
+
+    def _split_article(article_id, article, content, ids, offsets):
+        n = len(ids)
+        found = linker.find(content)
+        if n == 0:
+            warnings.add("article_without_pieces", f"article {article.key!r} (line {article.source_line}) has no word pieces")
+            return
+        tok_start, tok_end = offsets[:, 0], offsets[:, 1]
+        spans = []  # (piece_start, piece_end_inclusive, char_start, char_end, entity)
+        for cs, ce, entity_id in found:
+            ps = int(np.searchsorted(tok_end, cs, side="right"))  # first piece ending after cs
+            pe = int(np.searchsorted(tok_start, ce, side="left")) - 1  # last piece starting before ce
+            if ps > pe:
+                warnings.add("mention_without_pieces", f"article {article.key!r}: {content[cs:ce]!r} covers no word piece")
+                continue
+            spans.append((ps, pe, cs, ce, entity_id))
+        # A passage may start at piece i unless i continues a word or lies inside a mention.
+        gap = np.ones(n, dtype=bool)
+        gap[1:] = tok_start[1:] > tok_end[:-1]
+        prev_char_alnum = np.array([content[e - 1].isalnum() if e > 0 else False for e in tok_end], dtype=bool)
+        this_char_alnum = np.array([content[s].isalnum() if s < len(content) else False for s in tok_start], dtype=bool)
+        legal = gap.copy()
+        legal[1:] |= ~(prev_char_alnum[:-1] & this_char_alnum[1:])
+        for ps, pe, *_ in spans:
+            legal[ps + 1 : pe + 1] = False
+        preferred = np.zeros(n, dtype=bool)
+        for i in range(1, n):
+            between = content[tok_end[i - 1] : tok_start[i]]
+            preferred[i] = "\n" in between or content[tok_end[i - 1] - 1] in _SENTENCE_END
+        cuts = _cut_points(n, config.max_passage_pieces, legal, preferred)
+        span_i = 0
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            passage_id = len(texts)
+            c0, c1 = int(tok_start[a]), int(tok_end[b - 1])
+            texts.append(content[c0:c1])
+            passage_article.append(article_id)
+            passage_char_start.append(c0)
+            piece_chunks.append(ids[a:b])
+            piece_lengths.append(b - a)
+            while span_i < len(spans) and spans[span_i][0] < b:
+                ps, pe, cs, ce, entity_id = spans[span_i]
+                span_i += 1
+                if pe >= b:
+                    warnings.add("mention_cut_by_passage", f"article {article.key!r}: {content[cs:ce]!r} is longer than a passage")
+                    continue
+                mention_rows.append((entity_id, passage_id, ps - a, pe - a, cs - c0, ce - c0))
+
+    batch: list[Article] = []
+    for article in progress(articles, desc="link", unit="article", total=total):
+        batch.append(article)
+        if len(batch) == batch_size:
+            process(batch)
+            batch = []
+    if batch:
+        process(batch)
+
+    piece_offsets = np.zeros(len(piece_lengths) + 1, dtype=np.int64)
+    np.cumsum(piece_lengths, out=piece_offsets[1:])
+    return LinkedCorpus(
+        article_keys=keys,
+        article_titles=titles,
+        passage_texts=texts,
+        passage_article=np.asarray(passage_article, dtype=np.int32),
+        passage_char_start=np.asarray(passage_char_start, dtype=np.int64),
+        piece_offsets=piece_offsets,
+        pieces=np.concatenate(piece_chunks) if piece_chunks else np.zeros(0, dtype=np.int32),
+        mentions=np.asarray(mention_rows, dtype=np.int32).reshape(-1, 6),
+    )

@@ -1,0 +1,225 @@
+"""The sparse part of the virtual KB: A_{E->M} (entity -> co-occurring mentions) and B_{M->E}.
+
+For entity e with surface-form vector G(e) and passage vectors F(d) (see `drkit.tfidf`), the
+passages d with the `mu` highest scores G(e).F(d) > epsilon are kept, and every mention m in them
+gets ``A[e, m] = G(e).F(d_m)``. The follow operation uses A as the paper's indicator
+``1{G(e).F(m) > epsilon}``; the score is kept for analysis. ``B[m] = e_m`` is each mention's entity.
+
+`ragged_expand` computes ``Z^T A`` for a batch of sparse entity sets by slicing only the rows of
+their non-zero entities (the paper's ragged representation): O(K mu log(K mu)) work for K non-zero
+entities, whatever |E| and |M| are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from .artifact import load_array, read_jsonl, read_manifest
+from .errors import ConfigError
+from .kb import EntityTable
+from .linking import LinkedCorpus
+from .progress import progress
+from .tfidf import NgramHasher, document_frequency, idf_weights, tfidf
+
+FORMAT = "drkit.sparse_index"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SparseConfig:
+    """Settings of the TF-IDF entity -> mention expansion A_{E->M}."""
+
+    mu: int = field(default=50, metadata={"help": "passages kept per entity (top mu by TF-IDF score)"})
+    epsilon: float = field(default=0.0, metadata={"help": "keep a passage only if G(e).F(d) > epsilon"})
+    hash_buckets: int = field(default=1 << 24, metadata={"help": "hash space of the unigram+bigram TF-IDF"})
+    ngram: int = field(default=2, metadata={"help": "longest n-gram in TF-IDF vectors"})
+
+    def __post_init__(self):
+        if self.mu < 1:
+            raise ConfigError(f"mu must be at least 1, got {self.mu}")
+        if self.hash_buckets < 2 or self.ngram < 1:
+            raise ConfigError("hash_buckets must be at least 2 and ngram at least 1")
+
+
+@dataclass
+class SparseMatrices:
+    """What `build_sparse_matrices` computes. Row-compressed arrays, as scipy CSR uses them."""
+
+    entity_passage_indptr: np.ndarray  # (E+1,) int64
+    entity_passage: np.ndarray  # (nnz_EP,) int32, passage ids in increasing order within a row
+    entity_passage_score: np.ndarray  # (nnz_EP,) float32, G(e).F(d)
+    A_indptr: np.ndarray  # (E+1,) int64
+    A_indices: np.ndarray  # (nnz_A,) int32 mention ids, increasing within a row
+    A_data: np.ndarray  # (nnz_A,) float32, the score of the mention's passage
+    df_buckets: np.ndarray  # (n_buckets_used,) int64, hash buckets seen in the passages
+    df_counts: np.ndarray  # (n_buckets_used,) int32, their document frequencies
+    n_entities_without_terms: int = 0
+
+
+def top_passages(G: sp.csr_matrix, F: sp.csr_matrix, mu: int, epsilon: float, block: int = 1024):
+    """For each row of G, the top-`mu` columns of G F^T with value > epsilon.
+
+    Ties are broken by the lower passage id. Returns CSR arrays (indptr, passage ids sorted within
+    each row, scores).
+    """
+    FT = sp.csr_matrix(F.T)
+    indptr = [np.zeros(1, dtype=np.int64)]
+    cols, vals = [], []
+    running = 0
+    for lo in progress(range(0, G.shape[0], block), desc="tf-idf top-mu", unit="block"):
+        S = (G[lo : lo + block] @ FT).tocsr()  # (block, P)
+        S.sum_duplicates()
+        counts = np.zeros(S.shape[0], dtype=np.int64)
+        for r in range(S.shape[0]):
+            a, b = S.indptr[r], S.indptr[r + 1]
+            p, s = S.indices[a:b], S.data[a:b]
+            keep = s > epsilon
+            p, s = p[keep], s[keep]
+            if len(p) > mu:
+                order = np.lexsort((p, -s))[:mu]
+                p, s = p[order], s[order]
+            order = np.argsort(p, kind="stable")
+            cols.append(p[order].astype(np.int32))
+            vals.append(s[order].astype(np.float32))
+            counts[r] = len(p)
+        running_ptr = running + np.cumsum(counts)
+        running = int(running_ptr[-1]) if len(running_ptr) else running
+        indptr.append(running_ptr)
+    cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
+    return cat(indptr, np.int64), cat(cols, np.int32), cat(vals, np.float32)
+
+
+def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: SparseConfig = SparseConfig()) -> SparseMatrices:
+    """TF-IDF vectors of passages and entity names, then A_{E->M}; see the module docstring."""
+    hasher = NgramHasher(config.hash_buckets, config.ngram)
+    counts = hasher.count_matrix(progress(linked.passage_texts, desc="tf-idf passages", unit="passage"))
+    df = document_frequency(counts)
+    idf = idf_weights(df, linked.n_passages)
+    F = tfidf(counts, idf)  # (P, H)
+    G = tfidf(hasher.count_matrix(entities.keys), idf, normalize=True)  # (E, H)
+    n_without_terms = int(np.sum(np.diff(G.indptr) == 0))
+    ep_indptr, ep_passage, ep_score = top_passages(G, F, config.mu, config.epsilon)
+
+    # Mentions are stored in passage order, so passage p owns mentions [pm[p], pm[p+1]).
+    mention_passage = linked.mention_passage
+    pm = np.searchsorted(mention_passage, np.arange(linked.n_passages + 1)).astype(np.int64)
+    per_passage = pm[ep_passage + 1] - pm[ep_passage]  # mentions of each kept (entity, passage)
+    A_indices = _concat_ranges(pm[ep_passage], per_passage).astype(np.int32)
+    A_data = np.repeat(ep_score, per_passage)
+    row_of_ep = np.repeat(np.arange(len(entities)), np.diff(ep_indptr))
+    A_counts = np.bincount(row_of_ep, weights=per_passage, minlength=len(entities)).astype(np.int64)
+    A_indptr = np.zeros(len(entities) + 1, dtype=np.int64)
+    np.cumsum(A_counts, out=A_indptr[1:])
+    used = np.flatnonzero(df)
+    return SparseMatrices(ep_indptr, ep_passage, ep_score, A_indptr, A_indices, A_data.astype(np.float32),
+                          used.astype(np.int64), df[used].astype(np.int32), n_without_terms)
+
+
+def _concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(s, s + n) for s, n in zip(starts, lengths)])`` without a Python loop."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    shift = np.repeat(np.asarray(starts, dtype=np.int64) - (np.cumsum(lengths) - lengths), lengths)
+    return np.arange(total, dtype=np.int64) + shift
+
+
+def ragged_expand(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray | None,
+                  rows: np.ndarray, entity_ids: np.ndarray, weights: np.ndarray):
+    """Z^T A for a batch of sparse entity sets, by slicing the rows of their non-zero entities.
+
+    The batch is given as coordinates: ``Z[rows[i], entity_ids[i]] = weights[i]``. With
+    ``data=None`` A is the 0/1 indicator, else its stored values. Returns coordinates
+    ``(rows, mention_ids, weights)`` of ``Z^T A``, sorted by (row, mention), one entry per pair::
+
+        out[b, m] = sum_e Z[b, e] * A[e, m]
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    entity_ids = np.asarray(entity_ids, dtype=np.int64)
+    weights = np.asarray(weights)
+    starts, ends = indptr[entity_ids], indptr[entity_ids + 1]
+    lengths = ends - starts
+    positions = _concat_ranges(starts, lengths)  # (sum lengths,) O(K mu)
+    mentions = np.asarray(indices[positions], dtype=np.int64)
+    values = np.repeat(weights, lengths)
+    if data is not None:
+        values = values * np.asarray(data[positions])
+    out_rows = np.repeat(rows, lengths)
+    n_mentions = int(mentions.max()) + 1 if len(mentions) else 1
+    keys = out_rows * n_mentions + mentions
+    unique, inverse = np.unique(keys, return_inverse=True)
+    summed = np.bincount(inverse, weights=values, minlength=len(unique)).astype(np.float32)
+    return unique // n_mentions, unique % n_mentions, summed
+
+
+class SparseIndex:
+    """A built sparse index, loaded read-only (arrays memory-mapped). See `drkit.index.build_index`."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.manifest = read_manifest(self.path, FORMAT, FORMAT_VERSION)
+        self.config = SparseConfig(**self.manifest["config"]["sparse"])
+        self.entities = EntityTable.from_records(read_jsonl(self.path, "entities.jsonl"))
+        self.A_indptr = load_array(self.path, "A_indptr")
+        self.A_indices = load_array(self.path, "A_indices")
+        self.A_data = load_array(self.path, "A_data")
+        self.mentions = load_array(self.path, "mentions")  # (M, 6), columns LinkedCorpus.MENTION_COLUMNS
+        self.entity_passage_indptr = load_array(self.path, "entity_passage_indptr")
+        self.entity_passage = load_array(self.path, "entity_passage")
+        self.passage_article = load_array(self.path, "passage_article")
+        self.piece_offsets = load_array(self.path, "piece_offsets")
+        self.pieces = load_array(self.path, "pieces")
+        self._text_offsets = load_array(self.path, "passage_text_offsets")
+        self._text = np.memmap(self.path / "passage_text.bin", dtype=np.uint8, mode="r") \
+            if self._text_offsets[-1] > 0 else np.zeros(0, np.uint8)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SparseIndex":
+        return cls(path)
+
+    @property
+    def n_entities(self) -> int:
+        return len(self.A_indptr) - 1
+
+    @property
+    def n_mentions(self) -> int:
+        return len(self.mentions)
+
+    @property
+    def n_passages(self) -> int:
+        return len(self.passage_article)
+
+    @property
+    def mention_entity(self) -> np.ndarray:
+        """B_{M->E} as an array: the entity of each mention, (M,)."""
+        return self.mentions[:, 0]
+
+    def passage_text(self, passage_id: int) -> str:
+        a, b = self._text_offsets[passage_id], self._text_offsets[passage_id + 1]
+        return bytes(self._text[a:b]).decode("utf-8")
+
+    def passage_pieces(self, passage_id: int) -> np.ndarray:
+        return np.asarray(self.pieces[self.piece_offsets[passage_id] : self.piece_offsets[passage_id + 1]])
+
+    def A(self) -> sp.csr_matrix:
+        """A_{E->M} as a scipy CSR matrix with its stored scores (for analysis; the follow slices rows)."""
+        return sp.csr_matrix((self.A_data, self.A_indices, self.A_indptr), shape=(self.n_entities, self.n_mentions))
+
+    def expand(self, entity_ids, weights, binary: bool = True):
+        """Z^T A for one sparse entity set: ``(mention_ids, weights)``; see `ragged_expand`."""
+        entity_ids = np.asarray(entity_ids, dtype=np.int64)
+        _, mentions, values = self.expand_batch(np.zeros(len(entity_ids), np.int64), entity_ids, weights, binary)
+        return mentions, values
+
+    def expand_batch(self, rows, entity_ids, weights, binary: bool = True):
+        """Z^T A for a batch given as coordinates ``Z[rows[i], entity_ids[i]] = weights[i]``."""
+        entity_ids = np.asarray(entity_ids, dtype=np.int64)
+        if len(entity_ids) and (entity_ids.min() < 0 or entity_ids.max() >= self.n_entities):
+            raise IndexError(f"entity ids must be in [0, {self.n_entities})")
+        return ragged_expand(self.A_indptr, self.A_indices, None if binary else self.A_data,
+                             rows, entity_ids, np.asarray(weights, dtype=np.float32))
