@@ -6,7 +6,8 @@ platforms, unlike Python's ``hash``) into ``hash_buckets`` buckets. With ``N`` p
 ``df(t)`` the number of passages holding bucket ``t``:
 
     tf(t, d) = log(1 + count(t, d))
-    idf(t)   = max(0, log((N - df(t) + 0.5) / (df(t) + 0.5)))
+    idf(t)   = log(1 + (N - df(t) + 0.5) / (df(t) + 0.5))   (Lucene's BM25 idf: DrQA's without the
+               clipping at 0, which would zero every term of a corpus of two passages)
     F(d)[t]  = tf(t, d) * idf(t)                     (passage vectors, not normalised)
     G(e)     = tf-idf of e's surface form, L2-normalised
 """
@@ -89,9 +90,8 @@ def document_frequency(counts: sp.csr_matrix) -> np.ndarray:
 
 
 def idf_weights(df: np.ndarray, n_docs: int) -> np.ndarray:
-    """DrQA's idf, clipped at 0, (hash_buckets,) float32."""
-    idf = np.log((n_docs - df + 0.5) / (df + 0.5))
-    return np.maximum(idf, 0.0).astype(np.float32)
+    """log(1 + (N - df + 0.5) / (df + 0.5)), (hash_buckets,) float32; positive for every df <= N."""
+    return np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
 
 
 def tfidf(counts: sp.csr_matrix, idf: np.ndarray, normalize: bool = False) -> sp.csr_matrix:

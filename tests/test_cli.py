@@ -1,0 +1,124 @@
+"""The drkit command, called in-process."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from drkit.cli import build_parser, main
+from drkit.linking import LinkConfig
+from drkit.sparse_index import SparseConfig, SparseIndex
+
+WIKI = """1 Kismet
+2 Kismet is a 1944 film directed by William Dieterle.
+3 Marlene Dietrich stars.
+
+1 Moon Over Miami
+2 Moon Over Miami was directed by Walter Lang.
+3 It stars Betty Grable and Don Ameche.
+"""
+KB = """Kismet|directed_by|William Dieterle
+Kismet|starred_actors|Marlene Dietrich
+Kismet|release_year|1944
+Moon Over Miami|directed_by|Walter Lang
+Moon Over Miami|starred_actors|Betty Grable
+Moon Over Miami|starred_actors|Don Ameche
+"""
+QUESTIONS = "who directed [Kismet]\tWilliam Dieterle\nwho starred in [Moon Over Miami]\tBetty Grable|Don Ameche\n"
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    (tmp_path / "wiki.txt").write_text(WIKI, encoding="utf-8")
+    (tmp_path / "kb.txt").write_text(KB, encoding="utf-8")
+    (tmp_path / "q.txt").write_text(QUESTIONS, encoding="utf-8")
+    return tmp_path
+
+
+def test_index_command_builds_a_loadable_artifact(tiny, capsys):
+    out = tiny / "idx"
+    code = main(["index", "--corpus", str(tiny / "wiki.txt"), "--kb", str(tiny / "kb.txt"), "--out", str(out),
+                 "--questions", f"1:{tiny / 'q.txt'}", "--mu", "1"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "sparse reachability, 1 hops" in printed
+    index = SparseIndex.load(out)
+    assert index.n_passages == 2
+    assert index.config.mu == 1
+    report = json.loads((out / "report.json").read_text())
+    assert report["reachability"][f"1-hop:{tiny / 'q.txt'}"]["reachable"] == 2
+    assert report["kb_coverage"]["covered"] == 6
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["sparse"]["mu"] == 1
+    assert manifest["inputs"]["kb"]["sha256"]
+    # With mu = 1 every entity keeps exactly one passage: its row holds all mentions of that passage.
+    rows = np.diff(index.A_indptr)
+    per_passage = np.bincount(index.mentions[:, 1], minlength=2)
+    ep = np.asarray(index.entity_passage)
+    assert np.array_equal(rows[np.diff(index.entity_passage_indptr) == 1], per_passage[ep])
+
+
+def test_entity_list_instead_of_kb(tiny):
+    (tiny / "entities.txt").write_text("Kismet\nWalter Lang\nnobody here\n", encoding="utf-8")
+    out = tiny / "idx"
+    assert main(["index", "--corpus", str(tiny / "wiki.txt"), "--entities", str(tiny / "entities.txt"),
+                 "--out", str(out)]) == 0
+    index = SparseIndex.load(out)
+    assert index.entities.names == ["Kismet", "Walter Lang", "nobody here"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["warnings"]["entity_never_mentioned"]["count"] == 1
+
+
+def test_malformed_kb_line_is_a_clear_error(tiny, capsys):
+    (tiny / "kb.txt").write_text(KB + "Kismet directed_by nobody\n", encoding="utf-8")
+    code = main(["index", "--corpus", str(tiny / "wiki.txt"), "--kb", str(tiny / "kb.txt"), "--out", str(tiny / "idx")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"{tiny / 'kb.txt'}:7" in err and "two '|'" in err
+    assert not (tiny / "idx").exists()
+
+
+def test_question_without_brackets_is_a_clear_error(tiny, capsys):
+    (tiny / "q.txt").write_text(QUESTIONS + "who directed Kismet\tWilliam Dieterle\n", encoding="utf-8")
+    code = main(["index", "--corpus", str(tiny / "wiki.txt"), "--kb", str(tiny / "kb.txt"), "--out", str(tiny / "idx"),
+                 "--questions", f"1:{tiny / 'q.txt'}"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"{tiny / 'q.txt'}:3" in err and "[topic entity]" in err
+
+
+def test_existing_output_needs_overwrite(tiny, capsys):
+    args = ["index", "--corpus", str(tiny / "wiki.txt"), "--kb", str(tiny / "kb.txt"), "--out", str(tiny / "idx")]
+    assert main(args) == 0
+    assert main(args) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(args + ["--overwrite"]) == 0
+
+
+def test_missing_corpus_file(tiny, capsys):
+    code = main(["index", "--corpus", str(tiny / "nope.txt"), "--kb", str(tiny / "kb.txt"), "--out", str(tiny / "idx")])
+    assert code == 2
+    assert "nope.txt" in capsys.readouterr().err
+
+
+def test_question_file_without_hop_count(tiny, capsys):
+    code = main(["index", "--corpus", str(tiny / "wiki.txt"), "--kb", str(tiny / "kb.txt"), "--out", str(tiny / "idx"),
+                 "--questions", str(tiny / "q.txt")])
+    assert code == 2
+    assert "HOPS:PATH" in capsys.readouterr().err
+
+
+def test_kb_and_entities_are_exclusive(tiny):
+    with pytest.raises(SystemExit) as exc:
+        main(["index", "--corpus", "c", "--kb", "k", "--entities", "e", "--out", "o"])
+    assert exc.value.code == 2
+
+
+def test_flags_follow_the_config_dataclasses():
+    parser = build_parser()
+    index = parser._subparsers._group_actions[0].choices["index"]
+    flags = {opt for action in index._actions for opt in action.option_strings}
+    for cls in (LinkConfig, SparseConfig):
+        for f in dataclasses.fields(cls):
+            assert "--" + f.name.replace("_", "-") in flags
