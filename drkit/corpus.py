@@ -21,7 +21,7 @@ from .errors import ConfigError, InputFormatError
 from .report import WarningLog
 
 CORPUS_FORMATS = ("wikimovies", "jsonl")
-_NUMBERED_LINE = re.compile(r"^(\d+)(?: (.*))?$")
+_NUMBERED_LINE = re.compile(r"^(\d+)(?:[ \t]+(.*))?$")
 
 
 @dataclass(frozen=True)
