@@ -69,6 +69,9 @@ class ArtifactWriter:
             return
         self.manifest["files"] = self.files
         self.write_json(MANIFEST, self.manifest)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(self.tmp, 0o777 & ~umask)  # mkdtemp makes it 0700
         if self.out.exists():
             shutil.rmtree(self.out)
         os.replace(self.tmp, self.out)

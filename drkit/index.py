@@ -45,6 +45,8 @@ def parse_question_spec(spec: str) -> tuple[int, Path]:
     """``PATH`` (hops read from an ``N-hop`` folder name) or ``HOPS:PATH``."""
     head, sep, tail = spec.partition(":")
     if sep and head.isdigit():
+        if int(head) < 1:
+            raise ConfigError(f"the hop count in {spec!r} must be at least 1")
         return int(head), Path(tail)
     hops = hops_from_path(spec)
     if hops is None:

@@ -164,12 +164,8 @@ def link_corpus(
                 continue
             spans.append((ps, pe, cs, ce, entity_id))
         # A passage may start at piece i unless i continues a word or lies inside a mention.
-        gap = np.ones(n, dtype=bool)
-        gap[1:] = tok_start[1:] > tok_end[:-1]
-        prev_char_alnum = np.array([content[e - 1].isalnum() if e > 0 else False for e in tok_end], dtype=bool)
-        this_char_alnum = np.array([content[s].isalnum() if s < len(content) else False for s in tok_start], dtype=bool)
-        legal = gap.copy()
-        legal[1:] |= ~(prev_char_alnum[:-1] & this_char_alnum[1:])
+        legal = np.array([i == 0 or is_token_boundary(content, int(tok_start[i])) or tok_start[i] > tok_end[i - 1]
+                          for i in range(n)], dtype=bool)
         for ps, pe, *_ in spans:
             legal[ps + 1 : pe + 1] = False
         preferred = np.zeros(n, dtype=bool)

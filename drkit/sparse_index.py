@@ -41,6 +41,8 @@ class SparseConfig:
     def __post_init__(self):
         if self.mu < 1:
             raise ConfigError(f"mu must be at least 1, got {self.mu}")
+        if self.epsilon < 0:
+            raise ConfigError(f"epsilon must be at least 0 (passages sharing no n-gram score 0), got {self.epsilon}")
         if self.hash_buckets < 2 or self.ngram < 1:
             raise ConfigError("hash_buckets must be at least 2 and ngram at least 1")
 
@@ -151,10 +153,31 @@ def ragged_expand(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray | No
         values = values * np.asarray(data[positions])
     out_rows = np.repeat(rows, lengths)
     n_mentions = int(mentions.max()) + 1 if len(mentions) else 1
-    keys = out_rows * n_mentions + mentions
-    unique, inverse = np.unique(keys, return_inverse=True)
-    summed = np.bincount(inverse, weights=values, minlength=len(unique)).astype(np.float32)
-    return unique // n_mentions, unique % n_mentions, summed
+    keys, summed = _sum_by_key(out_rows * n_mentions + mentions, values)
+    return keys // n_mentions, keys % n_mentions, summed
+
+
+def _sum_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct `keys` (sorted) and the sum of `values` over each; O(n log n).
+
+    The position of each entry is packed into the low bits of its key so that one plain in-place
+    sort (much faster than ``argsort`` or ``np.unique``) orders keys and values together.
+    """
+    n = len(keys)
+    if n == 0:
+        return keys.astype(np.int64), np.zeros(0, np.float32)
+    pos_bits = int(n).bit_length()
+    if int(keys.max()).bit_length() + pos_bits <= 63:
+        packed = (keys.astype(np.int64) << pos_bits) | np.arange(n, dtype=np.int64)
+        packed.sort()
+        order = packed & ((1 << pos_bits) - 1)
+        sorted_keys = packed >> pos_bits
+    else:
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+    starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
+    sums = np.add.reduceat(np.asarray(values, dtype=np.float64)[order], starts)
+    return sorted_keys[starts], sums.astype(np.float32)
 
 
 class SparseIndex:

@@ -8,6 +8,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from .errors import ConfigError
 from .kb import EntityTable, Triple
 from .questions import Question
 
@@ -80,6 +81,8 @@ def sparse_reachability(entities: EntityTable, questions: Sequence[Question], ho
     Meet in the middle: walk ``hops - 1`` steps forward from the topic, then ask whether that set
     meets the entities one step *before* an answer (a column of the step matrix).
     """
+    if hops < 1:
+        raise ConfigError(f"hops must be at least 1, got {hops}")
     n_entities = len(entities)
     ep = sp.csr_matrix((np.ones(len(entity_passage), np.float32), entity_passage, entity_passage_indptr),
                        shape=(n_entities, n_passages))

@@ -1,27 +1,47 @@
-"""Text normalisation shared by linking and TF-IDF.
+"""Text normalisation shared by linking, passage splitting and TF-IDF.
 
 `fold` lower-cases a string without changing its length, so that character offsets found in the
-folded text are offsets in the original text too (``"İ".lower()`` is two characters; such a
-character is kept as it is).
+folded text are offsets in the original text too, and folds every character the same way
+whatever surrounds it (Python's ``str.lower`` writes a capital sigma as a final sigma at the end
+of a word; here both sigmas fold to ``σ``). A character whose lower case is longer (``"İ"``) is
+kept as it is.
+
+`is_token_boundary` follows the BERT basic tokenizer: words split at whitespace, punctuation
+(Unicode category P* and the ASCII symbols) and CJK ideographs, and nowhere else, so a name that
+starts and ends at such boundaries covers whole word pieces.
 """
 
 from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
 
 
 def fold(text: str) -> str:
     """Case-fold `text` character by character, keeping its length."""
     lowered = text.lower()
-    if len(lowered) == len(text):
-        return lowered
-    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    if len(lowered) != len(text):
+        lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+    return lowered.replace("ς", "σ")
+
+
+@lru_cache(maxsize=1 << 16)
+def is_separator(char: str) -> bool:
+    """True for characters that BERT's basic tokenizer splits on or around."""
+    if char.isspace():
+        return True
+    cp = ord(char)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    category = unicodedata.category(char)
+    if category.startswith("P") or category in ("Cc", "Cf", "Zs"):
+        return True
+    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or 0x2A700 <= cp <= 0x2B73F
+            or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
 
 
 def is_token_boundary(text: str, i: int) -> bool:
-    """True when position `i` (between ``text[i-1]`` and ``text[i]``) separates two word pieces.
-
-    A BERT tokenizer splits on whitespace and on every punctuation character, so the only place a
-    name cannot start or end is between two alphanumeric characters.
-    """
+    """True when position `i` (between ``text[i-1]`` and ``text[i]``) separates two words."""
     if i <= 0 or i >= len(text):
         return True
-    return not (text[i - 1].isalnum() and text[i].isalnum())
+    return is_separator(text[i - 1]) or is_separator(text[i])
