@@ -7,7 +7,7 @@ gets ``A[e, m] = G(e).F(d_m)``. The follow operation uses A as the paper's indic
 
 `ragged_expand` computes ``Z^T A`` for a batch of sparse entity sets by slicing only the rows of
 their non-zero entities (the paper's ragged representation): O(K mu log(K mu)) work for K non-zero
-entities, whatever |E| and |M| are.
+entities, whatever |E| and |M| are (O(K mu) when the K mu entries cover much of the mention range).
 """
 
 from __future__ import annotations
@@ -160,12 +160,18 @@ def ragged_expand(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray | No
 def _sum_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct `keys` (sorted) and the sum of `values` over each; O(n log n).
 
-    The position of each entry is packed into the low bits of its key so that one plain in-place
-    sort (much faster than ``argsort`` or ``np.unique``) orders keys and values together.
+    When the keys are dense (key range at most 4n) they are summed in a bincount, O(n); else the
+    position of each entry is packed into the low bits of its key so that one plain in-place sort
+    (much faster than ``argsort`` or ``np.unique``) orders keys and values together, O(n log n).
     """
     n = len(keys)
     if n == 0:
         return keys.astype(np.int64), np.zeros(0, np.float32)
+    key_range = int(keys.max()) + 1
+    if key_range <= 4 * n:
+        present = np.flatnonzero(np.bincount(keys, minlength=key_range))
+        sums = np.bincount(keys, weights=values, minlength=key_range)[present]
+        return present.astype(np.int64), sums.astype(np.float32)
     pos_bits = int(n).bit_length()
     if int(keys.max()).bit_length() + pos_bits <= 63:
         packed = (keys.astype(np.int64) << pos_bits) | np.arange(n, dtype=np.int64)

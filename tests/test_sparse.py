@@ -105,7 +105,8 @@ def test_ragged_expand_empty():
 
 @pytest.mark.parametrize("max_key", [5, 1000, 1 << 40, (1 << 62) + 12345])
 def test_sum_by_key_matches_dict(max_key):
-    """Both code paths: keys packed with their positions into one int64 sort, and the argsort fallback."""
+    """All three code paths: dense bincount (small key range), keys packed with their positions into one
+    int64 sort, and the argsort fallback (keys too wide to pack)."""
     rng = np.random.default_rng(max_key % 1000)
     for n in (0, 1, 2, 7, 300):
         pool = rng.integers(0, max_key, size=max(1, n // 3), dtype=np.int64)
