@@ -25,6 +25,7 @@ test: install
 bench: install
 	$(BIN)/python benchmarks/bench_expand.py
 	$(BIN)/python benchmarks/bench_index.py
+	$(BIN)/python benchmarks/bench_mips.py
 
 clean:
 	rm -rf runs $(VENV) *.egg-info
