@@ -148,6 +148,19 @@ def link_corpus(
             keys.append(article.key)
             titles.append(article.title)
 
+    def _split_points(content, tok_start, tok_end, spans):
+        n = len(tok_start)
+        # A passage may start at piece i unless i continues a word or lies inside a mention.
+        legal = np.array([i == 0 or is_token_boundary(content, int(tok_start[i])) or tok_start[i] > tok_end[i - 1]
+                          for i in range(n)], dtype=bool)
+        for ps, pe, *_ in spans:
+            legal[ps + 1 : pe + 1] = False
+        preferred = np.zeros(n, dtype=bool)
+        for i in range(1, n):
+            between = content[tok_end[i - 1] : tok_start[i]]
+            preferred[i] = "\n" in between or content[tok_end[i - 1] - 1] in _SENTENCE_END
+        return _cut_points(n, config.max_passage_pieces, legal, preferred)
+
     def _split_article(article_id, article, content, ids, offsets):
         n = len(ids)
         found = linker.find(content)
@@ -163,16 +176,7 @@ def link_corpus(
                 warnings.add("mention_without_pieces", f"article {article.key!r}: {content[cs:ce]!r} covers no word piece")
                 continue
             spans.append((ps, pe, cs, ce, entity_id))
-        # A passage may start at piece i unless i continues a word or lies inside a mention.
-        legal = np.array([i == 0 or is_token_boundary(content, int(tok_start[i])) or tok_start[i] > tok_end[i - 1]
-                          for i in range(n)], dtype=bool)
-        for ps, pe, *_ in spans:
-            legal[ps + 1 : pe + 1] = False
-        preferred = np.zeros(n, dtype=bool)
-        for i in range(1, n):
-            between = content[tok_end[i - 1] : tok_start[i]]
-            preferred[i] = "\n" in between or content[tok_end[i - 1] - 1] in _SENTENCE_END
-        cuts = _cut_points(n, config.max_passage_pieces, legal, preferred)
+        cuts = [0, n] if n <= config.max_passage_pieces else _split_points(content, tok_start, tok_end, spans)
         span_i = 0
         for a, b in zip(cuts[:-1], cuts[1:]):
             passage_id = len(texts)
