@@ -37,7 +37,7 @@ from .linking import EntityLinker, LinkConfig, LinkedCorpus, link_corpus
 from .questions import hops_from_path, read_questions
 from .report import WarningLog
 from .sparse_index import FORMAT, FORMAT_VERSION, SparseConfig, SparseIndex, build_sparse_matrices
-from .stats import index_counts, kb_coverage, sparse_reachability
+from .stats import index_counts, kb_coverage, sparse_reachability_sets
 from .tokenizer import tokenizer_fingerprint
 
 
@@ -71,6 +71,7 @@ def build_index(
         raise ConfigError("give exactly one of kb (subject|relation|object file) and entities (one name per line)")
     corpus_format = corpus_format or guess_corpus_format(corpus)
     question_specs = [parse_question_spec(s) for s in questions]
+    question_sets = [(hops, list(read_questions(path))) for hops, path in question_specs]  # fail early on bad lines
     warnings = WarningLog()
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -116,11 +117,11 @@ def build_index(
     timings["coverage"] = time.perf_counter() - t
     if question_specs:
         t = time.perf_counter()
+        results = sparse_reachability_sets(table, question_sets, matrices.entity_passage_indptr,
+                                           matrices.entity_passage, linked.mention_entity, linked.mention_passage,
+                                           linked.n_passages)
         report["reachability"] = {}
-        for hops, path in question_specs:
-            qs = list(read_questions(path))
-            result = sparse_reachability(table, qs, hops, matrices.entity_passage_indptr, matrices.entity_passage,
-                                         linked.mention_entity, linked.mention_passage, linked.n_passages)
+        for (hops, path), result in zip(question_specs, results):
             result["file"] = str(path)
             report["reachability"][f"{hops}-hop:{path}"] = result
         timings["reachability"] = time.perf_counter() - t

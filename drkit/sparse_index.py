@@ -173,7 +173,7 @@ def _sum_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nd
         sums = np.bincount(keys, weights=values, minlength=key_range)[present]
         return present.astype(np.int64), sums.astype(np.float32)
     pos_bits = int(n).bit_length()
-    if int(keys.max()).bit_length() + pos_bits <= 63:
+    if (key_range - 1).bit_length() + pos_bits <= 63:
         packed = (keys.astype(np.int64) << pos_bits) | np.arange(n, dtype=np.int64)
         packed.sort()
         order = packed & ((1 << pos_bits) - 1)

@@ -77,18 +77,32 @@ def sparse_reachability(entities: EntityTable, questions: Sequence[Question], ho
     One step maps a set of entities to the entities mentioned in their top-mu passages (A, then B),
     with no dense filtering: the ceiling the sparse constraint puts on the model. Questions whose
     topic entity is not in the entity table count as unreachable, and are counted.
-
-    Meet in the middle: walk ``hops - 1`` steps forward from the topic, then ask whether that set
-    meets the entities one step *before* an answer (a column of the step matrix).
     """
-    if hops < 1:
-        raise ConfigError(f"hops must be at least 1, got {hops}")
+    return sparse_reachability_sets(entities, [(hops, questions)], entity_passage_indptr, entity_passage,
+                                    mention_entity, mention_passage, n_passages)[0]
+
+
+def sparse_reachability_sets(entities: EntityTable, question_sets: Sequence[tuple[int, Sequence[Question]]],
+                             entity_passage_indptr: np.ndarray, entity_passage: np.ndarray,
+                             mention_entity: np.ndarray, mention_passage: np.ndarray, n_passages: int) -> list[dict]:
+    """`sparse_reachability` for several ``(hops, questions)`` sets, building the step graph once."""
+    for hops, _ in question_sets:
+        if hops < 1:
+            raise ConfigError(f"hops must be at least 1, got {hops}")
     n_entities = len(entities)
     ep = sp.csr_matrix((np.ones(len(entity_passage), np.float32), entity_passage, entity_passage_indptr),
                        shape=(n_entities, n_passages))
     pe = _incidence(mention_passage, mention_entity, (n_passages, n_entities))
     step = sp.csr_matrix(ep @ pe)  # (E, E): e -> entities mentioned in e's top-mu passages
     back = sp.csc_matrix(step)  # column a: the entities one step before a
+    return [_reachability(entities, questions, hops, step, back) for hops, questions in question_sets]
+
+
+def _reachability(entities: EntityTable, questions: Sequence[Question], hops: int,
+                  step: sp.csr_matrix, back: sp.csc_matrix) -> dict:
+    """Meet in the middle: walk ``hops - 1`` steps forward from the topic, then ask whether that set
+    meets the entities one step *before* an answer (a column of the step matrix)."""
+    n_entities = len(entities)
 
     def rows(m: sp.csr_matrix | sp.csc_matrix, ids) -> np.ndarray:
         return np.concatenate([m.indices[m.indptr[i] : m.indptr[i + 1]] for i in ids]) if len(ids) else np.zeros(0, np.int32)
