@@ -6,7 +6,9 @@ BIN     = $(VENV)/bin
 INSTALL = $(BIN)/pip install --quiet "torch==2.13.0" -e ".[test]"
 SAMPLE  = data/sample
 
-.PHONY: install demo test bench clean
+METAQA  = ../shared/data/metaqa
+
+.PHONY: install demo test bench clean metaqa-dense
 
 $(BIN)/drkit: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +20,11 @@ install: $(BIN)/drkit
 demo: install
 	$(BIN)/drkit index --corpus $(SAMPLE)/wiki.txt --kb $(SAMPLE)/kb.txt --out runs/sample-index --overwrite \
 	    --questions $(SAMPLE)/1-hop/qa_dev.txt --questions $(SAMPLE)/2-hop/qa_dev.txt --questions $(SAMPLE)/3-hop/qa_dev.txt
+	$(BIN)/drkit pretrain --index runs/sample-index --kb $(SAMPLE)/kb.txt --out runs/sample-pretrain --overwrite \
+	    --steps 150 --holdout 0.05
+	$(BIN)/drkit embed --index runs/sample-index --encoder runs/sample-pretrain --out runs/sample-mentions --overwrite
+	$(BIN)/drkit slot-fill --index runs/sample-index --mentions runs/sample-mentions --encoder runs/sample-pretrain \
+	    --queries runs/sample-pretrain/heldout.jsonl --out runs/sample-slot-fill
 
 test: install
 	$(BIN)/python -m pytest -q
@@ -26,6 +33,19 @@ bench: install
 	$(BIN)/python benchmarks/bench_expand.py
 	$(BIN)/python benchmarks/bench_index.py
 	$(BIN)/python benchmarks/bench_mips.py
+	$(BIN)/python benchmarks/bench_dense.py
+
+# Pretrained and not-pretrained mention indexes of the full MetaQA data, and their slot-filling scores.
+metaqa-dense: install
+	test -d runs/metaqa-index || $(BIN)/drkit index --corpus $(METAQA)/wiki.txt --kb $(METAQA)/kb.txt --out runs/metaqa-index
+	test -d runs/metaqa-pretrain/encoder || $(BIN)/drkit pretrain --index runs/metaqa-index --kb $(METAQA)/kb.txt --out runs/metaqa-pretrain
+	test -d runs/metaqa-untrained/encoder || $(BIN)/drkit pretrain --index runs/metaqa-index --kb $(METAQA)/kb.txt --out runs/metaqa-untrained --steps 0
+	test -d runs/metaqa-mentions || $(BIN)/drkit embed --index runs/metaqa-index --encoder runs/metaqa-pretrain --out runs/metaqa-mentions
+	test -d runs/metaqa-mentions-untrained || $(BIN)/drkit embed --index runs/metaqa-index --encoder runs/metaqa-untrained --out runs/metaqa-mentions-untrained
+	$(BIN)/drkit slot-fill --index runs/metaqa-index --mentions runs/metaqa-mentions --encoder runs/metaqa-pretrain \
+	    --queries runs/metaqa-pretrain/heldout.jsonl --out runs/metaqa-slot-fill
+	$(BIN)/drkit slot-fill --index runs/metaqa-index --mentions runs/metaqa-mentions-untrained --encoder runs/metaqa-untrained \
+	    --queries runs/metaqa-pretrain/heldout.jsonl --out runs/metaqa-slot-fill-untrained
 
 clean:
 	rm -rf runs $(VENV) *.egg-info

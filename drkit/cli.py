@@ -19,6 +19,11 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls, title: str) ->
     """One ``--field-name`` flag per field of the frozen dataclass `config_cls`."""
     group = parser.add_argument_group(title)
     for f in dataclasses.fields(config_cls):
+        if isinstance(f.default, bool):
+            group.add_argument("--" + f.name.replace("_", "-"), dest=f"{config_cls.__name__}.{f.name}",
+                               action=argparse.BooleanOptionalAction, default=f.default,
+                               help=f"{f.metadata.get('help', '')} (default: {f.default})")
+            continue
         group.add_argument(
             "--" + f.name.replace("_", "-"),
             dest=f"{config_cls.__name__}.{f.name}",
@@ -75,6 +80,113 @@ def _run_index(args) -> int:
     return 0
 
 
+def _pretrain_parser(sub) -> None:
+    from .distant import DistantConfig
+    from .encoder import EncoderConfig
+    from .pretrain import PretrainConfig
+
+    p = sub.add_parser(
+        "pretrain",
+        help="pretrain the mention encoder on slot-filling queries made from a KB",
+        description="Pretrain the mention encoder f(m) and query encoder g(q) with distant supervision: each KB fact "
+        "(e1, R, e2) gives the queries 'e1, R, ?' and 'e2, R^-1, ?', answered by spans of passages that mention both "
+        "entities, against shared-entity, shared-relation and random negatives. Writes OUT/encoder (the encoder), "
+        "OUT/train_log.jsonl, OUT/heldout.jsonl (held-out queries) and checkpoints; rerunning the same command "
+        "resumes from the last checkpoint. --steps 0 saves the encoder as it is before pretraining.",
+    )
+    p.add_argument("--index", required=True, metavar="DIR", help="sparse index built by 'drkit index'")
+    p.add_argument("--kb", required=True, metavar="PATH", help="KB file, subject|relation|object per line")
+    p.add_argument("--out", required=True, metavar="DIR", help="run directory (resumed if it holds a run with the same settings)")
+    p.add_argument("--overwrite", action="store_true", help="delete --out and start again")
+    add_config_flags(p, PretrainConfig, "pretraining recipe")
+    add_config_flags(p, EncoderConfig, "encoder")
+    add_config_flags(p, DistantConfig, "distant supervision")
+    p.set_defaults(run=_run_pretrain)
+
+
+def _run_pretrain(args) -> int:
+    from .distant import DistantConfig
+    from .encoder import EncoderConfig
+    from .pretrain import PretrainConfig, pretrain
+
+    pretrain(args.index, args.kb, args.out, config_from_args(args, PretrainConfig),
+             config_from_args(args, EncoderConfig), config_from_args(args, DistantConfig), overwrite=args.overwrite,
+             log=lambda line: print(line, file=sys.stderr))
+    return 0
+
+
+def _embed_parser(sub) -> None:
+    from .mention_index import EmbedConfig
+
+    p = sub.add_parser(
+        "embed",
+        help="embed every mention of a sparse index with a (pretrained) encoder: the dense mention index",
+        description="Compute f(m) = [W_st^T H_start ; W_en^T H_end] for every mention of the sparse index, once, "
+        "and store the vectors in fp16 as a self-describing artifact (memory-mapped when loaded, searched by exact "
+        "or FAISS MIPS).",
+    )
+    p.add_argument("--index", required=True, metavar="DIR", help="sparse index built by 'drkit index'")
+    p.add_argument("--encoder", required=True, metavar="DIR",
+                   help="encoder artifact, or a 'drkit pretrain' run directory (its encoder/ is used)")
+    p.add_argument("--out", required=True, metavar="DIR", help="mention index directory to write")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    add_config_flags(p, EmbedConfig, "embedding")
+    p.set_defaults(run=_run_embed)
+
+
+def _run_embed(args) -> int:
+    from .mention_index import EmbedConfig, build_mention_index
+
+    build_mention_index(args.index, args.encoder, args.out, config_from_args(args, EmbedConfig),
+                        overwrite=args.overwrite, log=lambda line: print(line, file=sys.stderr))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _slot_fill_parser(sub) -> None:
+    p = sub.add_parser(
+        "slot-fill",
+        help="evaluate an encoder and its mention index on single-hop slot-filling queries",
+        description="For each query (e1, R, ?), score the mentions reachable from e1 through the sparse index by "
+        "f(m).g(q), rank entities by their best mention, and report Hits@1 and Hits@5 overall and per relation. "
+        "Writes OUT/metrics.json and OUT/predictions.jsonl.",
+    )
+    p.add_argument("--index", required=True, metavar="DIR", help="sparse index")
+    p.add_argument("--mentions", required=True, metavar="DIR", help="mention index built by 'drkit embed'")
+    p.add_argument("--encoder", required=True, metavar="DIR", help="the encoder the mention index was built with")
+    p.add_argument("--queries", required=True, metavar="PATH",
+                   help="JSONL queries {text, subject, answers, [relation, inverse]}, e.g. heldout.jsonl of a pretraining run")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for metrics.json and predictions.jsonl")
+    p.set_defaults(run=_run_slot_fill)
+
+
+def _run_slot_fill(args) -> int:
+    import json
+    from pathlib import Path
+
+    from .encoder import DualEncoder
+    from .mention_index import MentionIndex, resolve_encoder_dir
+    from .slot_filling import evaluate_slot_filling, read_slot_queries
+    from .sparse_index import SparseIndex
+
+    index = SparseIndex.load(args.index)
+    mentions = MentionIndex.load(args.mentions)
+    mentions.check_compatible(index, args.encoder)
+    encoder = DualEncoder.load(resolve_encoder_dir(args.encoder))
+    queries = read_slot_queries(args.queries, index)
+    metrics, predictions = evaluate_slot_filling(index, mentions, encoder, queries)
+    metrics.update(index=str(args.index), mentions=str(args.mentions), encoder=str(args.encoder), queries_file=str(args.queries))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    with open(out / "predictions.jsonl", "w", encoding="utf-8") as f:
+        for row in predictions:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(f"{len(queries)} queries: Hits@1 {metrics['hits@1']:.4f}  Hits@5 {metrics['hits@5']:.4f}  "
+          f"(answer reachable: {metrics['reachable']:.4f}); wrote {out}/metrics.json")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="drkit",
@@ -84,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     _index_parser(sub)
+    _pretrain_parser(sub)
+    _embed_parser(sub)
+    _slot_fill_parser(sub)
     return parser
 
 

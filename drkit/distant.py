@@ -1,0 +1,317 @@
+"""Distant supervision from a KB for pretraining the mention encoder (paper, 2.3).
+
+Each KB fact (e1, R, e2) gives two slot-filling queries: ``(e1, R, ?)`` with answers every e2 such
+that (e1, R, e2) holds, and the inverse ``(e2, R^-1, ?)``. A query's text is the subject's name and
+a description of the relation, e.g. ``"Kismet, directed by, ?"`` or ``"William Dieterle, directed, ?"``.
+
+For a query q and a passage d (``label``):
+
+* positive: d mentions the subject and at least one answer; the answer mentions are the gold spans;
+* negative ("no answer"): d mentions no answer;
+* ignored: d mentions an answer but not the subject (the text may or may not state the fact).
+
+Hard negatives for q (``negative``), each a passage with no answer of q:
+
+* ``shared_entity``: mentions the subject of q;
+* ``shared_relation``: a positive passage of another query with the same relation and direction,
+  not mentioning the subject of q;
+* ``random``: any passage.
+
+A seeded fraction of the queries is held out: never trained on, kept for the slot-filling evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from .errors import ConfigError, InputFormatError
+from .kb import Triple
+from .report import WarningLog
+from .sparse_index import SparseIndex, _concat_ranges
+
+NEGATIVE_KINDS = ("shared_entity", "shared_relation", "random")
+POSITIVE, NEGATIVE, IGNORED = 1, 0, -1
+
+# Forward and inverse descriptions of the MetaQA relations.
+METAQA_RELATIONS = {
+    "directed_by": ("directed by", "directed"),
+    "written_by": ("written by", "wrote"),
+    "starred_actors": ("starring", "starred in"),
+    "release_year": ("release year", "films released in"),
+    "in_language": ("in language", "films in language"),
+    "has_genre": ("genre", "films of genre"),
+    "has_tags": ("tagged", "films tagged"),
+    "has_imdb_rating": ("imdb rating", "films rated"),
+    "has_imdb_votes": ("imdb votes", "films with imdb votes"),
+}
+
+
+@dataclass(frozen=True)
+class DistantConfig:
+    """How slot-filling queries are made from the KB and which are held out."""
+
+    holdout: float = field(default=0.02, metadata={"help": "fraction of the queries held out for evaluation"})
+    max_holdout: int = field(default=2000, metadata={"help": "at most this many held-out queries"})
+    relation_text: str = field(default="", metadata={"help": "JSON file {relation: [forward text, inverse text]} "
+                               "(default: built-in MetaQA descriptions, else the relation's name)"})
+    split_seed: int = field(default=0, metadata={"help": "seed of the held-out split"})
+
+    def __post_init__(self):
+        if not 0 <= self.holdout < 1 or self.max_holdout < 0:
+            raise ConfigError("holdout must be in [0, 1) and max_holdout >= 0")
+
+
+def relation_descriptions(relations: Iterable[str], path: str | Path | None, warnings: WarningLog) -> dict:
+    """``{relation: (forward text, inverse text)}`` from `path`, the built-in table, or the name."""
+    table = dict(METAQA_RELATIONS)
+    if path:
+        try:
+            user = json.loads(Path(path).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InputFormatError(path, exc.lineno, f"not valid JSON: {exc.msg}") from exc
+        for rel, texts in user.items():
+            if not (isinstance(texts, list) and len(texts) == 2 and all(isinstance(t, str) and t.strip() for t in texts)):
+                raise InputFormatError(path, None, "expected [forward text, inverse text]", field=rel)
+            table[rel] = tuple(texts)
+    out = {}
+    for rel in sorted(set(relations)):
+        if rel not in table:
+            name = rel.replace("_", " ")
+            table[rel] = (name, f"inverse of {name}")
+            warnings.add("relation_without_description", f"{rel!r} is described as {table[rel]}")
+        out[rel] = table[rel]
+    return out
+
+
+@dataclass
+class SlotQueries:
+    """All slot-filling queries, in CSR form. Query i has subject ``subject[i]``, relation
+    ``relations[relation[i]]``, direction ``inverse[i]`` and answers ``answers[answer_indptr[i]:answer_indptr[i+1]]``
+    (sorted entity ids)."""
+
+    subject: np.ndarray
+    relation: np.ndarray
+    inverse: np.ndarray
+    answer_indptr: np.ndarray
+    answers_flat: np.ndarray
+    relations: list[str]
+    texts: list[str]
+
+    def __len__(self) -> int:
+        return len(self.subject)
+
+    def answers(self, q: int) -> np.ndarray:
+        return self.answers_flat[self.answer_indptr[q] : self.answer_indptr[q + 1]]
+
+
+def _contains_any(sorted_values: np.ndarray, items: np.ndarray) -> bool:
+    """Whether any of `items` is in `sorted_values` (sorted)."""
+    if len(sorted_values) == 0 or len(items) == 0:
+        return False
+    pos = np.searchsorted(sorted_values, items)
+    pos = np.minimum(pos, len(sorted_values) - 1)
+    return bool((sorted_values[pos] == items).any())
+
+
+class DistantSupervision:
+    """Queries, positive passages, labels and hard negatives over a sparse index and a KB."""
+
+    def __init__(self, index: SparseIndex, triples: Iterable[Triple], config: DistantConfig = DistantConfig(),
+                 warnings: WarningLog | None = None):
+        self.index = index
+        self.config = config
+        self.warnings = warnings if warnings is not None else WarningLog()
+        mentions = np.asarray(index.mentions)
+        passages = mentions[:, 1]
+        if len(passages) and np.any(np.diff(passages) < 0):
+            raise ConfigError(f"{index.path}: mentions are not ordered by passage")
+        n_p = index.n_passages
+        # mentions of passage p: rows mention_indptr[p]:mention_indptr[p+1]
+        self.mention_indptr = np.searchsorted(passages, np.arange(n_p + 1)).astype(np.int64)
+        # distinct entities of each passage, sorted
+        pairs = np.unique(mentions[:, 1].astype(np.int64) * len(index.entities) + mentions[:, 0])
+        self.pe_passage = (pairs // len(index.entities)).astype(np.int64)
+        self.pe_entity = (pairs % len(index.entities)).astype(np.int64)
+        self.pe_indptr = np.searchsorted(self.pe_passage, np.arange(n_p + 1)).astype(np.int64)
+        # passages mentioning each entity, sorted
+        order = np.argsort(self.pe_entity, kind="stable")
+        self.ep_passage = self.pe_passage[order]
+        self.ep_indptr = np.searchsorted(self.pe_entity[order], np.arange(len(index.entities) + 1)).astype(np.int64)
+        self.queries = self._make_queries(triples)
+        self._find_positives()
+        self._split()
+
+    # -- building ------------------------------------------------------------------------------
+    def _make_queries(self, triples: Iterable[Triple]) -> SlotQueries:
+        ents = self.index.entities
+        facts: dict[tuple[int, str, bool], set[int]] = {}
+        missing: list[str] = []
+        n_facts = 0
+        for t in triples:
+            n_facts += 1
+            s, o = ents.lookup(t.subject), ents.lookup(t.object)
+            if s is None or o is None:
+                missing.append(f"line {t.line}: {t.subject if s is None else t.object!r}")
+                continue
+            if s == o:
+                continue
+            facts.setdefault((s, t.relation, False), set()).add(o)
+            facts.setdefault((o, t.relation, True), set()).add(s)
+        if n_facts == 0:
+            raise ConfigError("the KB has no facts")
+        if missing:
+            self.warnings.add("kb_entity_not_in_index", "facts whose subject or object is not an entity of the index "
+                              f"are skipped, e.g. {missing[:3]}", count=len(missing))
+        relations = sorted({k[1] for k in facts})
+        texts = relation_descriptions(relations, self.config.relation_text or None, self.warnings)
+        self.relation_text = texts
+        rel_id = {r: i for i, r in enumerate(relations)}
+        keys = sorted(facts, key=lambda k: (k[0], rel_id[k[1]], k[2]))
+        answer_lists = [np.array(sorted(facts[k]), dtype=np.int64) for k in keys]
+        indptr = np.zeros(len(keys) + 1, dtype=np.int64)
+        indptr[1:] = np.cumsum([len(a) for a in answer_lists])
+        return SlotQueries(
+            subject=np.array([k[0] for k in keys], dtype=np.int64),
+            relation=np.array([rel_id[k[1]] for k in keys], dtype=np.int64),
+            inverse=np.array([k[2] for k in keys], dtype=bool),
+            answer_indptr=indptr,
+            answers_flat=np.concatenate(answer_lists) if answer_lists else np.zeros(0, np.int64),
+            relations=relations,
+            texts=[f"{ents.names[k[0]]}, {texts[k[1]][1 if k[2] else 0]}, ?" for k in keys],
+        )
+
+    def passage_entities(self, p: int) -> np.ndarray:
+        return self.pe_entity[self.pe_indptr[p] : self.pe_indptr[p + 1]]
+
+    def entity_passages(self, e: int) -> np.ndarray:
+        return self.ep_passage[self.ep_indptr[e] : self.ep_indptr[e + 1]]
+
+    def _find_positives(self) -> None:
+        """Positive passages of every query: those mentioning its subject and one of its answers."""
+        q = self.queries
+        pos_lists = []
+        for i in range(len(q)):
+            cands = self.entity_passages(int(q.subject[i]))
+            if len(cands) == 0:
+                pos_lists.append(cands)
+                continue
+            starts, ends = self.pe_indptr[cands], self.pe_indptr[cands + 1]
+            ents = self.pe_entity[_concat_ranges(starts, ends - starts)]
+            hit = np.isin(ents, q.answers(i), assume_unique=False)
+            per_passage = np.add.reduceat(hit.astype(np.int64), np.cumsum(ends - starts) - (ends - starts))
+            pos_lists.append(cands[per_passage > 0])
+        self.pos_indptr = np.zeros(len(q) + 1, dtype=np.int64)
+        self.pos_indptr[1:] = np.cumsum([len(p) for p in pos_lists])
+        self.pos_passages = np.concatenate(pos_lists) if pos_lists else np.zeros(0, np.int64)
+        has_pos = np.diff(self.pos_indptr) > 0
+        self.has_positive = has_pos
+        unmentioned = np.diff(self.ep_indptr)[q.subject] == 0
+        if unmentioned.any():
+            self.warnings.add("query_subject_never_mentioned", "queries whose subject has no mention in the "
+                              f"corpus cannot be trained on, e.g. {q.texts[int(np.flatnonzero(unmentioned)[0])]!r}",
+                              count=int(unmentioned.sum()))
+        no_text = ~has_pos & ~unmentioned
+        if no_text.any():
+            self.warnings.add("query_without_passage", "queries with no passage mentioning the subject and an answer "
+                              f"cannot be trained on, e.g. {q.texts[int(np.flatnonzero(no_text)[0])]!r}",
+                              count=int(no_text.sum()))
+        for r, rel in enumerate(q.relations):
+            if not has_pos[q.relation == r].any():
+                self.warnings.add("relation_not_in_text", f"no passage states any fact of {rel!r}; it gets no training data")
+        # queries sharing a relation and direction, for shared-relation negatives
+        group = q.relation * 2 + q.inverse.astype(np.int64)
+        self.group_of = group
+        self.group_members = {int(g): np.flatnonzero((group == g) & has_pos) for g in np.unique(group)}
+
+    def _split(self) -> None:
+        cfg = self.config
+        candidates = np.flatnonzero(self.has_positive)
+        n_hold = min(cfg.max_holdout, int(round(cfg.holdout * len(candidates))))
+        rng = np.random.default_rng(cfg.split_seed)
+        held = np.sort(rng.choice(candidates, size=n_hold, replace=False)) if n_hold else np.zeros(0, np.int64)
+        self.is_heldout = np.zeros(len(self.queries), dtype=bool)
+        self.is_heldout[held] = True
+        self.heldout = held
+        self.train = np.flatnonzero(self.has_positive & ~self.is_heldout)
+        # passage -> its training queries (queries for which it is a positive)
+        qs = np.repeat(np.arange(len(self.queries)), np.diff(self.pos_indptr))
+        keep = ~self.is_heldout[qs]
+        ps, qs = self.pos_passages[keep], qs[keep]
+        order = np.lexsort((qs, ps))
+        self.anchor_queries = qs[order]
+        self.anchor_indptr = np.searchsorted(ps[order], np.arange(self.index.n_passages + 1)).astype(np.int64)
+        self.anchors = np.flatnonzero(np.diff(self.anchor_indptr) > 0)
+
+    # -- queries against passages ----------------------------------------------------------------
+    def positives(self, q: int) -> np.ndarray:
+        return self.pos_passages[self.pos_indptr[q] : self.pos_indptr[q + 1]]
+
+    def training_queries(self, p: int) -> np.ndarray:
+        """Training queries for which passage p is a positive."""
+        return self.anchor_queries[self.anchor_indptr[p] : self.anchor_indptr[p + 1]]
+
+    def label(self, q: int, p: int) -> int:
+        ents = self.passage_entities(p)
+        if not _contains_any(ents, self.queries.answers(q)):
+            return NEGATIVE
+        return POSITIVE if _contains_any(ents, self.queries.subject[q : q + 1]) else IGNORED
+
+    def gold_mentions(self, q: int, p: int) -> np.ndarray:
+        """Rows of ``index.mentions`` in passage p whose entity is an answer of q."""
+        lo, hi = self.mention_indptr[p], self.mention_indptr[p + 1]
+        ents = np.asarray(self.index.mentions[lo:hi, 0])
+        return lo + np.flatnonzero(np.isin(ents, self.queries.answers(q)))
+
+    def negative(self, q: int, kind: str, rng: np.random.Generator, tries: int = 20) -> int | None:
+        """A passage that is a `kind` negative of query q, or None if none was found in `tries` draws."""
+        subject = int(self.queries.subject[q])
+        answers = self.queries.answers(q)
+        for _ in range(tries):
+            if kind == "shared_entity":
+                pool = self.entity_passages(subject)
+                if len(pool) == 0:
+                    return None
+                p = int(pool[rng.integers(len(pool))])
+            elif kind == "shared_relation":
+                members = self.group_members.get(int(self.group_of[q]), np.zeros(0, np.int64))
+                if len(members) == 0:
+                    return None
+                other = int(members[rng.integers(len(members))])
+                if self.queries.subject[other] == subject:
+                    continue
+                pool = self.positives(other)
+                p = int(pool[rng.integers(len(pool))])
+                if _contains_any(self.passage_entities(p), np.array([subject])):
+                    continue
+            elif kind == "random":
+                p = int(rng.integers(self.index.n_passages))
+            else:
+                raise ValueError(f"unknown negative kind {kind!r}; expected one of {NEGATIVE_KINDS}")
+            if not _contains_any(self.passage_entities(p), answers):
+                return p
+        return None
+
+    def query_record(self, q: int) -> dict:
+        qs = self.queries
+        ents = self.index.entities
+        return {"query": int(q), "text": qs.texts[q], "subject": ents.names[int(qs.subject[q])],
+                "relation": qs.relations[int(qs.relation[q])], "inverse": bool(qs.inverse[q]),
+                "answers": [ents.names[int(a)] for a in qs.answers(q)]}
+
+    def summary(self) -> dict:
+        qs = self.queries
+        by_rel = {}
+        for r, rel in enumerate(qs.relations):
+            for inv in (False, True):
+                sel = (qs.relation == r) & (qs.inverse == inv)
+                by_rel[f"{rel}{'^-1' if inv else ''}"] = {
+                    "queries": int(sel.sum()), "with_passage": int((sel & self.has_positive).sum()),
+                    "heldout": int((sel & self.is_heldout).sum())}
+        return {"queries": len(qs), "with_passage": int(self.has_positive.sum()), "train": len(self.train),
+                "heldout": len(self.heldout), "positive_pairs": int(len(self.pos_passages)),
+                "anchor_passages": len(self.anchors), "by_relation": by_rel}

@@ -1,0 +1,205 @@
+"""The mention encoder f(m) and the slot-filling query encoder g(q), pretrained together (paper, 2.3).
+
+Mention side: a transformer over each passage (``[CLS] pieces [SEP]``), then two linear maps of
+its hidden states, ``f_st(i) = W_st^T H_i`` and ``f_en(j) = W_en^T H_j``; a mention spanning word
+pieces i..j is ``f(m) = [f_st(i) ; f_en(j)]`` (the paper's ``W^T [H_i ; H_j]`` with a block-diagonal
+W). Query side: a second transformer (its first `query_layers` layers are what the DrKIT question
+encoder starts from), mean-pooled, then two linear maps to a start query and an end query,
+``g(q) = [g_st ; g_en]``. So ``f(m) . g(q) = f_st(i) . g_st + f_en(j) . g_en``: a span's start
+score plus its end score, which is what pretraining optimises and what MIPS ranks.
+
+Both projections start from one random orthogonal matrix P (hidden -> dim/2), so the encoder before
+pretraining scores ``pool(q)^T P P^T (H_i + H_j)``: the base model's own similarity, seen through a
+random projection. That is the "not pretrained" baseline.
+
+An encoder is saved as a directory (format ``drkit.encoder``): ``model.safetensors`` (all weights),
+the two transformers' ``config.json`` files, the tokenizer files, and ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from .artifact import ArtifactWriter, read_manifest
+from .errors import ArtifactError, ConfigError
+from .tokenizer import DEFAULT_ENCODER, encoder_path
+
+FORMAT = "drkit.encoder"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """Shape of the mention and query encoders."""
+
+    base: str = field(default=DEFAULT_ENCODER, metadata={"help": "pretrained transformer: the packaged "
+                      "all-MiniLM-L6-v2 or a folder with config.json, weights and tokenizer"})
+    dim: int = field(default=256, metadata={"help": "size p of f(m) and g(q); half for the start, half for the end"})
+    query_layers: int = field(default=0, metadata={"help": "transformer layers of the query encoder (0: all of the base model's)"})
+    max_query_pieces: int = field(default=48, metadata={"help": "longest query in word pieces (longer ones are cut)"})
+    init_seed: int = field(default=0, metadata={"help": "seed of the initial projections"})
+
+    def __post_init__(self):
+        if self.dim < 2 or self.dim % 2:
+            raise ConfigError(f"dim must be a positive even number (start half + end half), got {self.dim}")
+        if self.query_layers < 0 or self.max_query_pieces < 3:
+            raise ConfigError("query_layers must be >= 0 and max_query_pieces >= 3")
+
+
+def _load_transformer(path: Path):
+    from transformers import AutoModel
+
+    try:
+        return AutoModel.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot load a transformer from {path}: {exc}") from exc
+
+
+class DualEncoder(nn.Module):
+    """Mention encoder and query encoder, with the learned "no answer" logits used in pretraining."""
+
+    def __init__(self, config: EncoderConfig, passage_model: nn.Module, query_model: nn.Module, tokenizer):
+        super().__init__()
+        self.config = config
+        self.passage_model = passage_model
+        self.query_model = query_model
+        self.tokenizer = tokenizer
+        hidden = passage_model.config.hidden_size
+        half = config.dim // 2
+        if half > hidden:
+            raise ConfigError(f"dim/2 = {half} exceeds the transformer's hidden size {hidden}")
+        self.mention_start = nn.Linear(hidden, half, bias=False)
+        self.mention_end = nn.Linear(hidden, half, bias=False)
+        self.query_start = nn.Linear(hidden, half, bias=False)
+        self.query_end = nn.Linear(hidden, half, bias=False)
+        # A span outscores "no answer" when its start (end) logit beats these, whatever the passage.
+        self.null_start = nn.Parameter(torch.zeros(()))
+        self.null_end = nn.Parameter(torch.zeros(()))
+        gen = torch.Generator().manual_seed(config.init_seed)
+        proj = torch.linalg.qr(torch.randn(hidden, half, generator=gen))[0]  # orthonormal columns
+        with torch.no_grad():
+            for lin in (self.mention_start, self.mention_end, self.query_start, self.query_end):
+                lin.weight.copy_(proj.T)
+
+    # -- construction and persistence -------------------------------------------------------
+    @classmethod
+    def from_base(cls, config: EncoderConfig = EncoderConfig()) -> "DualEncoder":
+        """A new (not pretrained) encoder from the base transformer."""
+        from .tokenizer import load_tokenizer
+
+        path = encoder_path(config.base)
+        passage_model = _load_transformer(path)
+        query_model = copy.deepcopy(passage_model)
+        n_layers = query_model.config.num_hidden_layers
+        if config.query_layers:
+            if config.query_layers > n_layers:
+                raise ConfigError(f"query_layers={config.query_layers} but the base model has {n_layers} layers")
+            query_model.encoder.layer = query_model.encoder.layer[: config.query_layers]
+            query_model.config.num_hidden_layers = config.query_layers
+        return cls(config, passage_model, query_model, load_tokenizer(config.base))
+
+    def save(self, out: str | Path, overwrite: bool = False, extra_manifest: dict | None = None) -> None:
+        from safetensors.torch import save_file
+
+        from .tokenizer import tokenizer_fingerprint
+
+        with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
+            state = {k: v.detach().contiguous().clone() for k, v in self.state_dict().items()}
+            save_file(state, str(w.path("model.safetensors")))
+            for name, model in (("passage", self.passage_model), ("query", self.query_model)):
+                (w.path(name)).mkdir()
+                model.config.to_json_file(str(w.path(f"{name}/config.json")))
+            self.tokenizer.save_pretrained(str(w.path("tokenizer")))
+            w.manifest.update(config=asdict(self.config), tokenizer=tokenizer_fingerprint(self.config.base),
+                              parameters=sum(p.numel() for p in self.parameters()), **(extra_manifest or {}))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "DualEncoder":
+        from safetensors.torch import load_file
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        path = Path(path)
+        manifest = read_manifest(path, FORMAT, FORMAT_VERSION)
+        config = EncoderConfig(**manifest["config"])
+        models = []
+        for name in ("passage", "query"):
+            cfg = AutoConfig.from_pretrained(str(path / name), local_files_only=True)
+            models.append(AutoModel.from_config(cfg))
+        tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"), local_files_only=True)
+        enc = cls(config, models[0], models[1], tokenizer)
+        state = load_file(str(path / "model.safetensors"))
+        missing, unexpected = enc.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not k.endswith("position_ids")]
+        if missing or unexpected:
+            raise ArtifactError(f"{path}/model.safetensors does not match the encoder: missing {missing[:5]}, "
+                                f"unexpected {unexpected[:5]}")
+        enc.manifest = manifest
+        return enc.eval()
+
+    # -- encoding -----------------------------------------------------------------------------
+    def passage_batch(self, pieces: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[CLS] pieces [SEP]`` for each passage, right-padded: (input_ids, attention_mask), (P, L+2).
+
+        Word piece k of a passage is at position k + 1."""
+        tok = self.tokenizer
+        longest = max((len(p) for p in pieces), default=0) + 2
+        limit = self.passage_model.config.max_position_embeddings
+        if longest > limit:
+            raise ConfigError(f"a passage has {longest - 2} word pieces; the encoder takes at most {limit - 2}")
+        ids = torch.full((len(pieces), longest), tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(pieces), longest), dtype=torch.long)
+        for r, p in enumerate(pieces):
+            n = len(p)
+            ids[r, 0] = tok.cls_token_id
+            ids[r, 1 : n + 1] = torch.from_numpy(np.asarray(p, dtype=np.int64))
+            ids[r, n + 1] = tok.sep_token_id
+            mask[r, : n + 2] = 1
+        return ids, mask
+
+    def encode_passages(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Start and end vectors of every position: two (P, L, dim/2) tensors."""
+        h = self.passage_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.mention_start(h), self.mention_end(h)
+
+    def query_batch(self, texts: list[str]) -> dict:
+        return self.tokenizer(texts, padding=True, truncation=True, max_length=self.config.max_query_pieces,
+                              return_tensors="pt", return_token_type_ids=False)
+
+    def encode_queries(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Start and end queries: two (Q, dim/2) tensors, from the mean of the query's hidden states."""
+        h = self.query_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        m = attention_mask.unsqueeze(-1).to(h.dtype)
+        pooled = (h * m).sum(1) / m.sum(1).clamp_min(1)
+        return self.query_start(pooled), self.query_end(pooled)
+
+    @torch.no_grad()
+    def embed_queries(self, texts: list[str], bf16: bool = True) -> np.ndarray:
+        """``g(q) = [g_st ; g_en]`` for each text: (Q, dim) float32."""
+        batch = self.query_batch(list(texts))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            qs, qe = self.encode_queries(batch["input_ids"], batch["attention_mask"])
+        return torch.cat([qs, qe], dim=-1).float().numpy()
+
+    @torch.no_grad()
+    def embed_mentions(self, pieces: list[np.ndarray], starts: list[np.ndarray], ends: list[np.ndarray],
+                       bf16: bool = True) -> list[np.ndarray]:
+        """``f(m)`` for the mentions of a batch of passages: for passage r, (len(starts[r]), dim) float32.
+
+        `starts[r]` / `ends[r]` are word-piece positions within the passage (without [CLS]), inclusive."""
+        ids, mask = self.passage_batch(pieces)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            fs, fe = self.encode_passages(ids, mask)
+        fs, fe = fs.float(), fe.float()
+        out = []
+        for r, (s, e) in enumerate(zip(starts, ends)):
+            s = torch.as_tensor(np.asarray(s, dtype=np.int64)) + 1
+            e = torch.as_tensor(np.asarray(e, dtype=np.int64)) + 1
+            out.append(torch.cat([fs[r, s], fe[r, e]], dim=-1).numpy())
+        return out
+

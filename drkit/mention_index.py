@@ -1,0 +1,167 @@
+"""The dense mention index: f(m) for every mention of a sparse index, computed once, stored in fp16.
+
+Artifact format ``drkit.mention_index``: ``mention_vectors.npy`` (M, p) float16, row m = mention m of
+the sparse index (memory-mapped when loaded), and ``manifest.json`` recording the encoder (path and
+checksum of its weights), the sparse index it belongs to (checksum of its mention table) and the
+embedding run's throughput. `MentionIndex.searcher` gives exact or approximate MIPS behind
+``search(queries, k) -> (scores, ids)`` (`drkit.mips`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .artifact import ArtifactWriter, file_checksum, load_array, read_manifest
+from .encoder import DualEncoder
+from .errors import ArtifactError, ConfigError
+from .mips import ExactMIPS, FaissMIPS
+from .progress import progress
+from .report import WarningLog
+from .sparse_index import SparseIndex
+
+FORMAT = "drkit.mention_index"
+FORMAT_VERSION = 1
+FP16_MAX = float(np.finfo(np.float16).max)
+
+
+@dataclass(frozen=True)
+class EmbedConfig:
+    """How mentions are embedded."""
+
+    batch_tokens: int = field(default=8192, metadata={"help": "word pieces per encoder batch (passages sorted by length)"})
+    bf16: bool = field(default=True, metadata={"help": "bf16 autocast on the CPU (vectors are stored in fp16 either way)"})
+
+    def __post_init__(self):
+        if self.batch_tokens < 1:
+            raise ConfigError("batch_tokens must be at least 1")
+
+
+def encoder_identity(encoder_dir: str | Path) -> dict:
+    return {"path": str(encoder_dir), "sha256": file_checksum(Path(encoder_dir) / "model.safetensors")["sha256"]}
+
+
+def index_identity(index: SparseIndex) -> dict:
+    return {"path": str(index.path), "mentions_sha256": file_checksum(index.path / "mentions.npy")["sha256"],
+            "mentions": index.n_mentions}
+
+
+def _length_batches(lengths: np.ndarray, batch_tokens: int):
+    order = np.argsort(lengths, kind="stable")
+    batch: list[int] = []
+    longest = 0
+    for p in order:
+        longest_next = max(longest, int(lengths[p]) + 2)
+        if batch and longest_next * (len(batch) + 1) > batch_tokens:
+            yield batch
+            batch, longest_next = [], int(lengths[p]) + 2
+        batch.append(int(p))
+        longest = longest_next
+    if batch:
+        yield batch
+
+
+def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig = EmbedConfig(),
+                   warnings: WarningLog | None = None) -> tuple[np.ndarray, dict]:
+    """f(m) for every mention of `index`: (M, p) float16, and timing figures."""
+    warnings = warnings if warnings is not None else WarningLog()
+    mentions = np.asarray(index.mentions)
+    passage = mentions[:, 1]
+    if len(passage) and np.any(np.diff(passage) < 0):
+        raise ArtifactError(f"{index.path}: mentions are not ordered by passage")
+    indptr = np.searchsorted(passage, np.arange(index.n_passages + 1))
+    lengths = np.diff(np.asarray(index.piece_offsets))
+    empty = int((lengths == 0).sum())
+    if empty:
+        warnings.add("empty_passage", "passages with no word pieces have no mentions to embed", count=empty)
+    with_mentions = np.flatnonzero(np.diff(indptr) > 0)
+    out = np.zeros((len(mentions), encoder.config.dim), dtype=np.float16)
+    encoder.eval()
+    t = time.perf_counter()
+    with torch.inference_mode(), progress(total=len(mentions), desc="embed", unit="mention") as bar:
+        for batch in _length_batches(lengths[with_mentions], config.batch_tokens):
+            ps = with_mentions[batch]
+            rows = [np.arange(indptr[p], indptr[p + 1]) for p in ps]
+            vecs = encoder.embed_mentions([index.passage_pieces(int(p)) for p in ps],
+                                          [mentions[r, 2] for r in rows], [mentions[r, 3] for r in rows], bf16=config.bf16)
+            for r, v in zip(rows, vecs):
+                if not np.isfinite(v).all() or np.abs(v).max() > FP16_MAX:
+                    raise FloatingPointError(f"mention vectors of passage {int(mentions[r[0], 1])} overflow fp16")
+                out[r] = v.astype(np.float16)
+            bar.update(sum(len(r) for r in rows))
+    seconds = time.perf_counter() - t
+    return out, {"seconds": round(seconds, 2), "mentions_per_s": round(len(mentions) / max(seconds, 1e-9), 1),
+                 "passages": int(len(with_mentions)), "tokens": int(lengths[with_mentions].sum() + 2 * len(with_mentions))}
+
+
+def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str | Path,
+                        config: EmbedConfig = EmbedConfig(), overwrite: bool = False, log=print) -> "MentionIndex":
+    encoder_dir = resolve_encoder_dir(encoder_dir)
+    index = SparseIndex.load(index_dir)
+    encoder = DualEncoder.load(encoder_dir)
+    if encoder.manifest.get("tokenizer", {}).get("vocab_sha256") != index.manifest.get("tokenizer", {}).get("vocab_sha256"):
+        raise ArtifactError(f"{encoder_dir} and {index_dir} use different tokenizers; rebuild one with the other's")
+    warnings = WarningLog()
+    vectors, timing = embed_mentions(index, encoder, config, warnings)
+    with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
+        w.save_array("mention_vectors", vectors, note="row = mention id of the sparse index; f(m) = [f_start ; f_end]")
+        w.manifest.update(config=asdict(config), encoder=encoder_identity(encoder_dir), index=index_identity(index),
+                          dim=int(vectors.shape[1]), mentions=int(vectors.shape[0]), embedding=timing,
+                          warnings=warnings.to_dict())
+    for line in warnings.lines():
+        log(line)
+    log(f"embedded {len(vectors):,} mentions in {timing['seconds']:.0f} s ({timing['mentions_per_s']:.0f} mentions/s)")
+    return MentionIndex(out)
+
+
+def resolve_encoder_dir(path: str | Path) -> Path:
+    """An encoder artifact, or a pretraining run directory holding one in ``encoder/``."""
+    path = Path(path)
+    if not (path / "model.safetensors").exists() and (path / "encoder" / "model.safetensors").exists():
+        return path / "encoder"
+    if not path.exists():
+        raise ArtifactError(f"{path} does not exist")
+    return path
+
+
+class MentionIndex:
+    """A dense mention index, loaded with its vectors memory-mapped."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.manifest = read_manifest(self.path, FORMAT, FORMAT_VERSION)
+        self.vectors = load_array(self.path, "mention_vectors")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "MentionIndex":
+        return cls(path)
+
+    def __len__(self) -> int:
+        return self.vectors.shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self.vectors.shape[1]
+
+    def check_compatible(self, index: SparseIndex | None = None, encoder_dir: str | Path | None = None) -> None:
+        """Refuse a sparse index or encoder other than the ones this index was built from."""
+        if index is not None and self.manifest["index"]["mentions_sha256"] != index_identity(index)["mentions_sha256"]:
+            raise ArtifactError(f"{self.path} was built from another sparse index than {index.path}")
+        if encoder_dir is not None:
+            enc = encoder_identity(resolve_encoder_dir(encoder_dir))
+            if enc["sha256"] != self.manifest["encoder"]["sha256"]:
+                raise ArtifactError(f"{self.path} was embedded with the encoder {self.manifest['encoder']['path']}, "
+                                    f"not {encoder_dir} (their weights differ)")
+
+    def searcher(self, kind: str = "exact", **kwargs):
+        """``search(queries, k) -> (scores, ids)`` over all mentions: ``exact`` (blocked bf16 matrix product,
+        vectors cached in memory) or ``faiss`` (IVF; kwargs nlist, nprobe)."""
+        if kind == "exact":
+            return ExactMIPS(self.vectors, **kwargs).cache()
+        if kind == "faiss":
+            return FaissMIPS(self.vectors, **kwargs)
+        raise ConfigError(f"unknown MIPS kind {kind!r}; expected 'exact' or 'faiss'")

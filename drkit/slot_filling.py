@@ -1,0 +1,100 @@
+"""Single-hop slot filling with the dense mention index (the check of pretraining the index).
+
+For a query ``(e1, R, ?)``: the candidates are the mentions reachable from e1 through the sparse index
+(row e1 of A_{E->M}), without e1's own mentions; each is scored ``f(m) . g(q)``; entities are ranked
+by their best mention. Hits@k: one of the top k entities is an answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from .encoder import DualEncoder
+from .errors import InputFormatError
+from .mention_index import MentionIndex
+from .progress import progress
+from .sparse_index import SparseIndex
+
+
+def read_slot_queries(path: str | Path, index: SparseIndex) -> list[dict]:
+    """Queries from a JSONL file of ``{"text", "subject", "answers", ...}`` (``heldout.jsonl`` of a
+    pretraining run), with entity ids resolved in `index`."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise InputFormatError(path, line_no, f"not valid JSON: {exc.msg}") from exc
+            for key, kind in (("text", str), ("subject", str), ("answers", list)):
+                if not isinstance(rec.get(key), kind) or not rec[key]:
+                    raise InputFormatError(path, line_no, f"missing or empty (expected a non-empty {kind.__name__})", field=key)
+            subject = index.entities.lookup(rec["subject"])
+            if subject is None:
+                raise InputFormatError(path, line_no, f"{rec['subject']!r} is not an entity of {index.path}", field="subject")
+            answers = [index.entities.lookup(a) for a in rec["answers"]]
+            unknown = [a for a, i in zip(rec["answers"], answers) if i is None]
+            if unknown:
+                raise InputFormatError(path, line_no, f"{unknown[:3]} are not entities of {index.path}", field="answers")
+            out.append({**rec, "line": line_no, "subject_id": subject, "answer_ids": sorted(set(answers))})
+    return out
+
+
+def rank_entities(index: SparseIndex, vectors: np.ndarray, subject: int, query: np.ndarray, top: int = 5):
+    """Entities reachable from `subject` ranked by their best mention's score: (entities, scores, mentions)."""
+    lo, hi = index.A_indptr[subject], index.A_indptr[subject + 1]
+    cands = np.asarray(index.A_indices[lo:hi], dtype=np.int64)
+    ents = np.asarray(index.mention_entity[cands], dtype=np.int64)
+    keep = ents != subject
+    cands, ents = cands[keep], ents[keep]
+    if len(cands) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64)
+    scores = np.asarray(vectors[cands], dtype=np.float32) @ query.astype(np.float32)
+    order = np.argsort(-scores, kind="stable")
+    _, first = np.unique(ents[order], return_index=True)
+    first = np.sort(first)[:top]
+    return ents[order][first], scores[order][first], cands[order][first]
+
+
+def evaluate_slot_filling(index: SparseIndex, mentions: MentionIndex, encoder: DualEncoder, queries: list[dict],
+                          batch_size: int = 64) -> tuple[dict, list[dict]]:
+    """Hits@1 and Hits@5 over `queries` (from `read_slot_queries`), overall and by relation."""
+    predictions = []
+    groups: dict[str, list] = defaultdict(list)
+    vectors = mentions.vectors
+    for lo in progress(range(0, len(queries), batch_size), desc="slot filling", unit="batch"):
+        chunk = queries[lo : lo + batch_size]
+        g = encoder.embed_queries([q["text"] for q in chunk])
+        for q, vec in zip(chunk, g):
+            ents, scores, ments = rank_entities(index, vectors, q["subject_id"], vec)
+            gold = set(q["answer_ids"])
+            hit1 = bool(len(ents) and int(ents[0]) in gold)
+            hit5 = any(int(e) in gold for e in ents[:5])
+            lo_, hi_ = index.A_indptr[q["subject_id"]], index.A_indptr[q["subject_id"] + 1]
+            reachable = bool(np.isin(np.asarray(index.mention_entity[np.asarray(index.A_indices[lo_:hi_])]),
+                                     list(gold)).any())
+            key = f"{q.get('relation', '?')}{'^-1' if q.get('inverse') else ''}"
+            groups[key].append((hit1, hit5, reachable))
+            top_mention = int(ments[0]) if len(ments) else None
+            predictions.append({"line": q["line"], "text": q["text"], "answers": q["answers"],
+                                "predicted": [index.entities.names[int(e)] for e in ents],
+                                "scores": [round(float(s), 4) for s in scores], "hit@1": hit1, "hit@5": hit5,
+                                "reachable": reachable,
+                                "top_mention": None if top_mention is None else {
+                                    "mention": top_mention, "passage": int(index.mentions[top_mention, 1])}})
+
+    def summarise(rows):
+        a = np.array(rows, dtype=float).reshape(-1, 3)
+        return {"queries": len(rows), "hits@1": round(float(a[:, 0].mean()), 4) if len(rows) else None,
+                "hits@5": round(float(a[:, 1].mean()), 4) if len(rows) else None,
+                "reachable": round(float(a[:, 2].mean()), 4) if len(rows) else None}
+
+    everything = [r for rows in groups.values() for r in rows]
+    metrics = {**summarise(everything), "by_relation": {k: summarise(v) for k, v in sorted(groups.items())}}
+    return metrics, predictions
