@@ -72,6 +72,11 @@ class ArtifactWriter:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(self.tmp, 0o777 & ~umask)  # mkdtemp makes it 0700
+        for root, dirs, files in os.walk(self.tmp):  # some writers (safetensors) make files 0600
+            for d in dirs:
+                os.chmod(os.path.join(root, d), 0o777 & ~umask)
+            for f in files:
+                os.chmod(os.path.join(root, f), 0o666 & ~umask)
         if self.out.exists():
             shutil.rmtree(self.out)
         os.replace(self.tmp, self.out)

@@ -183,7 +183,8 @@ def _run_slot_fill(args) -> int:
         for row in predictions:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     print(f"{len(queries)} queries: Hits@1 {metrics['hits@1']:.4f}  Hits@5 {metrics['hits@5']:.4f}  "
-          f"(answer reachable: {metrics['reachable']:.4f}); wrote {out}/metrics.json")
+          f"(answer reachable: {metrics['reachable']:.4f}; random ranking: Hits@1 {metrics['chance_hits@1']:.4f}); "
+          f"wrote {out}/metrics.json")
     return 0
 
 

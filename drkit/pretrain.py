@@ -179,6 +179,8 @@ def pretrain(index_dir: str | Path, kb: str | Path, out: str | Path, config: Pre
     if (run / "encoder").exists() and not overwrite:
         raise ConfigError(f"{run}/encoder already exists: pretraining is done; pass --overwrite to redo it")
     if run.exists() and overwrite:
+        if any(run.iterdir()) and not (run / "run.json").exists():
+            raise ConfigError(f"{run} is not empty and holds no pretraining run; --overwrite deletes only a run directory")
         shutil.rmtree(run)
     if (run / "run.json").exists():
         previous = json.loads((run / "run.json").read_text())

@@ -8,6 +8,7 @@ by their best mention. Hits@k: one of the top k entities is an answer.
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -62,9 +63,20 @@ def rank_entities(index: SparseIndex, vectors: np.ndarray, subject: int, query: 
     return ents[order][first], scores[order][first], cands[order][first]
 
 
+def chance_hits(n_candidates: int, n_gold: int, ks=(1, 5)) -> tuple[float, ...]:
+    """Expected Hits@k of a uniformly random ranking of `n_candidates` entities, `n_gold` of them answers."""
+    out = []
+    for k in ks:
+        k = min(k, n_candidates)
+        out.append(0.0 if k == 0 else 1.0 - math.comb(n_candidates - n_gold, k) / math.comb(n_candidates, k))
+    return tuple(out)
+
+
 def evaluate_slot_filling(index: SparseIndex, mentions: MentionIndex, encoder: DualEncoder, queries: list[dict],
                           batch_size: int = 64) -> tuple[dict, list[dict]]:
-    """Hits@1 and Hits@5 over `queries` (from `read_slot_queries`), overall and by relation."""
+    """Hits@1 and Hits@5 over `queries` (from `read_slot_queries`), overall and by relation, next to the
+    fraction of queries with an answer among the candidates (``reachable``) and the expected Hits@k of a
+    random ranking of the candidate entities (``chance_hits@k``)."""
     predictions = []
     groups: dict[str, list] = defaultdict(list)
     vectors = mentions.vectors
@@ -77,10 +89,12 @@ def evaluate_slot_filling(index: SparseIndex, mentions: MentionIndex, encoder: D
             hit1 = bool(len(ents) and int(ents[0]) in gold)
             hit5 = any(int(e) in gold for e in ents[:5])
             lo_, hi_ = index.A_indptr[q["subject_id"]], index.A_indptr[q["subject_id"] + 1]
-            reachable = bool(np.isin(np.asarray(index.mention_entity[np.asarray(index.A_indices[lo_:hi_])]),
-                                     list(gold)).any())
+            cand_ents = np.unique(np.asarray(index.mention_entity[np.asarray(index.A_indices[lo_:hi_])]))
+            cand_ents = cand_ents[cand_ents != q["subject_id"]]
+            n_gold = int(np.isin(cand_ents, list(gold)).sum())
+            reachable = n_gold > 0
             key = f"{q.get('relation', '?')}{'^-1' if q.get('inverse') else ''}"
-            groups[key].append((hit1, hit5, reachable))
+            groups[key].append((hit1, hit5, reachable, *chance_hits(len(cand_ents), n_gold)))
             top_mention = int(ments[0]) if len(ments) else None
             predictions.append({"line": q["line"], "text": q["text"], "answers": q["answers"],
                                 "predicted": [index.entities.names[int(e)] for e in ents],
@@ -90,10 +104,10 @@ def evaluate_slot_filling(index: SparseIndex, mentions: MentionIndex, encoder: D
                                     "mention": top_mention, "passage": int(index.mentions[top_mention, 1])}})
 
     def summarise(rows):
-        a = np.array(rows, dtype=float).reshape(-1, 3)
-        return {"queries": len(rows), "hits@1": round(float(a[:, 0].mean()), 4) if len(rows) else None,
-                "hits@5": round(float(a[:, 1].mean()), 4) if len(rows) else None,
-                "reachable": round(float(a[:, 2].mean()), 4) if len(rows) else None}
+        a = np.array(rows, dtype=float).reshape(-1, 5)
+        names = ("hits@1", "hits@5", "reachable", "chance_hits@1", "chance_hits@5")
+        return {"queries": len(rows), **{n: round(float(a[:, i].mean()), 4) if len(rows) else None
+                                         for i, n in enumerate(names)}}
 
     everything = [r for rows in groups.values() for r in rows]
     metrics = {**summarise(everything), "by_relation": {k: summarise(v) for k, v in sorted(groups.items())}}

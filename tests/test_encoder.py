@@ -244,3 +244,26 @@ def test_empty_passage_is_counted_not_dropped(encoder, toy_index):
     direct, _ = embed_mentions(toy_index, encoder, EmbedConfig(bf16=False))
     assert w.count("empty_passage") == 1
     np.testing.assert_array_equal(vectors, direct)
+
+
+def test_overwrite_deletes_only_a_run_directory(toy_index, toy_files, tmp_path, tiny_base):
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    with pytest.raises(ConfigError, match="not empty"):
+        pretrain(toy_index.path, toy_files / "kb.txt", precious, PretrainConfig(steps=0, **FAST),
+                 EncoderConfig(base=str(tiny_base), dim=16), overwrite=True, log=lambda *a: None)
+    assert (precious / "thesis.tex").exists()
+
+
+def test_chance_hits_matches_enumeration():
+    from itertools import combinations
+
+    from drkit.slot_filling import chance_hits
+
+    for n, g in [(1, 1), (4, 1), (7, 2), (6, 0), (3, 3)]:
+        gold = set(range(g))
+        for k, got in zip((1, 5), chance_hits(n, g)):
+            subsets = list(combinations(range(n), min(k, n)))
+            want = sum(bool(gold & set(s)) for s in subsets) / len(subsets)
+            assert got == pytest.approx(want)
