@@ -54,7 +54,9 @@ class EncoderConfig:
 
 def _load_transformer(path: Path):
     from transformers import AutoModel
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # drkit shows its own progress
     try:
         return AutoModel.from_pretrained(str(path), local_files_only=True)
     except (OSError, ValueError) as exc:
