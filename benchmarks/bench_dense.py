@@ -31,6 +31,8 @@ from drkit.mention_index import EmbedConfig, MentionIndex, embed_mentions, resol
 from drkit.mips import recall_at_k
 from drkit.sparse_index import SparseIndex
 
+from bench_mips import throughput  # noqa: E402  (this script's folder is on sys.path)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -40,16 +42,6 @@ def rss_mb() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def throughput(index, queries: np.ndarray, batch: int, k: int, seconds: float) -> float:
-    index.search(queries[:batch], k)  # warm-up
-    done, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        lo = done % (len(queries) - batch + 1)
-        index.search(queries[lo : lo + batch], k)
-        done += batch
-    return done / (time.perf_counter() - start)
 
 
 class _Slice:

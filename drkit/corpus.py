@@ -109,10 +109,10 @@ def read_wikimovies(path: str | Path, warnings: WarningLog) -> Iterator[Article]
         yield article
 
 
-def read_jsonl_corpus(path: str | Path, warnings: WarningLog) -> Iterator[Article]:
-    """Read ``{"id", "title", "text"}`` objects, one per line. Blank lines are allowed."""
+def iter_json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line of a JSONL file; a line that is not a JSON
+    object is an `InputFormatError` naming the file and line."""
     path = Path(path)
-    seen: dict[str, int] = {}
     with open(path, encoding="utf-8") as f:
         for line_no, raw in enumerate(f, 1):
             if not raw.strip():
@@ -123,22 +123,30 @@ def read_jsonl_corpus(path: str | Path, warnings: WarningLog) -> Iterator[Articl
                 raise InputFormatError(path, line_no, f"not valid JSON: {exc.msg} at column {exc.colno}") from None
             if not isinstance(obj, dict):
                 raise InputFormatError(path, line_no, f"expected a JSON object, got {type(obj).__name__}")
-            for field in ("id", "title", "text"):
-                if field not in obj:
-                    raise InputFormatError(path, line_no, "missing field", field=field)
-            if not isinstance(obj["id"], (str, int)) or isinstance(obj["id"], bool):
-                raise InputFormatError(path, line_no, "must be a string or an integer", field="id")
-            for field in ("title", "text"):
-                if not isinstance(obj[field], str):
-                    raise InputFormatError(path, line_no, f"must be a string, got {type(obj[field]).__name__}", field=field)
-            key = str(obj["id"])
-            if key in seen:
-                raise InputFormatError(path, line_no, f"duplicate id {key!r} (first on line {seen[key]})", field="id")
-            seen[key] = line_no
-            title, text = obj["title"].strip(), obj["text"].strip()
-            if not title and not text:
-                warnings.add("empty_article", f"{path}:{line_no}: article {key!r} has no title and no text; not indexed")
-                continue
-            if not text:
-                warnings.add("article_without_text", f"{path}:{line_no}: article {key!r} has a title and no text")
-            yield Article(key=key, title=title, text=text, source_line=line_no)
+            yield line_no, obj
+
+
+def read_jsonl_corpus(path: str | Path, warnings: WarningLog) -> Iterator[Article]:
+    """Read ``{"id", "title", "text"}`` objects, one per line. Blank lines are allowed."""
+    path = Path(path)
+    seen: dict[str, int] = {}
+    for line_no, obj in iter_json_objects(path):
+        for field in ("id", "title", "text"):
+            if field not in obj:
+                raise InputFormatError(path, line_no, "missing field", field=field)
+        if not isinstance(obj["id"], (str, int)) or isinstance(obj["id"], bool):
+            raise InputFormatError(path, line_no, "must be a string or an integer", field="id")
+        for field in ("title", "text"):
+            if not isinstance(obj[field], str):
+                raise InputFormatError(path, line_no, f"must be a string, got {type(obj[field]).__name__}", field=field)
+        key = str(obj["id"])
+        if key in seen:
+            raise InputFormatError(path, line_no, f"duplicate id {key!r} (first on line {seen[key]})", field="id")
+        seen[key] = line_no
+        title, text = obj["title"].strip(), obj["text"].strip()
+        if not title and not text:
+            warnings.add("empty_article", f"{path}:{line_no}: article {key!r} has no title and no text; not indexed")
+            continue
+        if not text:
+            warnings.add("article_without_text", f"{path}:{line_no}: article {key!r} has a title and no text")
+        yield Article(key=key, title=title, text=text, source_line=line_no)

@@ -32,7 +32,7 @@ import numpy as np
 from .errors import ConfigError, InputFormatError
 from .kb import Triple
 from .report import WarningLog
-from .sparse_index import SparseIndex, _concat_ranges
+from .sparse_index import SparseIndex, _concat_ranges, passage_mention_indptr
 
 NEGATIVE_KINDS = ("shared_entity", "shared_relation", "random")
 POSITIVE, NEGATIVE, IGNORED = 1, 0, -1
@@ -127,12 +127,8 @@ class DistantSupervision:
         self.config = config
         self.warnings = warnings if warnings is not None else WarningLog()
         mentions = np.asarray(index.mentions)
-        passages = mentions[:, 1]
-        if len(passages) and np.any(np.diff(passages) < 0):
-            raise ConfigError(f"{index.path}: mentions are not ordered by passage")
         n_p = index.n_passages
-        # mentions of passage p: rows mention_indptr[p]:mention_indptr[p+1]
-        self.mention_indptr = np.searchsorted(passages, np.arange(n_p + 1)).astype(np.int64)
+        self.mention_indptr = passage_mention_indptr(mentions[:, 1], n_p)
         # distinct entities of each passage, sorted
         pairs = np.unique(mentions[:, 1].astype(np.int64) * len(index.entities) + mentions[:, 0])
         self.pe_passage = (pairs // len(index.entities)).astype(np.int64)

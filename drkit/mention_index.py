@@ -22,7 +22,7 @@ from .errors import ArtifactError, ConfigError
 from .mips import ExactMIPS, FaissMIPS
 from .progress import progress
 from .report import WarningLog
-from .sparse_index import SparseIndex
+from .sparse_index import SparseIndex, passage_mention_indptr
 
 FORMAT = "drkit.mention_index"
 FORMAT_VERSION = 1
@@ -70,10 +70,7 @@ def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig
     """f(m) for every mention of `index`: (M, p) float16, and timing figures."""
     warnings = warnings if warnings is not None else WarningLog()
     mentions = np.asarray(index.mentions)
-    passage = mentions[:, 1]
-    if len(passage) and np.any(np.diff(passage) < 0):
-        raise ArtifactError(f"{index.path}: mentions are not ordered by passage")
-    indptr = np.searchsorted(passage, np.arange(index.n_passages + 1))
+    indptr = passage_mention_indptr(mentions[:, 1], index.n_passages)
     lengths = np.diff(np.asarray(index.piece_offsets))
     empty = int((lengths == 0).sum())
     if empty:

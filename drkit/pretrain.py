@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .distant import NEGATIVE_KINDS, POSITIVE, NEGATIVE, DistantConfig, DistantSupervision
+from .distant import IGNORED, NEGATIVE, NEGATIVE_KINDS, POSITIVE, DistantConfig, DistantSupervision
 from .encoder import DualEncoder, EncoderConfig
 from .errors import ConfigError
 from .kb import read_kb
@@ -136,7 +136,7 @@ def batch_loss(model: DualEncoder, ds: DistantSupervision, batch: Batch, config:
     neg_loss = nll[negative].mean() if negative.any() else torch.zeros(())
     return {"loss": pos_loss + config.negative_weight * neg_loss, "pos_loss": pos_loss, "neg_loss": neg_loss,
             "pairs_pos": int(positive.sum()), "pairs_neg": int(negative.sum()),
-            "pairs_ignored": int((labels_t == -1).sum()), "tokens": int(mask.sum())}
+            "pairs_ignored": int((labels_t == IGNORED).sum()), "tokens": int(mask.sum())}
 
 
 def _optimizer(model: DualEncoder, config: PretrainConfig):

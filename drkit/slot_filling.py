@@ -7,13 +7,13 @@ by their best mention. Hits@k: one of the top k entities is an answer.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
+from .corpus import iter_json_objects
 from .encoder import DualEncoder
 from .errors import InputFormatError
 from .mention_index import MentionIndex
@@ -25,35 +25,37 @@ def read_slot_queries(path: str | Path, index: SparseIndex) -> list[dict]:
     """Queries from a JSONL file of ``{"text", "subject", "answers", ...}`` (``heldout.jsonl`` of a
     pretraining run), with entity ids resolved in `index`."""
     out = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise InputFormatError(path, line_no, f"not valid JSON: {exc.msg}") from exc
-            for key, kind in (("text", str), ("subject", str), ("answers", list)):
-                if not isinstance(rec.get(key), kind) or not rec[key]:
-                    raise InputFormatError(path, line_no, f"missing or empty (expected a non-empty {kind.__name__})", field=key)
-            subject = index.entities.lookup(rec["subject"])
-            if subject is None:
-                raise InputFormatError(path, line_no, f"{rec['subject']!r} is not an entity of {index.path}", field="subject")
-            answers = [index.entities.lookup(a) for a in rec["answers"]]
-            unknown = [a for a, i in zip(rec["answers"], answers) if i is None]
-            if unknown:
-                raise InputFormatError(path, line_no, f"{unknown[:3]} are not entities of {index.path}", field="answers")
-            out.append({**rec, "line": line_no, "subject_id": subject, "answer_ids": sorted(set(answers))})
+    for line_no, rec in iter_json_objects(path):
+        for key, kind in (("text", str), ("subject", str), ("answers", list)):
+            if not isinstance(rec.get(key), kind) or not rec[key]:
+                raise InputFormatError(path, line_no, f"missing or empty (expected a non-empty {kind.__name__})", field=key)
+        subject = index.entities.lookup(rec["subject"])
+        if subject is None:
+            raise InputFormatError(path, line_no, f"{rec['subject']!r} is not an entity of {index.path}", field="subject")
+        answers = [index.entities.lookup(a) for a in rec["answers"]]
+        unknown = [a for a, i in zip(rec["answers"], answers) if i is None]
+        if unknown:
+            raise InputFormatError(path, line_no, f"{unknown[:3]} are not entities of {index.path}", field="answers")
+        out.append({**rec, "line": line_no, "subject_id": subject, "answer_ids": sorted(set(answers))})
     return out
 
 
-def rank_entities(index: SparseIndex, vectors: np.ndarray, subject: int, query: np.ndarray, top: int = 5):
-    """Entities reachable from `subject` ranked by their best mention's score: (entities, scores, mentions)."""
+def candidate_mentions(index: SparseIndex, subject: int) -> tuple[np.ndarray, np.ndarray]:
+    """The mentions in row `subject` of A, without the subject's own, and their entities."""
     lo, hi = index.A_indptr[subject], index.A_indptr[subject + 1]
     cands = np.asarray(index.A_indices[lo:hi], dtype=np.int64)
     ents = np.asarray(index.mention_entity[cands], dtype=np.int64)
     keep = ents != subject
-    cands, ents = cands[keep], ents[keep]
+    return cands[keep], ents[keep]
+
+
+def rank_entities(index: SparseIndex, vectors: np.ndarray, subject: int, query: np.ndarray, top: int = 5):
+    """Entities reachable from `subject` ranked by their best mention's score: (entities, scores, mentions)."""
+    return rank_candidates(vectors, *candidate_mentions(index, subject), query, top)
+
+
+def rank_candidates(vectors: np.ndarray, cands: np.ndarray, ents: np.ndarray, query: np.ndarray, top: int = 5):
+    """The entities of mentions `cands` ranked by their best mention's score: (entities, scores, mentions)."""
     if len(cands) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64)
     scores = np.asarray(vectors[cands], dtype=np.float32) @ query.astype(np.float32)
@@ -84,13 +86,12 @@ def evaluate_slot_filling(index: SparseIndex, mentions: MentionIndex, encoder: D
         chunk = queries[lo : lo + batch_size]
         g = encoder.embed_queries([q["text"] for q in chunk])
         for q, vec in zip(chunk, g):
-            ents, scores, ments = rank_entities(index, vectors, q["subject_id"], vec)
+            cands, cand_mention_ents = candidate_mentions(index, q["subject_id"])
+            ents, scores, ments = rank_candidates(vectors, cands, cand_mention_ents, vec)
             gold = set(q["answer_ids"])
             hit1 = bool(len(ents) and int(ents[0]) in gold)
             hit5 = any(int(e) in gold for e in ents[:5])
-            lo_, hi_ = index.A_indptr[q["subject_id"]], index.A_indptr[q["subject_id"] + 1]
-            cand_ents = np.unique(np.asarray(index.mention_entity[np.asarray(index.A_indices[lo_:hi_])]))
-            cand_ents = cand_ents[cand_ents != q["subject_id"]]
+            cand_ents = np.unique(cand_mention_ents)
             n_gold = int(np.isin(cand_ents, list(gold)).sum())
             reachable = n_gold > 0
             key = f"{q.get('relation', '?')}{'^-1' if q.get('inverse') else ''}"

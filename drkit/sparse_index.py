@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .artifact import load_array, read_jsonl, read_manifest
-from .errors import ConfigError
+from .errors import ArtifactError, ConfigError
 from .kb import EntityTable
 from .linking import LinkedCorpus
 from .progress import progress
@@ -106,9 +106,7 @@ def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: S
     n_without_terms = int(np.sum(np.diff(G.indptr) == 0))
     ep_indptr, ep_passage, ep_score = top_passages(G, F, config.mu, config.epsilon)
 
-    # Mentions are stored in passage order, so passage p owns mentions [pm[p], pm[p+1]).
-    mention_passage = linked.mention_passage
-    pm = np.searchsorted(mention_passage, np.arange(linked.n_passages + 1)).astype(np.int64)
+    pm = passage_mention_indptr(linked.mention_passage, linked.n_passages)
     per_passage = pm[ep_passage + 1] - pm[ep_passage]  # mentions of each kept (entity, passage)
     A_indices = _concat_ranges(pm[ep_passage], per_passage).astype(np.int32)
     A_data = np.repeat(ep_score, per_passage)
@@ -119,6 +117,14 @@ def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: S
     used = np.flatnonzero(df)
     return SparseMatrices(ep_indptr, ep_passage, ep_score, A_indptr, A_indices, A_data.astype(np.float32),
                           used.astype(np.int64), df[used].astype(np.int32), n_without_terms)
+
+
+def passage_mention_indptr(mention_passage: np.ndarray, n_passages: int) -> np.ndarray:
+    """Mentions are stored in passage order, so passage p owns mentions ``[indptr[p], indptr[p+1])``."""
+    mention_passage = np.asarray(mention_passage)
+    if len(mention_passage) and np.any(np.diff(mention_passage) < 0):
+        raise ArtifactError("mentions are not ordered by passage")
+    return np.searchsorted(mention_passage, np.arange(n_passages + 1)).astype(np.int64)
 
 
 def _concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
