@@ -188,6 +188,133 @@ def _run_slot_fill(args) -> int:
     return 0
 
 
+def _train_parser(sub) -> None:
+    from .follow import FollowConfig
+    from .model import ModelConfig
+    from .train import TrainConfig
+
+    p = sub.add_parser(
+        "train",
+        help="train a DrKIT model end to end on MetaQA-format questions (final answers only)",
+        description="Train the question encoder and T textual follows over the virtual KB from question/answer pairs: "
+        "the loss is -log of the probability Z_T gives to the answer set. Every --eval-every steps the model is "
+        "scored on a seeded dev sample and the best one is kept in OUT/model. Writes OUT/train_log.jsonl, "
+        "OUT/dev_log.jsonl, OUT/curve.png and checkpoints; rerunning the same command resumes.",
+    )
+    p.add_argument("--index", required=True, metavar="DIR", help="sparse index built by 'drkit index'")
+    p.add_argument("--mentions", required=True, metavar="DIR", help="mention index built by 'drkit embed'")
+    p.add_argument("--encoder", metavar="DIR", default=None,
+                   help="pretrained encoder to start the question encoder from (default: the one that embedded --mentions)")
+    p.add_argument("--train", required=True, metavar="PATH", help="training questions, MetaQA format")
+    p.add_argument("--dev", required=True, metavar="PATH", help="dev questions for model selection, MetaQA format")
+    p.add_argument("--out", required=True, metavar="DIR", help="run directory (resumed if it holds a run with the same settings)")
+    p.add_argument("--overwrite", action="store_true", help="delete --out and start again")
+    add_config_flags(p, ModelConfig, "model")
+    add_config_flags(p, FollowConfig, "textual follow")
+    add_config_flags(p, TrainConfig, "training")
+    p.set_defaults(run=_run_train)
+
+
+def _run_train(args) -> int:
+    from .follow import FollowConfig
+    from .model import ModelConfig
+    from .train import TrainConfig, train
+
+    path = train(args.index, args.mentions, args.train, args.dev, args.out, args.encoder,
+                 config_from_args(args, ModelConfig), config_from_args(args, FollowConfig),
+                 config_from_args(args, TrainConfig), overwrite=args.overwrite,
+                 log=lambda line: print(line, file=sys.stderr))
+    print(f"wrote {path}")
+    return 0
+
+
+def _model_flags(p) -> None:
+    p.add_argument("--index", required=True, metavar="DIR", help="sparse index")
+    p.add_argument("--model", required=True, metavar="DIR", help="trained model: a 'drkit train' run or its model/ directory")
+    p.add_argument("--mentions", metavar="DIR", default=None,
+                   help="mention index (default: the one the model was trained with)")
+    p.add_argument("--hops", type=int, default=None, help="hops to run (default: the model's)")
+    p.add_argument("--mips", choices=("exact", "faiss"), default="exact", help="MIPS search (default: exact)")
+    p.add_argument("--top-k", type=int, default=None, metavar="K", help="mentions retrieved per hop (default: the model's)")
+
+
+def _load_model(args):
+    import dataclasses
+    from pathlib import Path
+
+    from .ask import load_for_questions
+
+    model_dir = Path(args.model)
+    if not (model_dir / "model.safetensors").exists() and (model_dir / "model" / "model.safetensors").exists():
+        model_dir = model_dir / "model"
+    model, vkb = load_for_questions(args.index, model_dir, args.mentions, args.mips)
+    if args.top_k is not None:
+        model.follow_config = dataclasses.replace(model.follow_config, top_k=args.top_k)
+    return model, vkb
+
+
+def _evaluate_parser(sub) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="score a trained model on a MetaQA-format question file",
+        description="Answer every question of FILE and report Hits@1 and Hits@5 (over all lines: a line that cannot "
+        "be scored counts as a miss and is reported with its reason), per question type when --qtypes is given, and "
+        "questions/s at batch 64 and batch 1. Writes OUT/metrics.json and OUT/predictions.jsonl.",
+    )
+    _model_flags(p)
+    p.add_argument("--questions", required=True, metavar="FILE", help="questions, 'text with [entity]<TAB>a1|a2|...' per line")
+    p.add_argument("--qtypes", metavar="FILE", default=None, help="question type of each line of FILE")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for metrics.json and predictions.jsonl")
+    p.add_argument("--batch-size", type=int, default=64, help="questions per batch (default: 64)")
+    p.add_argument("--qps-sample", type=int, default=200, help="questions timed at batch 1 (default: 200; 0: skip)")
+    p.set_defaults(run=_run_evaluate)
+
+
+def _run_evaluate(args) -> int:
+    from .evaluate import evaluate
+
+    model, vkb = _load_model(args)
+    metrics = evaluate(model, vkb, args.questions, args.out, args.qtypes, args.batch_size, args.qps_sample, args.hops,
+                       log=lambda line: print(line, file=sys.stderr))
+    print(f"Hits@1 {metrics['hits@1']:.4f}  Hits@5 {metrics['hits@5']:.4f}  ({metrics['scored']:,} of {metrics['lines']:,} "
+          f"lines scored); wrote {args.out}/metrics.json")
+    return 0
+
+
+def _ask_parser(sub) -> None:
+    p = sub.add_parser(
+        "ask",
+        help="answer questions and show each answer's reasoning chain",
+        description="Answer each QUESTION. The question entity is the bracketed name ('who directed [Kismet]'), or, "
+        "for a plain question, the least frequent entity of the index named in it. Prints the answers with their "
+        "probabilities and, for each hop, the top entities with their supporting mention in its passage.",
+    )
+    _model_flags(p)
+    p.add_argument("questions", nargs="+", metavar="QUESTION")
+    p.add_argument("--top", type=int, default=5, help="answers to print (default: 5)")
+    p.add_argument("--chain-top", type=int, default=3, help="entities shown per hop (default: 3)")
+    p.add_argument("--json", action="store_true", help="print one JSON object per question instead of text")
+    p.set_defaults(run=_run_ask)
+
+
+def _run_ask(args) -> int:
+    import json
+
+    from .ask import ask, format_answer
+
+    model, vkb = _load_model(args)
+    failed = 0
+    for q in args.questions:
+        try:
+            result = ask(model, vkb, q, args.hops, args.top, args.chain_top)
+        except DrkitError as exc:
+            print(f"drkit ask: error: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        print(json.dumps(result, ensure_ascii=False) if args.json else "\n".join(format_answer(result)))
+    return 2 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="drkit",
@@ -200,6 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     _pretrain_parser(sub)
     _embed_parser(sub)
     _slot_fill_parser(sub)
+    _train_parser(sub)
+    _evaluate_parser(sub)
+    _ask_parser(sub)
     return parser
 
 

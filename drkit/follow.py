@@ -1,0 +1,307 @@
+"""The textual follow operation (paper, equation 5), batched and sparse.
+
+A weighted entity set Z (one row per question) is an `EntitySet`: coordinates (row, entity) with a
+probability, never a dense |E| vector. One hop maps Z_{t-1} and a query vector g_t to Z_t:
+
+1. **Expansion** ``Z^T A``. A[e, m] = 1 when m lies in one of e's top-mu TF-IDF passages, so
+   ``(Z^T A)[m] = w[passage(m)]`` with ``w = Z^T EP`` (EP: entity -> its top-mu passages). Cost
+   O(nnz(Z) mu).
+2. **Relevance** ``T_K(f(m) . g_t)``: the top-K mentions of the whole index by MIPS. No gradient
+   flows through the selection; the selected scores are differentiable in g_t, with the gradient
+   ``sum_m grad_m f(m)`` computed as a sparse (batch x M) by dense f(M) product, O(K p).
+3. **Product and aggregation.** A selected mention m of row b survives when ``w_b[passage(m)] > 0``
+   (the TF-IDF constraint; switched off by ``tfidf=False``) and its entity is not the question
+   entity. Its logit is ``f(m) . g_t / lambda + log w_b[passage(m)]``, i.e. the mention's weight
+   is ``(Z^T A)[m] * exp(f(m) . g_t / lambda)``. Mentions go to their entity (B_{M->E}) by **max**
+   (the paper's choice) or **sum** (log-sum-exp of the logits).
+4. **Softmax** over each row's entities gives Z_t. Rows where nothing survives are empty.
+
+Everything is differentiable with respect to the query vectors and to the probabilities of Z_{t-1};
+no tensor is |E| x |M|, and the work of a hop depends on K, mu and nnz(Z), not on the corpus size
+(apart from the MIPS itself, which is the searcher's business: exact or approximate).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .errors import ConfigError
+from .sparse_index import SparseIndex, _concat_ranges
+
+AGGREGATIONS = ("max", "sum")
+_DENSE_LIMIT = 1 << 26  # batch x passages below which passage weights live in one dense vector
+
+
+@dataclass(frozen=True)
+class FollowConfig:
+    """Settings of the textual follow."""
+
+    top_k: int = field(default=10000, metadata={"help": "K: mentions retrieved by MIPS per hop"})
+    temperature: float = field(default=4.0, metadata={"help": "lambda: mention scores are divided by it before the softmax"})
+    aggregate: str = field(default="max", metadata={"help": "mentions -> entity: max (paper) or sum"})
+    tfidf: bool = field(default=True, metadata={"help": "keep only mentions that co-occur with Z_{t-1} (Z^T A > 0)"})
+    remove_topic: bool = field(default=True, metadata={"help": "drop the question entity from every hop's output"})
+
+    def __post_init__(self):
+        if self.top_k < 1:
+            raise ConfigError(f"top_k must be at least 1, got {self.top_k}")
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature must be positive, got {self.temperature}")
+        if self.aggregate not in AGGREGATIONS:
+            raise ConfigError(f"aggregate must be one of {AGGREGATIONS}, got {self.aggregate!r}")
+
+
+@dataclass
+class EntitySet:
+    """A batch of weighted entity sets: ``Z[rows[i], ids[i]] = probs[i]``, sorted by (row, id), unique."""
+
+    rows: torch.Tensor  # (N,) int64
+    ids: torch.Tensor  # (N,) int64
+    probs: torch.Tensor  # (N,) float
+    batch_size: int
+    logits: torch.Tensor | None = None  # (N,) log probs, when computed by a follow
+
+    @classmethod
+    def one_hot(cls, entity_ids, dtype=torch.float32) -> "EntitySet":
+        """One entity per row with probability 1; a negative id gives an empty row."""
+        ids = torch.as_tensor(np.asarray(entity_ids, dtype=np.int64))
+        rows = torch.arange(len(ids))
+        keep = ids >= 0
+        return cls(rows[keep], ids[keep], torch.ones(int(keep.sum()), dtype=dtype), len(ids))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def to_dense(self, n_entities: int) -> torch.Tensor:
+        """(batch, n_entities); for tests and small inputs only."""
+        out = torch.zeros(self.batch_size, n_entities, dtype=self.probs.dtype)
+        return out.index_put((self.rows, self.ids), self.probs)
+
+    def row(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Entity ids and probabilities of row `b`, most probable first."""
+        sel = (self.rows == b).nonzero().squeeze(1)
+        ids = self.ids[sel].numpy()
+        probs = self.probs[sel].detach().float().numpy()
+        order = np.lexsort((ids, -probs))
+        return ids[order], probs[order]
+
+    def top(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(batch, k) entity ids and probabilities, best first; padded with id -1 and probability 0."""
+        ids = np.full((self.batch_size, k), -1, dtype=np.int64)
+        probs = np.zeros((self.batch_size, k), dtype=np.float32)
+        r = self.rows.numpy()
+        e = self.ids.numpy()
+        p = self.probs.detach().float().numpy()
+        order = np.lexsort((e, -p, r))
+        r, e, p = r[order], e[order], p[order]
+        starts = np.searchsorted(r, np.arange(self.batch_size))
+        rank = np.arange(len(r)) - starts[r]
+        keep = rank < k
+        ids[r[keep], rank[keep]] = e[keep]
+        probs[r[keep], rank[keep]] = p[keep]
+        return ids, probs
+
+
+@dataclass
+class FollowTrace:
+    """What one hop kept, for explanations: the surviving mentions and their entity slots."""
+
+    rows: np.ndarray  # (n,) batch row of each surviving mention
+    mentions: np.ndarray  # (n,) mention ids
+    logits: np.ndarray  # (n,) mention logits
+    slot: np.ndarray  # (n,) index of the mention's entity in the output EntitySet
+
+
+class FollowGraph:
+    """The index data the follow needs: EP (entity -> top-mu passages), mention -> passage and entity,
+    and the mention vectors f(m) as one in-memory tensor."""
+
+    def __init__(self, ep_indptr: np.ndarray, ep_passage: np.ndarray, mention_passage: np.ndarray,
+                 mention_entity: np.ndarray, n_entities: int, n_passages: int, vectors: torch.Tensor):
+        self.ep_indptr = np.asarray(ep_indptr, dtype=np.int64)
+        self.ep_passage = np.asarray(ep_passage, dtype=np.int64)
+        self.mention_passage = np.asarray(mention_passage, dtype=np.int64)
+        self.mention_entity = np.asarray(mention_entity, dtype=np.int64)
+        self.n_entities = int(n_entities)
+        self.n_passages = int(n_passages)
+        if vectors.shape[0] != len(self.mention_entity):
+            raise ConfigError(f"{vectors.shape[0]} mention vectors for {len(self.mention_entity)} mentions")
+        self.vectors = vectors
+        self._cast: torch.Tensor | None = None
+
+    @classmethod
+    def from_index(cls, index: SparseIndex, vectors) -> "FollowGraph":
+        vec = torch.from_numpy(np.array(vectors, copy=True)) if isinstance(vectors, np.ndarray) else vectors
+        return cls(index.entity_passage_indptr, index.entity_passage, index.mentions[:, 1], index.mentions[:, 0],
+                   index.n_entities, index.n_passages, vec)
+
+    def vectors_as(self, dtype: torch.dtype) -> torch.Tensor:
+        """f(M) in `dtype` (kept after the first call: the backward pass of every hop needs it)."""
+        if self._cast is None or self._cast.dtype != dtype:
+            self._cast = self.vectors.to(dtype)
+        return self._cast
+
+    def gather_gradient(self, rows: np.ndarray, mentions: np.ndarray, grad: torch.Tensor, batch: int) -> torch.Tensor:
+        """``out[b] = sum_i grad[i] f(mentions[i])`` over the i with ``rows[i] = b``: (batch, p).
+
+        A sparse (batch x M) matrix times f(M), CSR, so no (n, p) copy of the vectors is made."""
+        f = self.vectors_as(grad.dtype)
+        if len(mentions) == 0:
+            return torch.zeros(batch, f.shape[1], dtype=grad.dtype)
+        order = np.lexsort((mentions, rows))
+        crow = torch.from_numpy(np.searchsorted(rows[order], np.arange(batch + 1)).astype(np.int64))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
+            sparse = torch.sparse_csr_tensor(crow, torch.from_numpy(mentions[order]), grad[torch.from_numpy(order)],
+                                             size=(batch, f.shape[0]), check_invariants=False)
+        return sparse @ f
+
+
+class _SearchedScores(torch.autograd.Function):
+    """The MIPS scores ``f(m) . g[row]`` of the retrieved mentions as a function of the queries g:
+    the values come from the search, the gradient is ``sum_i grad_i f(m_i)`` per row."""
+
+    @staticmethod
+    def forward(ctx, queries, scores, rows, mentions, graph):
+        ctx.rows, ctx.mentions, ctx.graph, ctx.batch = rows, mentions, graph, queries.shape[0]
+        return scores.to(queries.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.graph.gather_gradient(ctx.rows, ctx.mentions, grad, ctx.batch), None, None, None, None
+
+
+class PassageWeights:
+    """``w = Z^T EP`` (summed probability of the entities whose top-mu passages include p) per (row, passage)."""
+
+    def __init__(self, z: EntitySet, graph: FollowGraph):
+        e = z.ids.numpy()
+        starts, lengths = graph.ep_indptr[e], graph.ep_indptr[e + 1] - graph.ep_indptr[e]
+        src = torch.from_numpy(np.repeat(np.arange(len(e)), lengths))
+        passages = graph.ep_passage[_concat_ranges(starts, lengths)]
+        keys = z.rows.numpy()[src.numpy()] * graph.n_passages + passages
+        values = z.probs[src]
+        self.n_passages = graph.n_passages
+        space = z.batch_size * graph.n_passages
+        self.dense = space <= _DENSE_LIMIT
+        if self.dense:
+            self.present = np.bincount(keys, minlength=space) > 0
+            self.weights = torch.zeros(space, dtype=z.probs.dtype).index_add(0, torch.from_numpy(keys), values)
+        else:
+            self.keys, inverse = np.unique(keys, return_inverse=True)
+            self.weights = torch.zeros(len(self.keys), dtype=z.probs.dtype).index_add(0, torch.from_numpy(inverse), values)
+
+    def lookup(self, rows: np.ndarray, passages: np.ndarray) -> tuple[np.ndarray, torch.Tensor | None]:
+        """(present mask, weights of the present pairs) for the pairs (rows[i], passages[i])."""
+        keys = rows * self.n_passages + passages
+        if self.dense:
+            present = self.present[keys]
+            return present, self.weights[torch.from_numpy(keys[present])]
+        pos = np.searchsorted(self.keys, keys)
+        pos_c = np.minimum(pos, max(len(self.keys) - 1, 0))
+        present = (pos < len(self.keys)) & (self.keys[pos_c] == keys) if len(self.keys) else np.zeros(len(keys), bool)
+        return present, self.weights[torch.from_numpy(pos_c[present])]
+
+
+def segment_max(values: torch.Tensor, segments: torch.Tensor, n: int) -> torch.Tensor:
+    out = torch.full((n,), float("-inf"), dtype=values.dtype)
+    return out.scatter_reduce(0, segments, values, reduce="amax", include_self=False)
+
+
+def segment_logsumexp(values: torch.Tensor, segments: torch.Tensor, n: int) -> torch.Tensor:
+    top = segment_max(values.detach(), segments, n)
+    summed = torch.zeros(n, dtype=values.dtype).index_add(0, segments, torch.exp(values - top[segments]))
+    return torch.log(summed) + top
+
+
+def segment_log_softmax(values: torch.Tensor, segments: torch.Tensor, n: int) -> torch.Tensor:
+    return values - segment_logsumexp(values, segments, n)[segments]
+
+
+def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, config: FollowConfig,
+           topic: np.ndarray | None = None, trace: bool = False):
+    """One textual follow: Z_{t-1} (`z`), queries g_t (batch, p) -> Z_t (and a `FollowTrace` if `trace`).
+
+    `search(queries: np.ndarray (batch, p), k) -> (scores, ids)` is the MIPS (ids -1 = none); its
+    scores are the forward values of ``f(m) . g_t`` (so an exact search in bf16 gives bf16-rounded
+    scores), and their gradient is exact;
+    `topic[b]` is the entity removed from row b (-1: none)."""
+    batch = queries.shape[0]
+    if z.batch_size != batch:
+        raise ValueError(f"Z has {z.batch_size} rows but there are {batch} queries")
+    scores, ids = search(queries.detach().numpy(), config.top_k)
+    ids = np.asarray(ids, dtype=np.int64).ravel()
+    scores = np.asarray(scores).ravel()
+    rows = np.repeat(np.arange(batch, dtype=np.int64), len(ids) // max(batch, 1))
+    keep = ids >= 0
+    if config.remove_topic and topic is not None:
+        keep &= graph.mention_entity[np.maximum(ids, 0)] != np.asarray(topic, dtype=np.int64)[rows]
+    rows, mentions, scores = rows[keep], ids[keep], scores[keep]
+    log_w = None
+    if config.tfidf:
+        present, w = PassageWeights(z, graph).lookup(rows, graph.mention_passage[mentions])
+        rows, mentions, scores = rows[present], mentions[present], scores[present]
+        log_w = torch.log(w.clamp_min(torch.finfo(w.dtype).tiny))
+    entities = graph.mention_entity[mentions]
+    logits = _SearchedScores.apply(queries, torch.from_numpy(scores), rows, mentions, graph) / config.temperature
+    if log_w is not None:
+        logits = logits + log_w.to(logits.dtype)
+
+    keys = rows * graph.n_entities + entities
+    slot_keys, slot = np.unique(keys, return_inverse=True)
+    slot_t = torch.from_numpy(slot.astype(np.int64))
+    n = len(slot_keys)
+    if config.aggregate == "max":
+        entity_logits = segment_max(logits, slot_t, n)
+    else:
+        entity_logits = segment_logsumexp(logits, slot_t, n)
+    out_rows = torch.from_numpy(slot_keys // graph.n_entities)
+    log_probs = segment_log_softmax(entity_logits, out_rows, batch)
+    out = EntitySet(out_rows, torch.from_numpy(slot_keys % graph.n_entities), torch.exp(log_probs), batch, log_probs)
+    if trace:
+        return out, FollowTrace(rows, mentions, logits.detach().float().numpy(), slot)
+    return out
+
+
+def entity_set_mean(z: EntitySet, table: torch.Tensor) -> torch.Tensor:
+    """``Z^T E`` for a (n_entities, d) table: (batch, d), differentiable in Z's probabilities."""
+    out = torch.zeros(z.batch_size, table.shape[1], dtype=table.dtype)
+    return out.index_add(0, z.rows, z.probs.unsqueeze(1).to(table.dtype) * table[z.ids])
+
+
+def dense_follow_reference(z: torch.Tensor, queries: torch.Tensor, A: torch.Tensor, F: torch.Tensor,
+                           mention_entity: np.ndarray, config: FollowConfig, topic=None) -> torch.Tensor:
+    """Equation 5 with dense tensors, loop by loop: Z (B, E), A (E, M) 0/1, F (M, p) -> Z_t (B, E).
+
+    The slow, obviously correct reference the tests check `follow` against."""
+    B, E = z.shape
+    M = F.shape[0]
+    out = torch.zeros(B, E, dtype=queries.dtype)
+    for b in range(B):
+        scores = F.to(queries.dtype) @ queries[b]  # (M,)
+        order = sorted(range(M), key=lambda m: -float(scores[m]))[: config.top_k]
+        expansion = z[b] @ A.to(z.dtype)  # (M,)
+        per_entity: dict[int, list] = {}
+        for m in order:
+            e = int(mention_entity[m])
+            if config.remove_topic and topic is not None and e == topic[b]:
+                continue
+            logit = scores[m] / config.temperature
+            if config.tfidf:
+                if expansion[m] <= 0:
+                    continue
+                logit = logit + torch.log(expansion[m])
+            per_entity.setdefault(e, []).append(logit)
+        if not per_entity:
+            continue
+        ents = sorted(per_entity)
+        agg = [torch.stack(per_entity[e]).max() if config.aggregate == "max" else torch.logsumexp(torch.stack(per_entity[e]), 0)
+               for e in ents]
+        probs = torch.softmax(torch.stack(agg), 0)
+        for e, p in zip(ents, probs):
+            out[b, e] = p
+    return out

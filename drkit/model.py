@@ -1,0 +1,237 @@
+"""The DrKIT model (paper, 2.2 and Appendix A): a question encoder and T textual follows.
+
+The question is encoded once by the first `shared_layers` transformer layers (initialised from the
+pretrained query encoder, as in the paper). Each hop t has its own `hop_layers` layers on top of
+that, pooled into a start query and an end query projected by V_t:
+``g~_t(q) = [V_st,t^T h_t ; V_en,t^T h_t]``, and the hop is conditioned on where it starts from:
+``g_t(q, Z_{t-1}) = g~_t(q) + U_t^T (Z_{t-1}^T E)``, where row e of E is the average of the word
+embeddings of entity e's name (frozen, so E costs no parameters) and U_t is learned (zero at start).
+Then ``Z_t = follow(Z_{t-1}, g_t)`` (`drkit.follow`); Z_0 is the question entity.
+
+Initialisation: with the pretrained 6-layer query encoder, the shared layers are its layers 1-4 and
+every hop's two layers are copies of its layers 5-6, with its start/end projections and its mean
+pooling. So before any training each hop's query is exactly the pretrained slot-filling query of the
+question text (a test checks this), and training starts from a working single-hop reader. The paper
+instead pools [CLS] and takes the start query after the first added layer and the end query after
+the second; ``pool="cls"`` gives its pooling.
+
+A model is saved as a directory (format ``drkit.model``): ``model.safetensors``, the transformer's
+``config.json``, ``tokenizer/`` and ``manifest.json`` (model and follow settings, and the mention
+index and sparse index it was trained with).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from .artifact import ArtifactWriter, read_manifest
+from .errors import ArtifactError, ConfigError
+from .follow import EntitySet, FollowConfig, FollowTrace, entity_set_mean, follow
+
+FORMAT = "drkit.model"
+FORMAT_VERSION = 1
+POOLING = ("mean", "cls")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of the question encoder."""
+
+    hops: int = field(default=1, metadata={"help": "number of textual follows T"})
+    shared_layers: int = field(default=4, metadata={"help": "transformer layers shared by all hops (paper: 4)"})
+    hop_layers: int = field(default=2, metadata={"help": "transformer layers of each hop (paper: 2)"})
+    pool: str = field(default="mean", metadata={"help": "mean (as pretrained) or cls (paper) pooling of each hop's layers"})
+    entity_condition: bool = field(default=True, metadata={"help": "add U_t^T (Z_{t-1}^T E) to each hop's query"})
+
+    def __post_init__(self):
+        if self.hops < 1:
+            raise ConfigError(f"hops must be at least 1, got {self.hops}")
+        if self.shared_layers < 0 or self.hop_layers < 1:
+            raise ConfigError("shared_layers must be >= 0 and hop_layers >= 1")
+        if self.pool not in POOLING:
+            raise ConfigError(f"pool must be one of {POOLING}, got {self.pool!r}")
+
+
+def _extended_mask(mask: torch.Tensor) -> torch.Tensor:
+    """(B, L) 0/1 -> (B, 1, 1, L) additive mask, as BERT layers take it."""
+    return (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+
+
+class QuestionEncoder(nn.Module):
+    def __init__(self, bert_config, dim: int, config: ModelConfig):
+        super().__init__()
+        from transformers import AutoModel
+
+        cfg = copy.deepcopy(bert_config)
+        cfg.num_hidden_layers = config.shared_layers + config.hop_layers
+        base = AutoModel.from_config(cfg)
+        cfg.num_hidden_layers = config.shared_layers
+        self.bert_config = cfg
+        self.config = config
+        self.embeddings = base.embeddings
+        layers = list(base.encoder.layer)
+        self.shared = nn.ModuleList(layers[: config.shared_layers])
+        template = layers[config.shared_layers:]
+        self.hop_layers = nn.ModuleList(nn.ModuleList(copy.deepcopy(l) for l in template) for _ in range(config.hops))
+        hidden, half = cfg.hidden_size, dim // 2
+        self.start = nn.ModuleList(nn.Linear(hidden, half, bias=False) for _ in range(config.hops))
+        self.end = nn.ModuleList(nn.Linear(hidden, half, bias=False) for _ in range(config.hops))
+        self.entity = nn.ModuleList(nn.Linear(hidden, dim, bias=False) for _ in range(config.hops))
+        for lin in self.entity:
+            nn.init.zeros_(lin.weight)
+
+    def init_from(self, encoder) -> list[str]:
+        """Copy the pretrained query encoder of a `DualEncoder`; returns what stayed randomly initialised."""
+        qm = encoder.query_model
+        self.embeddings.load_state_dict(qm.embeddings.state_dict())
+        source = list(qm.encoder.layer)
+        random = []
+        for i, layer in enumerate(self.shared):
+            if i < len(source):
+                layer.load_state_dict(source[i].state_dict())
+            else:
+                random.append(f"shared layer {i}")
+        for t, hop in enumerate(self.hop_layers):
+            for j, layer in enumerate(hop):
+                k = len(self.shared) + j
+                if k < len(source):
+                    layer.load_state_dict(source[k].state_dict())
+                else:
+                    random.append(f"hop {t + 1} layer {j}")
+            self.start[t].load_state_dict(encoder.query_start.state_dict())
+            self.end[t].load_state_dict(encoder.query_end.state_dict())
+        return random
+
+    def encode(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = self.embeddings(input_ids=input_ids)
+        ext = _extended_mask(mask)
+        for layer in self.shared:
+            h = layer(h, ext)
+        return h
+
+    def hop_query(self, h: torch.Tensor, mask: torch.Tensor, t: int, z_embedding: torch.Tensor | None) -> torch.Tensor:
+        ext = _extended_mask(mask)
+        for layer in self.hop_layers[t]:
+            h = layer(h, ext)
+        if self.config.pool == "cls":
+            pooled = h[:, 0]
+        else:
+            m = mask.unsqueeze(-1).to(h.dtype)
+            pooled = (h * m).sum(1) / m.sum(1).clamp_min(1)
+        g = torch.cat([self.start[t](pooled), self.end[t](pooled)], dim=-1).float()
+        if z_embedding is not None and self.config.entity_condition:
+            g = g + self.entity[t](z_embedding.to(self.entity[t].weight.dtype)).float()
+        return g
+
+
+@dataclass
+class HopOutput:
+    z: EntitySet  # Z_t
+    query: torch.Tensor  # g_t, (B, p)
+    trace: FollowTrace | None
+
+
+class DrKIT(nn.Module):
+    """Question encoder + textual follows. `forward` needs a `drkit.vkb.VirtualKB` to follow in."""
+
+    def __init__(self, config: ModelConfig, follow_config: FollowConfig, bert_config, dim: int, tokenizer,
+                 max_question_pieces: int = 48):
+        super().__init__()
+        self.config = config
+        self.follow_config = follow_config
+        self.dim = dim
+        self.tokenizer = tokenizer
+        self.max_question_pieces = max_question_pieces
+        self.encoder = QuestionEncoder(bert_config, dim, config)
+        self.encoder.embeddings.word_embeddings.weight.requires_grad_(False)  # E is built from them
+        self.register_buffer("entity_table", torch.zeros(0, bert_config.hidden_size), persistent=False)
+        self.manifest: dict = {}
+
+    @classmethod
+    def from_encoder(cls, encoder, config: ModelConfig = ModelConfig(), follow_config: FollowConfig = FollowConfig()):
+        """A new model whose question encoder starts from a pretrained `DualEncoder`'s query encoder."""
+        model = cls(config, follow_config, encoder.query_model.config, encoder.config.dim, encoder.tokenizer,
+                    encoder.config.max_query_pieces)
+        model.random_init = model.encoder.init_from(encoder)
+        return model
+
+    def set_entities(self, names: list[str]) -> None:
+        """E: row e is the mean word embedding of the pieces of entity e's name (zero for an empty name)."""
+        pieces = self.tokenizer(list(names), add_special_tokens=False)["input_ids"]
+        lengths = torch.tensor([len(p) for p in pieces])
+        flat = torch.tensor([i for p in pieces for i in p], dtype=torch.long)
+        rows = torch.repeat_interleave(torch.arange(len(pieces)), lengths)
+        with torch.no_grad():
+            words = self.encoder.embeddings.word_embeddings.weight
+            table = torch.zeros(len(pieces), words.shape[1]).index_add(0, rows, words[flat].float())
+            self.entity_table = table / lengths.clamp_min(1).unsqueeze(1).float()
+
+    def tokenize(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        b = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_question_pieces,
+                           return_tensors="pt", return_token_type_ids=False)
+        return b["input_ids"], b["attention_mask"]
+
+    def forward(self, texts: list[str], topic: np.ndarray, vkb, hops: int | None = None, trace: bool = False,
+                bf16: bool = True, follow_config: FollowConfig | None = None) -> list[HopOutput]:
+        """Answer a batch: `texts` (questions), `topic[b]` the entity id of Z_0 for row b (-1: none).
+
+        Returns one `HopOutput` per hop; the last one's ``z`` is the answer distribution."""
+        hops = hops or self.config.hops
+        if hops > self.config.hops:
+            raise ConfigError(f"this model has {self.config.hops} trained hops; cannot run {hops}")
+        if len(self.entity_table) != vkb.graph.n_entities:
+            raise ConfigError(f"the model's entity table has {len(self.entity_table)} rows but the index has "
+                              f"{vkb.graph.n_entities} entities; call set_entities with the index's names")
+        fc = follow_config or self.follow_config
+        topic = np.asarray(topic, dtype=np.int64)
+        ids, mask = self.tokenize(texts)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            h = self.encoder.encode(ids, mask)
+        z = EntitySet.one_hot(topic)
+        out = []
+        for t in range(hops):
+            z_emb = entity_set_mean(z, self.entity_table) if self.config.entity_condition else None
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                q = self.encoder.hop_query(h, mask, t, z_emb)
+            result = follow(z, q.float(), vkb.graph, vkb.search, fc, topic, trace=trace)
+            z, tr = result if trace else (result, None)
+            out.append(HopOutput(z, q, tr))
+        return out
+
+    # -- persistence ------------------------------------------------------------------------
+    def save(self, out: str | Path, overwrite: bool = False, extra_manifest: dict | None = None) -> None:
+        from safetensors.torch import save_file
+
+        with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
+            state = {k: v.detach().contiguous().clone() for k, v in self.state_dict().items()}
+            save_file(state, str(w.path("model.safetensors")))
+            self.encoder.bert_config.to_json_file(str(w.path("config.json")))
+            self.tokenizer.save_pretrained(str(w.path("tokenizer")))
+            w.manifest.update(model=asdict(self.config), follow=asdict(self.follow_config), dim=self.dim,
+                              max_question_pieces=self.max_question_pieces,
+                              parameters=sum(p.numel() for p in self.parameters()), **(extra_manifest or {}))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "DrKIT":
+        from safetensors.torch import load_file
+        from transformers import AutoConfig, AutoTokenizer
+
+        path = Path(path)
+        manifest = read_manifest(path, FORMAT, FORMAT_VERSION)
+        bert_config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"), local_files_only=True)
+        model = cls(ModelConfig(**manifest["model"]), FollowConfig(**manifest["follow"]), bert_config,
+                    manifest["dim"], tokenizer, manifest["max_question_pieces"])
+        missing, unexpected = model.load_state_dict(load_file(str(path / "model.safetensors")), strict=False)
+        missing = [k for k in missing if not k.endswith("position_ids")]
+        if missing or unexpected:
+            raise ArtifactError(f"{path}/model.safetensors does not match the model: missing {missing[:5]}, "
+                                f"unexpected {unexpected[:5]}")
+        model.manifest = manifest
+        return model.eval()

@@ -1,0 +1,270 @@
+"""End-to-end training of DrKIT from final answers only (the ``drkit train`` command).
+
+Loss: the cross-entropy between Z_T and the answer set, as the negative log of the probability Z_T
+gives to the answer set, ``-log sum_{a in A} Z_T[a]`` (the marginal likelihood of weak supervision:
+any answer may be the one the chain reaches). A question none of whose answers is in Z_T's support
+gives no gradient and is counted in the log as unreachable.
+
+The run directory holds ``run.json`` (settings; rerunning with the same settings resumes from the
+last checkpoint), ``train_log.jsonl`` (one record per step), ``dev_log.jsonl`` (Hits@1 on a fixed,
+seeded dev sample every `eval_every` steps), ``checkpoints/``, ``model/`` (the model of the best
+dev Hits@1 so far: model selection on dev) and ``curve.png`` (the training curve).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .encoder import DualEncoder
+from .errors import ConfigError
+from .evaluate import answer_batches, hits, load_questions
+from .follow import EntitySet, FollowConfig, segment_logsumexp
+from .mention_index import resolve_encoder_dir
+from .model import DrKIT, ModelConfig
+from .progress import progress
+from .vkb import VirtualKB
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Settings of end-to-end training."""
+
+    steps: int = field(default=1500, metadata={"help": "optimizer steps"})
+    batch_size: int = field(default=32, metadata={"help": "questions per step"})
+    lr: float = field(default=5e-5, metadata={"help": "peak learning rate of the transformer layers"})
+    head_lr: float = field(default=5e-4, metadata={"help": "peak learning rate of the start/end/entity projections"})
+    warmup: float = field(default=0.06, metadata={"help": "fraction of steps of linear warm-up"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})
+    eval_every: int = field(default=250, metadata={"help": "steps between dev evaluations (model selection)"})
+    dev_sample: int = field(default=1000, metadata={"help": "dev questions used for model selection (0: all)"})
+    checkpoint_every: int = field(default=250, metadata={"help": "steps between checkpoints"})
+    bf16: bool = field(default=True, metadata={"help": "bf16 autocast for the question encoder"})
+    seed: int = field(default=0, metadata={"help": "seed of the question order, dev sample and dropout"})
+
+    def __post_init__(self):
+        if self.steps < 0 or self.batch_size < 1 or self.eval_every < 1 or self.checkpoint_every < 1:
+            raise ConfigError("steps must be >= 0; batch_size, eval_every and checkpoint_every >= 1")
+
+
+def answer_set_loss(z: EntitySet, answers: list[np.ndarray], n_entities: int) -> tuple[torch.Tensor | None, np.ndarray]:
+    """Mean over the reachable rows of ``-log sum_{a in answers[b]} Z[b, a]``; and which rows were reachable."""
+    keys = z.rows.numpy() * n_entities + z.ids.numpy()
+    answer_keys = np.concatenate([b * n_entities + a for b, a in enumerate(answers)]) if answers else np.zeros(0, np.int64)
+    member = np.isin(keys, answer_keys)
+    reachable = np.zeros(z.batch_size, dtype=bool)
+    reachable[z.rows.numpy()[member]] = True
+    if not member.any():
+        return None, reachable
+    sel = torch.from_numpy(np.flatnonzero(member))
+    per_row = segment_logsumexp(z.logits[sel], z.rows[sel], z.batch_size)
+    return -per_row[torch.from_numpy(np.flatnonzero(reachable))].mean(), reachable
+
+
+def _optimizer(model: DrKIT, config: TrainConfig):
+    heads = [p for n, p in model.named_parameters() if n.startswith(("encoder.start.", "encoder.end.", "encoder.entity."))]
+    head_ids = {id(p) for p in heads}
+    body = [p for p in model.parameters() if p.requires_grad and id(p) not in head_ids]
+    opt = torch.optim.AdamW([{"params": body, "lr": config.lr}, {"params": heads, "lr": config.head_lr}],
+                            weight_decay=config.weight_decay)
+    warm = max(1, int(config.warmup * config.steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warm, max(0.0, (config.steps - s) / max(1, config.steps - warm))))
+    return opt, sched
+
+
+def _checkpoints(run: Path) -> list[Path]:
+    return sorted((run / "checkpoints").glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
+
+
+def _save_checkpoint(run: Path, state: dict, keep: int = 2) -> None:
+    d = run / "checkpoints"
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".step-{state['step']}.pt.tmp"
+    torch.save(state, tmp)
+    tmp.replace(d / f"step-{state['step']}.pt")
+    for p in _checkpoints(run)[:-keep]:
+        p.unlink()
+
+
+def batch_indices(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
+    """The questions of a step: consecutive slices of a seeded permutation per pass over the data."""
+    per_epoch = max(1, n // batch_size)
+    epoch, pos = divmod(step, per_epoch)
+    perm = np.random.default_rng([seed, epoch]).permutation(n)
+    return perm[pos * batch_size : (pos + 1) * batch_size]
+
+
+def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Path, dev_file: str | Path,
+          out: str | Path, encoder_dir: str | Path | None = None, model_config: ModelConfig = ModelConfig(),
+          follow_config: FollowConfig = FollowConfig(), config: TrainConfig = TrainConfig(), overwrite: bool = False,
+          log=print) -> Path:
+    """Train (or resume training) a DrKIT model; the best model on the dev sample is written to ``out/model``."""
+    run = Path(out)
+    vkb = VirtualKB.load(index_dir, mentions_dir)
+    encoder_dir = resolve_encoder_dir(encoder_dir or vkb.mentions.manifest["encoder"]["path"])
+    settings = {"train": dataclasses.asdict(config), "model": dataclasses.asdict(model_config),
+                "follow": dataclasses.asdict(follow_config), "index": str(index_dir), "mentions": str(mentions_dir),
+                "encoder": str(encoder_dir), "train_file": str(train_file), "dev_file": str(dev_file)}
+    if run.exists() and overwrite:
+        if any(run.iterdir()) and not (run / "run.json").exists():
+            raise ConfigError(f"{run} is not empty and holds no training run; --overwrite deletes only a run directory")
+        shutil.rmtree(run)
+    if (run / "run.json").exists():
+        previous = json.loads((run / "run.json").read_text())
+        if previous != settings:
+            changed = sorted(k for k in settings if previous.get(k) != settings[k])
+            raise ConfigError(f"{run} holds a run with other settings ({', '.join(changed)} differ); "
+                              "use another --out, the same settings to resume, or --overwrite")
+        if (run / "done.json").exists():
+            log(f"{run} is already trained ({run / 'model'}); pass --overwrite to train again")
+            return run / "model"
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "run.json").write_text(json.dumps(settings, indent=2) + "\n")
+    torch.manual_seed(config.seed)
+
+    entities = vkb.index.entities
+    train_items = load_questions(train_file, entities)
+    usable = [it for it in train_items if it.problem is None and len(it.answer_ids)]
+    dropped = len(train_items) - len(usable)
+    log(f"training questions: {len(usable):,} of {len(train_items):,} lines usable"
+        + (f" ({dropped:,} without a known question entity or any answer that is an entity)" if dropped else ""))
+    if not usable:
+        raise ConfigError(f"no usable training question in {train_file}")
+    dev_items = [it for it in load_questions(dev_file, entities) if it.problem is None]
+    rng = np.random.default_rng(config.seed)
+    if config.dev_sample and len(dev_items) > config.dev_sample:
+        dev_items = [dev_items[i] for i in np.sort(rng.choice(len(dev_items), config.dev_sample, replace=False))]
+
+    encoder = DualEncoder.load(encoder_dir)
+    model = DrKIT.from_encoder(encoder, model_config, follow_config)
+    del encoder
+    model.set_entities(vkb.entity_names)
+    opt, sched = _optimizer(model, config)
+    start, best = 0, {"hits@1": -1.0, "step": 0}
+    ckpts = _checkpoints(run)
+    if ckpts:
+        state = torch.load(ckpts[-1], weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        start, best = state["step"], state["best"]
+        log(f"resuming from {ckpts[-1]} (step {start} of {config.steps}; best dev Hits@1 so far {best['hits@1']:.4f})")
+
+    identity = {"mentions": {"path": str(Path(mentions_dir).resolve()), "encoder_sha256": vkb.mentions.manifest["encoder"]["sha256"],
+                             "index_mentions_sha256": vkb.mentions.manifest["index"]["mentions_sha256"]},
+                "index": str(Path(index_dir).resolve()), "encoder": str(Path(encoder_dir).resolve())}
+
+    def dev_hits() -> float:
+        model.eval()
+        ids, _, _ = answer_batches(model, vkb, [it.text for it in dev_items],
+                                   np.array([it.topic for it in dev_items]), 64, top=1)
+        model.train()
+        return float(hits(ids, dev_items, 1).mean())
+
+    if start == 0 and dev_items:
+        h = dev_hits()
+        _append(run / "dev_log.jsonl", {"step": 0, "hits@1": round(h, 5)})
+        log(f"dev Hits@1 before training: {h:.4f} ({len(dev_items)} questions)")
+        best = {"hits@1": h, "step": 0}
+        model.save(run / "model", overwrite=True, extra_manifest={**identity, "training": {"best": best, "settings": settings}})
+
+    model.train()
+    t_train = time.perf_counter()
+    with open(run / "train_log.jsonl", "a", encoding="utf-8") as logf, \
+            progress(total=config.steps, initial=start, desc=f"train {model_config.hops}-hop", unit="step") as bar:
+        for step in range(start, config.steps):
+            t = time.perf_counter()
+            batch = [usable[i] for i in batch_indices(len(usable), config.batch_size, step, config.seed)]
+            outs = model([it.text for it in batch], np.array([it.topic for it in batch]), vkb, bf16=config.bf16)
+            loss, reachable = answer_set_loss(outs[-1].z, [it.answer_ids for it in batch], vkb.graph.n_entities)
+            record = {"step": step + 1, "reachable": int(reachable.sum()), "questions": len(batch),
+                      "support": [round(len(o.z) / len(batch), 1) for o in outs]}
+            if loss is not None:
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], 1.0)
+                opt.step()
+                record.update(loss=round(loss.item(), 5), grad_norm=round(float(grad_norm), 4))
+                if not math.isfinite(record["loss"]):
+                    raise FloatingPointError(f"training loss is {record['loss']} at step {step + 1}")
+            sched.step()
+            record.update(lr=sched.get_last_lr()[0], step_s=round(time.perf_counter() - t, 3))
+            logf.write(json.dumps(record) + "\n")
+            logf.flush()
+            bar.set_postfix(loss=record.get("loss", "-"), best=f"{best['hits@1']:.3f}")
+            bar.update(1)
+            done = step + 1 == config.steps
+            if dev_items and ((step + 1) % config.eval_every == 0 or done):
+                h = dev_hits()
+                _append(run / "dev_log.jsonl", {"step": step + 1, "hits@1": round(h, 5)})
+                if h > best["hits@1"]:
+                    best = {"hits@1": h, "step": step + 1}
+                    model.save(run / "model", overwrite=True,
+                               extra_manifest={**identity, "training": {"best": best, "settings": settings}})
+                log(f"step {step + 1}: dev Hits@1 {h:.4f} (best {best['hits@1']:.4f} at step {best['step']})")
+            if (step + 1) % config.checkpoint_every == 0 or done:
+                _save_checkpoint(run, {"step": step + 1, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                                       "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(), "best": best})
+    if not dev_items:
+        model.save(run / "model", overwrite=True, extra_manifest={**identity, "training": {"best": None, "settings": settings}})
+    train_s = time.perf_counter() - t_train
+    plot_training_curve(run)
+    (run / "done.json").write_text(json.dumps({"best": best, "this_session_train_s": round(train_s, 1)}, indent=2) + "\n")
+    log(f"wrote {run / 'model'} (best dev-sample Hits@1 {best['hits@1']:.4f} at step {best['step']}; "
+        f"this session {train_s:.0f} s training)")
+    return run / "model"
+
+
+def _append(path: Path, record: dict) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def plot_training_curve(run: str | Path) -> Path | None:
+    """``curve.png``: training loss (mean over 25-step windows) and dev-sample Hits@1 against the step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run = Path(run)
+    steps = [r for r in _read_jsonl(run / "train_log.jsonl") if "loss" in r]
+    dev = _read_jsonl(run / "dev_log.jsonl")
+    if not steps and not dev:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if steps:
+        s = np.array([r["step"] for r in steps])
+        v = np.array([r["loss"] for r in steps])
+        w = 25
+        edges = np.arange(0, len(s), w)
+        ax.plot([s[i : i + w].mean() for i in edges], [v[i : i + w].mean() for i in edges], color="tab:blue")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss", color="tab:blue")
+    if dev:
+        ax2 = ax.twinx()
+        ax2.plot([r["step"] for r in dev], [r["hits@1"] for r in dev], "o-", color="tab:red")
+        ax2.set_ylabel("dev-sample Hits@1", color="tab:red")
+        ax2.set_ylim(0, 1)
+    ax.set_title(run.name)
+    fig.tight_layout()
+    fig.savefig(run / "curve.png", dpi=100)
+    plt.close(fig)
+    return run / "curve.png"

@@ -1,0 +1,103 @@
+"""The virtual KB at question time: the sparse index, the dense mention index and a MIPS searcher,
+plus finding the question entity of a question.
+
+Question entity (Z_0): in a MetaQA-format question it is the bracketed name, which must be an entity
+of the index. In a plain question, entity names are found by exact (case-folded) match, as the index
+links the corpus, and the least frequent one in the corpus is used (paper, Appendix A).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ConfigError, DrkitError
+from .follow import FollowGraph
+from .mention_index import MentionIndex
+from .mips import ExactMIPS
+from .questions import _TOPIC
+from .sparse_index import SparseIndex
+
+
+class QuestionError(DrkitError):
+    """A question that cannot be answered as given (no entity found, unknown entity, empty)."""
+
+
+@dataclass(frozen=True)
+class ParsedQuestion:
+    text: str  # what the encoder reads (brackets removed)
+    topic: int  # entity id of Z_0
+    topic_name: str
+    how: str  # "bracketed" or "linked (least frequent of ...)"
+
+
+class VirtualKB:
+    """Everything a follow needs at question time, loaded once."""
+
+    def __init__(self, index: SparseIndex, mentions: MentionIndex, searcher: str = "exact", **search_kwargs):
+        mentions.check_compatible(index)
+        self.index = index
+        self.mentions = mentions
+        self.graph = FollowGraph.from_index(index, np.asarray(mentions.vectors))
+        if searcher == "exact":
+            self.searcher = ExactMIPS(mentions.vectors, block_size=search_kwargs.pop("block_size", 1 << 20),
+                                      **search_kwargs).cache()
+        else:
+            self.searcher = mentions.searcher(searcher, **search_kwargs)
+        self.entity_frequency = np.bincount(index.mention_entity, minlength=index.n_entities)
+        self._linker = None
+
+    @classmethod
+    def load(cls, index_dir: str | Path, mentions_dir: str | Path, searcher: str = "exact", **kw) -> "VirtualKB":
+        return cls(SparseIndex.load(index_dir), MentionIndex.load(mentions_dir), searcher, **kw)
+
+    def search(self, queries: np.ndarray, k: int):
+        return self.searcher.search(queries, k)
+
+    @property
+    def entity_names(self) -> list[str]:
+        return self.index.entities.names
+
+    def parse(self, question: str) -> ParsedQuestion:
+        """The encoder text and question entity of `question`; `QuestionError` if there is none."""
+        question = question.strip()
+        if not question:
+            raise QuestionError("the question is empty")
+        brackets = _TOPIC.findall(question)
+        if len(brackets) > 1:
+            raise QuestionError(f"the question has {len(brackets)} bracketed entities; mark at most one: {question!r}")
+        if brackets:
+            name = brackets[0].strip()
+            entity = self.index.entities.lookup(name)
+            if entity is None:
+                raise QuestionError(f"the bracketed entity [{name}] is not an entity of the index {self.index.path}")
+            return ParsedQuestion(_TOPIC.sub(lambda m: m.group(1), question).strip(), entity,
+                                  self.index.entities.names[entity], "bracketed")
+        found = sorted({e for _, _, e in self.linker.find(question)})
+        if not found:
+            raise QuestionError(f"no entity of the index is named in the question {question!r}; "
+                                "mark the question entity in brackets, e.g. 'who directed [Kismet]'")
+        entity = min(found, key=lambda e: (self.entity_frequency[e], e))
+        others = [self.index.entities.names[e] for e in found if e != entity]
+        how = "linked" + (f" (least frequent; also found {others})" if others else "")
+        return ParsedQuestion(question, int(entity), self.index.entities.names[entity], how)
+
+    @property
+    def linker(self):
+        if self._linker is None:
+            from .linking import EntityLinker, LinkConfig
+
+            min_len = self.index.manifest.get("config", {}).get("link", {}).get("min_name_length",
+                                                                             LinkConfig().min_name_length)
+            self._linker = EntityLinker(self.index.entities.keys, min_len)
+        return self._linker
+
+
+def check_model_index(model_manifest: dict, vkb: VirtualKB) -> None:
+    """Refuse to run a model with a mention index other than the one it was trained with."""
+    trained = model_manifest.get("mentions", {})
+    if trained.get("encoder_sha256") and trained["encoder_sha256"] != vkb.mentions.manifest["encoder"]["sha256"]:
+        raise ConfigError(f"the model was trained with a mention index embedded by another encoder "
+                          f"({trained.get('path')}); pass --mentions with that index")

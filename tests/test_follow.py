@@ -1,0 +1,176 @@
+"""The textual follow against a dense, loop-by-loop implementation of equation 5, and its gradients."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from drkit.follow import (EntitySet, FollowConfig, FollowGraph, PassageWeights, dense_follow_reference,
+                          entity_set_mean, follow)
+
+
+def random_graph(seed, n_entities=7, n_passages=6, n_mentions=30, dim=5, mu=3, dtype=torch.float64):
+    rng = np.random.default_rng(seed)
+    ep = [np.sort(rng.choice(n_passages, size=rng.integers(0, mu + 1), replace=False)) for _ in range(n_entities)]
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in ep])])
+    mention_passage = np.sort(rng.integers(0, n_passages, n_mentions))
+    mention_entity = rng.integers(0, n_entities, n_mentions)
+    vectors = torch.from_numpy(rng.normal(size=(n_mentions, dim))).to(dtype)
+    graph = FollowGraph(indptr, np.concatenate(ep + [np.zeros(0, np.int64)]), mention_passage, mention_entity,
+                        n_entities, n_passages, vectors)
+    A = torch.zeros(n_entities, n_mentions, dtype=dtype)  # A[e, m] = 1 iff m's passage is one of e's
+    for e, row in enumerate(ep):
+        A[e, np.isin(mention_passage, row)] = 1
+    return graph, A
+
+
+def exact_search(graph):
+    """Exact MIPS in float64: the reference search (ties broken by mention id)."""
+    def search(q, k):
+        scores = np.asarray(q, dtype=np.float64) @ graph.vectors.double().numpy().T
+        order = np.lexsort((np.broadcast_to(np.arange(scores.shape[1]), scores.shape), -scores), axis=1)[:, :k]
+        return np.take_along_axis(scores, order, 1), order
+    return search
+
+
+def random_z(seed, batch, n_entities, dtype=torch.float64):
+    rng = np.random.default_rng(seed)
+    rows, ids, probs = [], [], []
+    for b in range(batch):
+        e = np.sort(rng.choice(n_entities, size=rng.integers(1, 4), replace=False))
+        p = rng.random(len(e)) + 0.1
+        rows += [b] * len(e)
+        ids += list(e)
+        probs += list(p / p.sum())
+    return EntitySet(torch.tensor(rows), torch.tensor(ids), torch.tensor(probs, dtype=dtype), batch)
+
+
+CONFIGS = [
+    FollowConfig(top_k=10, temperature=4.0),
+    FollowConfig(top_k=30, temperature=1.0, aggregate="sum"),
+    FollowConfig(top_k=8, temperature=2.0, tfidf=False),
+    FollowConfig(top_k=12, temperature=3.0, aggregate="sum", remove_topic=False),
+]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"k{c.top_k}-{c.aggregate}-tfidf{c.tfidf}-rm{c.remove_topic}")
+def test_follow_matches_dense_reference(seed, config):
+    graph, A = random_graph(seed)
+    z = random_z(seed, batch=4, n_entities=graph.n_entities)
+    q = torch.from_numpy(np.random.default_rng(100 + seed).normal(size=(4, 5)))
+    topic = np.array([int(z.ids[z.rows == b][0]) for b in range(4)])
+    got = follow(z, q, graph, exact_search(graph), config, topic).to_dense(graph.n_entities)
+    want = dense_follow_reference(z.to_dense(graph.n_entities), q, A, graph.vectors, graph.mention_entity, config, topic)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    assert torch.allclose(got.sum(1)[got.sum(1) > 0], torch.ones(1, dtype=got.dtype))
+
+
+def test_question_entity_is_removed():
+    graph, A = random_graph(1)
+    z = EntitySet.one_hot([0, 1, 2])
+    z.probs = z.probs.double()
+    q = torch.from_numpy(np.random.default_rng(0).normal(size=(3, 5)))
+    config = FollowConfig(top_k=30, tfidf=False)
+    kept = follow(z, q, graph, exact_search(graph), dataclasses.replace(config, remove_topic=False), np.array([0, 1, 2]))
+    removed = follow(z, q, graph, exact_search(graph), config, np.array([0, 1, 2]))
+    dense_kept, dense_removed = kept.to_dense(graph.n_entities), removed.to_dense(graph.n_entities)
+    for b in range(3):
+        assert dense_removed[b, b] == 0
+        if b in set(graph.mention_entity):  # the entity is mentioned, so without removal it is an answer
+            assert dense_kept[b, b] > 0
+    assert (dense_kept > 0).sum() > (dense_removed > 0).sum()
+
+
+def test_max_and_sum_aggregation():
+    """Sum (log-sum-exp of mention logits) is at least max for every entity, equal where it has one mention."""
+    graph, _ = random_graph(3, n_mentions=40)
+    z = random_z(3, 2, graph.n_entities)
+    q = torch.from_numpy(np.random.default_rng(1).normal(size=(2, 5)))
+    search = exact_search(graph)
+    out_max, tr_max = follow(z, q, graph, search, FollowConfig(top_k=40), trace=True)
+    out_sum, tr_sum = follow(z, q, graph, search, FollowConfig(top_k=40, aggregate="sum"), trace=True)
+    assert torch.equal(out_max.ids, out_sum.ids)
+    # un-normalised entity logits: log-prob + the row's log-normaliser; compare via the mentions per slot
+    n_per_slot = np.bincount(tr_max.slot, minlength=len(out_max))
+    for s in range(len(out_max)):
+        lm = tr_max.logits[tr_max.slot == s]
+        lse = np.log(np.exp(lm - lm.max()).sum()) + lm.max()
+        assert lse >= lm.max() - 1e-12
+        assert (n_per_slot[s] == 1) == np.isclose(lse, lm.max())
+    assert not torch.allclose(out_max.probs, out_sum.probs)
+
+
+def test_follow_gradcheck():
+    graph, _ = random_graph(5)
+    search = exact_search(graph)
+    z0 = random_z(5, 3, graph.n_entities)
+    topic = np.array([0, 1, 2])
+    table = torch.from_numpy(np.random.default_rng(2).normal(size=(graph.n_entities, 5)))
+    for config in (FollowConfig(top_k=20, temperature=2.0), FollowConfig(top_k=20, aggregate="sum")):
+        def fn(q, probs):
+            z = EntitySet(z0.rows, z0.ids, probs, 3)
+            z1 = follow(z, q + 0.1 * entity_set_mean(z, table), graph, search, config, topic)
+            return z1.probs
+
+        q = torch.from_numpy(np.random.default_rng(3).normal(size=(3, 5))).requires_grad_()
+        probs = z0.probs.clone().requires_grad_()
+        assert torch.autograd.gradcheck(fn, (q, probs), eps=1e-6, atol=1e-6)
+
+
+def test_two_hops_gradcheck():
+    graph, _ = random_graph(8, n_mentions=40)
+    search = exact_search(graph)
+    config = FollowConfig(top_k=25, temperature=2.0)
+    topic = np.array([0, 3])
+
+    def fn(q1, q2):
+        z = EntitySet(torch.tensor([0, 1]), torch.tensor([0, 3]), torch.ones(2, dtype=torch.float64), 2)
+        z1 = follow(z, q1, graph, search, config, topic)
+        return follow(z1, q2, graph, search, config, topic).probs
+
+    rng = np.random.default_rng(4)
+    q1 = torch.from_numpy(rng.normal(size=(2, 5))).requires_grad_()
+    q2 = torch.from_numpy(rng.normal(size=(2, 5))).requires_grad_()
+    out = fn(q1, q2)
+    assert len(out) > 0
+    assert torch.autograd.gradcheck(fn, (q1, q2), eps=1e-6, atol=1e-6)
+
+
+def test_passage_weights_dense_and_sparse_paths_agree(monkeypatch):
+    import drkit.follow as follow_module
+
+    graph, A = random_graph(2)
+    z = random_z(2, 4, graph.n_entities)
+    rows = np.repeat(np.arange(4), graph.n_passages)
+    passages = np.tile(np.arange(graph.n_passages), 4)
+    dense = PassageWeights(z, graph)
+    monkeypatch.setattr(follow_module, "_DENSE_LIMIT", 0)
+    sparse = PassageWeights(z, graph)
+    assert dense.dense and not sparse.dense
+    (p1, w1), (p2, w2) = dense.lookup(rows, passages), sparse.lookup(rows, passages)
+    assert np.array_equal(p1, p2)
+    torch.testing.assert_close(w1, w2)
+    # and both equal Z^T A read at any mention of the passage
+    expansion = z.to_dense(graph.n_entities) @ A
+    for r, p, present in zip(rows, passages, p1):
+        ms = np.flatnonzero(graph.mention_passage == p)
+        if len(ms):
+            assert (expansion[r, ms[0]] > 0) == present
+
+
+def test_entity_set_top_and_row():
+    z = EntitySet(torch.tensor([0, 0, 0, 2]), torch.tensor([1, 4, 7, 3]), torch.tensor([0.2, 0.5, 0.3, 1.0]), 3)
+    ids, probs = z.top(2)
+    assert ids.tolist() == [[4, 7], [-1, -1], [3, -1]]
+    assert np.allclose(probs, [[0.5, 0.3], [0, 0], [1.0, 0]])
+    assert z.row(0)[0].tolist() == [4, 7, 1]
+
+
+def test_follow_config_is_checked():
+    from drkit.errors import ConfigError
+
+    for bad in ({"top_k": 0}, {"temperature": 0.0}, {"aggregate": "mean"}):
+        with pytest.raises(ConfigError):
+            FollowConfig(**bad)

@@ -1,0 +1,231 @@
+"""The DrKIT model on a synthetic film corpus: initialisation, persistence, end-to-end training that
+beats chance, evaluation bookkeeping, and `ask` / `evaluate` on bad input."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from drkit.cli import main
+from drkit.encoder import DualEncoder, EncoderConfig
+from drkit.evaluate import evaluate, load_questions
+from drkit.follow import EntitySet, FollowConfig
+from drkit.mention_index import EmbedConfig, build_mention_index
+from drkit.model import DrKIT, ModelConfig
+from drkit.pretrain import PretrainConfig, pretrain
+from drkit.sparse_index import SparseConfig
+from drkit.train import TrainConfig, answer_set_loss, batch_indices, train
+from drkit.vkb import QuestionError, VirtualKB
+
+FIRST = ["Anna", "Boris", "Clara", "Dmitri", "Elena", "Felix", "Greta", "Hugo", "Irene", "Jonas", "Karla", "Lukas"]
+LAST = ["Abbott", "Brennan", "Castillo", "Dorsey", "Eckhart", "Fairbanks", "Galloway", "Hartmann"]
+ADJ = ["Silver", "Hidden", "Broken", "Crimson", "Silent", "Golden", "Frozen", "Wild", "Lonely", "Burning"]
+NOUN = ["River", "Garden", "Harbor", "Mountain", "Letter", "Empire", "Window", "Canyon"]
+
+
+def synthetic_films(n_films=48, seed=0):
+    """Films with a director, two actors and a year, each stated in one short article."""
+    rng = np.random.default_rng(seed)
+    people = [f"{f} {l}" for f in FIRST for l in LAST]
+    rng.shuffle(people)
+    directors, actors = people[:10], people[10:40]
+    titles = [f"The {a} {n}" for a in ADJ for n in NOUN]
+    rng.shuffle(titles)
+    films = []
+    for i in range(n_films):
+        films.append({"title": titles[i], "director": directors[rng.integers(len(directors))],
+                      "actors": list(rng.choice(actors, 2, replace=False)), "year": str(1950 + int(rng.integers(60)))})
+    return films
+
+
+def write_synthetic(d, films):
+    articles, kb = [], []
+    for i, f in enumerate(films):
+        a1, a2 = f["actors"]
+        if i % 2:
+            body = [f"{f['title']} is a {f['year']} drama directed by {f['director']}.", f"It stars {a1} and {a2}."]
+        else:
+            body = [f"{f['title']} was released in {f['year']}.", f"{a1} and {a2} star in it, and {f['director']} directed it."]
+        articles.append("\n".join(f"{n} {line}" for n, line in enumerate([f["title"]] + body, 1)))
+        kb += [f"{f['title']}|directed_by|{f['director']}", f"{f['title']}|starred_actors|{a1}",
+               f"{f['title']}|starred_actors|{a2}", f"{f['title']}|release_year|{f['year']}"]
+    (d / "wiki.txt").write_text("\n\n".join(articles) + "\n", encoding="utf-8")
+    (d / "kb.txt").write_text("\n".join(kb) + "\n", encoding="utf-8")
+
+
+def write_questions(path, films, kinds=("director", "year")):
+    lines = []
+    for f in films:
+        if "director" in kinds:
+            lines.append(f"who directed [{f['title']}]\t{f['director']}")
+        if "year" in kinds:
+            lines.append(f"when was [{f['title']}] released\t{f['year']}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def films_kb(tmp_path_factory, tiny_base):
+    """Index, untrained tiny encoder and its mention index over 48 synthetic films; questions split by film."""
+    from drkit.index import build_index
+
+    d = tmp_path_factory.mktemp("films")
+    films = synthetic_films()
+    write_synthetic(d, films)
+    # mu = 1: each entity expands to its best-matching article only (in 48 tiny articles, every name shares
+    # some n-gram with most of them, so a larger mu would make A no constraint at all)
+    build_index(d / "wiki.txt", d / "index", kb=d / "kb.txt", sparse_config=SparseConfig(mu=1), log=lambda *a: None)
+    pretrain(d / "index", d / "kb.txt", d / "enc", PretrainConfig(steps=0, bf16=False),
+             EncoderConfig(base=str(tiny_base), dim=32), log=lambda *a: None)
+    build_mention_index(d / "index", d / "enc", d / "mentions", EmbedConfig(bf16=False), log=lambda *a: None)
+    write_questions(d / "train.txt", films[:36])
+    write_questions(d / "dev.txt", films[36:])
+    return d, films
+
+
+SMALL = ModelConfig(shared_layers=1, hop_layers=1)
+
+
+def test_question_encoder_starts_as_the_pretrained_query_encoder(films_kb):
+    d, _ = films_kb
+    enc = DualEncoder.load(d / "enc" / "encoder")
+    model = DrKIT.from_encoder(enc, ModelConfig(hops=2, shared_layers=1, hop_layers=1)).eval()
+    assert model.random_init == []
+    texts = ["who directed [The Silver River]", "when was it released"]
+    ids, mask = model.tokenize(texts)
+    with torch.no_grad():
+        h = model.encoder.encode(ids, mask)
+        for t in range(2):
+            g = model.encoder.hop_query(h, mask, t, torch.ones(2, 32))  # U_t starts at zero
+            np.testing.assert_allclose(g.numpy(), enc.embed_queries(texts, bf16=False), rtol=1e-5, atol=1e-6)
+
+
+def test_model_save_load_round_trip(films_kb, tmp_path):
+    d, _ = films_kb
+    vkb = VirtualKB.load(d / "index", d / "mentions")
+    model = DrKIT.from_encoder(DualEncoder.load(d / "enc" / "encoder"), ModelConfig(hops=2, **{"shared_layers": 1, "hop_layers": 1}),
+                               FollowConfig(top_k=50, temperature=2.0))
+    with torch.no_grad():
+        for p in model.encoder.entity.parameters():
+            p.normal_()  # make the entity term matter
+    model.set_entities(vkb.entity_names)
+    model.save(tmp_path / "m")
+    loaded = DrKIT.load(tmp_path / "m")
+    loaded.set_entities(vkb.entity_names)
+    assert loaded.follow_config == model.follow_config and loaded.config == model.config
+    topic = np.array([vkb.index.entities.lookup("The Silver River") or 0, 1])
+    with torch.no_grad():
+        a = model.eval()(["who directed The Silver River", "which films"], topic, vkb, bf16=False)
+        b = loaded(["who directed The Silver River", "which films"], topic, vkb, bf16=False)
+    for x, y in zip(a, b):
+        assert torch.equal(x.z.ids, y.z.ids)
+        torch.testing.assert_close(x.z.probs, y.z.probs)
+
+
+def test_answer_set_loss_matches_reference():
+    z = EntitySet(torch.tensor([0, 0, 0, 1, 1, 2]), torch.tensor([1, 2, 5, 0, 3, 4]),
+                  torch.tensor([0.5, 0.3, 0.2, 0.9, 0.1, 1.0]), 3)
+    z.logits = torch.log(z.probs)
+    loss, reachable = answer_set_loss(z, [np.array([2, 5]), np.array([7]), np.array([4, 9])], 10)
+    assert reachable.tolist() == [True, False, True]
+    assert np.isclose(loss.item(), -(np.log(0.5) + np.log(1.0)) / 2)
+    none, reachable = answer_set_loss(z, [np.array([9]), np.array([9]), np.array([9])], 10)
+    assert none is None and not reachable.any()
+
+
+def test_batches_cover_each_pass_once():
+    seen = np.concatenate([batch_indices(10, 3, s, seed=1) for s in range(3)])
+    assert len(set(seen.tolist())) == 9
+    assert np.array_equal(batch_indices(10, 3, 4, seed=1), batch_indices(10, 3, 4, seed=1))
+
+
+def _chance_hits(vkb, items):
+    """Expected Hits@1 of picking uniformly among the entities co-occurring with the question entity."""
+    idx = vkb.index
+    total = 0.0
+    for it in items:
+        row = idx.A_indices[idx.A_indptr[it.topic] : idx.A_indptr[it.topic + 1]]
+        cands = set(idx.mention_entity[row].tolist()) - {it.topic}
+        total += len(cands & set(it.answer_ids.tolist())) / max(1, len(cands))
+    return total / len(items)
+
+
+def test_end_to_end_training_beats_chance(films_kb, tmp_path):
+    d, _ = films_kb
+    cfg = TrainConfig(steps=60, batch_size=16, lr=1e-3, head_lr=1e-2, warmup=0.0, eval_every=30, dev_sample=0,
+                      checkpoint_every=30, bf16=False)
+    train(d / "index", d / "mentions", d / "train.txt", d / "dev.txt", tmp_path / "run", model_config=SMALL,
+          follow_config=FollowConfig(top_k=200, temperature=1.0), config=cfg, log=lambda *a: None)
+    model = DrKIT.load(tmp_path / "run" / "model")
+    vkb = VirtualKB.load(d / "index", d / "mentions")
+    model.set_entities(vkb.entity_names)
+    metrics = evaluate(model, vkb, d / "dev.txt", tmp_path / "eval", qps_sample=0, log=lambda *a: None)
+    chance = _chance_hits(vkb, load_questions(d / "dev.txt", vkb.index.entities))
+    dev = [json.loads(line) for line in (tmp_path / "run" / "dev_log.jsonl").read_text().splitlines()]
+    assert metrics["hits@1"] >= chance + 0.3, (metrics["hits@1"], chance, dev)
+    assert metrics["hits@1"] > dev[0]["hits@1"] + 0.2  # better than the untrained start
+    assert (tmp_path / "run" / "curve.png").stat().st_size > 0
+
+
+def test_evaluate_accounts_for_every_line(films_kb, tmp_path):
+    d, films = films_kb
+    f = tmp_path / "q.txt"
+    f.write_text(f"who directed [{films[0]['title']}]\t{films[0]['director']}\n"
+                 "this line has no tab\n"
+                 "\n"
+                 "who directed [No Such Film]\tSomebody\n"
+                 f"when was [{films[1]['title']}] released\t{films[1]['year']}|1066\n", encoding="utf-8")
+    vkb = VirtualKB.load(d / "index", d / "mentions")
+    model = DrKIT.from_encoder(DualEncoder.load(d / "enc" / "encoder"), SMALL)
+    model.set_entities(vkb.entity_names)
+    metrics = evaluate(model.eval(), vkb, f, tmp_path / "out", qps_sample=2, log=lambda *a: None)
+    assert metrics["lines"] == 4 and metrics["scored"] == 2
+    assert metrics["not_scored"] == {"malformed_line": 1, "unknown_question_entity": 1}
+    assert metrics["answers_not_entities"] == 1
+    preds = [json.loads(line) for line in (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()]
+    assert [p["line"] for p in preds] == [1, 2, 4, 5]
+    assert "q.txt:2" in preds[1]["not_scored"] and "No Such Film" in preds[2]["not_scored"]
+    assert set(metrics["throughput"]) >= {"batch_64_questions_per_s", "batch_1_questions_per_s"}
+    # Hits@1 over all lines counts the unscored ones as misses
+    assert np.isclose(metrics["hits@1"], sum(p.get("hit@1", False) for p in preds) / 4)
+
+
+def test_question_entity_parsing(films_kb):
+    d, films = films_kb
+    vkb = VirtualKB.load(d / "index", d / "mentions")
+    title = films[0]["title"]
+    p = vkb.parse(f"who directed [{title}]")
+    assert p.how == "bracketed" and vkb.entity_names[p.topic] == title and "[" not in p.text
+    # plain question: the least frequent linked entity (the film, not a director of several films)
+    director = films[0]["director"]
+    p = vkb.parse(f"{director} directed {title}, who starred in it")
+    assert vkb.entity_names[p.topic] == min((title, director), key=lambda n: vkb.entity_frequency[vkb.index.entities.lookup(n)])
+    for bad, message in (("   ", "empty"), ("who directed [Nothing Like This]", "not an entity"),
+                         ("what is the meaning of life", "no entity"), ("[a] and [b]", "2 bracketed")):
+        with pytest.raises(QuestionError, match=message):
+            vkb.parse(bad)
+
+
+def test_cli_train_evaluate_ask(films_kb, tmp_path, capsys):
+    d, films = films_kb
+    assert main(["train", "--index", str(d / "index"), "--mentions", str(d / "mentions"), "--train", str(d / "train.txt"),
+                 "--dev", str(d / "dev.txt"), "--out", str(tmp_path / "run"), "--hops", "2", "--shared-layers", "1",
+                 "--hop-layers", "1", "--steps", "3", "--batch-size", "4", "--no-bf16", "--top-k", "100"]) == 0
+    run = tmp_path / "run"
+    assert (run / "model" / "manifest.json").exists() and len((run / "train_log.jsonl").read_text().splitlines()) == 3
+    assert main(["evaluate", "--index", str(d / "index"), "--model", str(run), "--questions", str(d / "dev.txt"),
+                 "--out", str(tmp_path / "eval"), "--qps-sample", "0"]) == 0
+    assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["hops"] == 2
+    capsys.readouterr()
+    title = films[0]["title"]
+    assert main(["ask", "--index", str(d / "index"), "--model", str(run), f"who directed [{title}]"]) == 0
+    out = capsys.readouterr().out
+    assert "hop 1" in out and "hop 2" in out and "[[" in out
+    assert main(["ask", "--index", str(d / "index"), "--model", str(run), "--json", "--hops", "1", f"who directed [{title}]"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["hops"] == 1 and result["chain"][0]["top"][0]["snippet"].count("[[") == 1
+    assert main(["ask", "--index", str(d / "index"), "--model", str(run), "who directed [Nothing Like This]", ""]) == 2
+    err = capsys.readouterr().err
+    assert "[Nothing Like This] is not an entity" in err and "empty" in err
+    assert main(["ask", "--index", str(d / "index"), "--model", str(run), "--hops", "3", f"who directed [{title}]"]) == 2
+    assert "2 trained hops" in capsys.readouterr().err
