@@ -3,9 +3,12 @@
 A weighted entity set Z (one row per question) is an `EntitySet`: coordinates (row, entity) with a
 probability, never a dense |E| vector. One hop maps Z_{t-1} and a query vector g_t to Z_t:
 
-1. **Expansion** ``Z^T A``. A[e, m] = 1 when m lies in one of e's top-mu TF-IDF passages, so
-   ``(Z^T A)[m] = w[passage(m)]`` with ``w = Z^T EP`` (EP: entity -> its top-mu passages). Cost
-   O(nnz(Z) mu).
+1. **Expansion** ``Z^T A``. A[e, m] is non-zero when m lies in one of e's top-mu TF-IDF passages,
+   so ``(Z^T A)[m] = w[passage(m)]`` with ``w = Z^T EP`` (EP: entity -> its top-mu passages). Cost
+   O(nnz(Z) mu). The paper's A is the 0/1 indicator (``tfidf_power=0``). By default each entry is
+   weighted by ``(score(e, p) / best score of e) ** power``: a passage that matches only part of a
+   name ("Epps" for "Shareeka Epps") then weighs far less than one that names the entity in full,
+   where the indicator makes them equal. The power is learned per hop, starting from `tfidf_power`.
 2. **Relevance** ``T_K(f(m) . g_t)``: the top-K mentions of the whole index by MIPS. No gradient
    flows through the selection; the selected scores are differentiable in g_t, with the gradient
    ``sum_m grad_m f(m)`` computed as a sparse (batch x M) by dense f(M) product, O(K p).
@@ -44,6 +47,8 @@ class FollowConfig:
     temperature: float = field(default=4.0, metadata={"help": "lambda: mention scores are divided by it before the softmax"})
     aggregate: str = field(default="max", metadata={"help": "mentions -> entity: max (paper) or sum"})
     tfidf: bool = field(default=True, metadata={"help": "keep only mentions that co-occur with Z_{t-1} (Z^T A > 0)"})
+    tfidf_power: float = field(default=8.0, metadata={"help": "A[e, m] = (TF-IDF score of m's passage / e's best "
+                               "passage score) ** power; 0 gives the paper's 0/1 indicator (the initial value when learned)"})
     remove_topic: bool = field(default=True, metadata={"help": "drop the question entity from every hop's output"})
 
     def __post_init__(self):
@@ -51,6 +56,8 @@ class FollowConfig:
             raise ConfigError(f"top_k must be at least 1, got {self.top_k}")
         if not self.temperature > 0:
             raise ConfigError(f"temperature must be positive, got {self.temperature}")
+        if self.tfidf_power < 0:
+            raise ConfigError(f"tfidf_power must be at least 0, got {self.tfidf_power}")
         if self.aggregate not in AGGREGATIONS:
             raise ConfigError(f"aggregate must be one of {AGGREGATIONS}, got {self.aggregate!r}")
 
@@ -131,13 +138,27 @@ class FollowGraph:
         if vectors.shape[0] != len(self.mention_entity):
             raise ConfigError(f"{vectors.shape[0]} mention vectors for {len(self.mention_entity)} mentions")
         self.vectors = vectors
+        # log(score(e, p) / max_p' score(e, p')) per entry of EP (<= 0), for the weighted A; None: 0/1 only
+        self.ep_log_rel: torch.Tensor | None = None
         self._cast: torch.Tensor | None = None
 
     @classmethod
     def from_index(cls, index: SparseIndex, vectors) -> "FollowGraph":
         vec = torch.from_numpy(np.array(vectors, copy=True)) if isinstance(vectors, np.ndarray) else vectors
-        return cls(index.entity_passage_indptr, index.entity_passage, index.mentions[:, 1], index.mentions[:, 0],
-                   index.n_entities, index.n_passages, vec)
+        graph = cls(index.entity_passage_indptr, index.entity_passage, index.mentions[:, 1], index.mentions[:, 0],
+                    index.n_entities, index.n_passages, vec)
+        graph.set_passage_scores(np.asarray(index.entity_passage_score))
+        return graph
+
+    def set_passage_scores(self, scores: np.ndarray) -> None:
+        """The TF-IDF score G(e).F(d) of each entry of EP; stored as log(score / the entity's best score)."""
+        scores = np.asarray(scores, dtype=np.float64)
+        lengths = np.diff(self.ep_indptr)
+        best = np.zeros(len(lengths))
+        nonempty = lengths > 0
+        best[nonempty] = np.maximum.reduceat(scores, self.ep_indptr[:-1][nonempty]) if len(scores) else 0
+        rel = scores / np.repeat(np.where(best > 0, best, 1.0), lengths)
+        self.ep_log_rel = torch.from_numpy(np.log(np.clip(rel, 1e-30, 1.0)))  # float64: exact for the tests
 
     def vectors_as(self, dtype: torch.dtype) -> torch.Tensor:
         """f(M) in `dtype` (kept after the first call: the backward pass of every hop needs it)."""
@@ -176,15 +197,19 @@ class _SearchedScores(torch.autograd.Function):
 
 
 class PassageWeights:
-    """``w = Z^T EP`` (summed probability of the entities whose top-mu passages include p) per (row, passage)."""
+    """``w = Z^T A`` per (row, passage): the summed probability of the entities whose top-mu passages
+    include p, each times ``(score(e, p) / best score of e) ** power`` (power 0: the 0/1 indicator)."""
 
-    def __init__(self, z: EntitySet, graph: FollowGraph):
+    def __init__(self, z: EntitySet, graph: FollowGraph, power: float | torch.Tensor | None = None):
         e = z.ids.numpy()
         starts, lengths = graph.ep_indptr[e], graph.ep_indptr[e + 1] - graph.ep_indptr[e]
         src = torch.from_numpy(np.repeat(np.arange(len(e)), lengths))
         passages = graph.ep_passage[_concat_ranges(starts, lengths)]
         keys = z.rows.numpy()[src.numpy()] * graph.n_passages + passages
         values = z.probs[src]
+        if power is not None and graph.ep_log_rel is not None and (torch.is_tensor(power) or power != 0):
+            log_rel = graph.ep_log_rel[torch.from_numpy(_concat_ranges(starts, lengths))].to(values.dtype)
+            values = values * torch.exp(power * log_rel)
         self.n_passages = graph.n_passages
         space = z.batch_size * graph.n_passages
         self.dense = space <= _DENSE_LIMIT
@@ -223,13 +248,14 @@ def segment_log_softmax(values: torch.Tensor, segments: torch.Tensor, n: int) ->
 
 
 def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, config: FollowConfig,
-           topic: np.ndarray | None = None, trace: bool = False):
+           topic: np.ndarray | None = None, trace: bool = False, tfidf_power: torch.Tensor | None = None):
     """One textual follow: Z_{t-1} (`z`), queries g_t (batch, p) -> Z_t (and a `FollowTrace` if `trace`).
 
     `search(queries: np.ndarray (batch, p), k) -> (scores, ids)` is the MIPS (ids -1 = none); its
     scores are the forward values of ``f(m) . g_t`` (so an exact search in bf16 gives bf16-rounded
     scores), and their gradient is exact;
-    `topic[b]` is the entity removed from row b (-1: none)."""
+    `topic[b]` is the entity removed from row b (-1: none); `tfidf_power` (a learned scalar) replaces
+    ``config.tfidf_power`` when given."""
     batch = queries.shape[0]
     if z.batch_size != batch:
         raise ValueError(f"Z has {z.batch_size} rows but there are {batch} queries")
@@ -243,7 +269,8 @@ def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, conf
     rows, mentions, scores = rows[keep], ids[keep], scores[keep]
     log_w = None
     if config.tfidf:
-        present, w = PassageWeights(z, graph).lookup(rows, graph.mention_passage[mentions])
+        power = config.tfidf_power if tfidf_power is None else tfidf_power
+        present, w = PassageWeights(z, graph, power).lookup(rows, graph.mention_passage[mentions])
         rows, mentions, scores = rows[present], mentions[present], scores[present]
         log_w = torch.log(w.clamp_min(torch.finfo(w.dtype).tiny))
     entities = graph.mention_entity[mentions]

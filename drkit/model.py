@@ -48,6 +48,8 @@ class ModelConfig:
     hop_layers: int = field(default=2, metadata={"help": "transformer layers of each hop (paper: 2)"})
     pool: str = field(default="mean", metadata={"help": "mean (as pretrained) or cls (paper) pooling of each hop's layers"})
     entity_condition: bool = field(default=True, metadata={"help": "add U_t^T (Z_{t-1}^T E) to each hop's query"})
+    learn_tfidf_power: bool = field(default=True, metadata={"help": "learn each hop's TF-IDF weight power (else "
+                                    "keep the follow's tfidf_power)"})
 
     def __post_init__(self):
         if self.hops < 1:
@@ -150,6 +152,8 @@ class DrKIT(nn.Module):
         self.max_question_pieces = max_question_pieces
         self.encoder = QuestionEncoder(bert_config, dim, config)
         self.encoder.embeddings.word_embeddings.weight.requires_grad_(False)  # E is built from them
+        self.tfidf_power = nn.Parameter(torch.full((config.hops,), float(follow_config.tfidf_power)),
+                                        requires_grad=config.learn_tfidf_power)
         self.register_buffer("entity_table", torch.zeros(0, bert_config.hidden_size), persistent=False)
         self.manifest: dict = {}
 
@@ -199,7 +203,8 @@ class DrKIT(nn.Module):
             z_emb = entity_set_mean(z, self.entity_table) if self.config.entity_condition else None
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 q = self.encoder.hop_query(h, mask, t, z_emb)
-            result = follow(z, q.float(), vkb.graph, vkb.search, fc, topic, trace=trace)
+            power = self.tfidf_power[t].clamp_min(0) if self.config.learn_tfidf_power else None
+            result = follow(z, q.float(), vkb.graph, vkb.search, fc, topic, trace=trace, tfidf_power=power)
             z, tr = result if trace else (result, None)
             out.append(HopOutput(z, q, tr))
         return out

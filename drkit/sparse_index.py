@@ -206,6 +206,7 @@ class SparseIndex:
         self.mentions = load_array(self.path, "mentions")  # (M, 6), columns LinkedCorpus.MENTION_COLUMNS
         self.entity_passage_indptr = load_array(self.path, "entity_passage_indptr")
         self.entity_passage = load_array(self.path, "entity_passage")
+        self.entity_passage_score = load_array(self.path, "entity_passage_score")
         self.passage_article = load_array(self.path, "passage_article")
         self.piece_offsets = load_array(self.path, "piece_offsets")
         self.pieces = load_array(self.path, "pieces")

@@ -70,7 +70,8 @@ def answer_set_loss(z: EntitySet, answers: list[np.ndarray], n_entities: int) ->
 
 
 def _optimizer(model: DrKIT, config: TrainConfig):
-    heads = [p for n, p in model.named_parameters() if n.startswith(("encoder.start.", "encoder.end.", "encoder.entity."))]
+    heads = [p for n, p in model.named_parameters()
+             if n.startswith(("encoder.start.", "encoder.end.", "encoder.entity.", "tfidf_power")) and p.requires_grad]
     head_ids = {id(p) for p in heads}
     body = [p for p in model.parameters() if p.requires_grad and id(p) not in head_ids]
     opt = torch.optim.AdamW([{"params": body, "lr": config.lr}, {"params": heads, "lr": config.head_lr}],

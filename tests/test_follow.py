@@ -19,10 +19,19 @@ def random_graph(seed, n_entities=7, n_passages=6, n_mentions=30, dim=5, mu=3, d
     vectors = torch.from_numpy(rng.normal(size=(n_mentions, dim))).to(dtype)
     graph = FollowGraph(indptr, np.concatenate(ep + [np.zeros(0, np.int64)]), mention_passage, mention_entity,
                         n_entities, n_passages, vectors)
-    A = torch.zeros(n_entities, n_mentions, dtype=dtype)  # A[e, m] = 1 iff m's passage is one of e's
-    for e, row in enumerate(ep):
-        A[e, np.isin(mention_passage, row)] = 1
-    return graph, A
+    scores = [rng.random(len(r)) + 0.05 for r in ep]
+    graph.set_passage_scores(np.concatenate(scores + [np.zeros(0)]))
+    # A_rel[e, m] = score(e, passage of m) / e's best score where m's passage is one of e's, else 0
+    A_rel = torch.zeros(n_entities, n_mentions, dtype=dtype)
+    for e, (row, sc) in enumerate(zip(ep, scores)):
+        for p, v in zip(row, sc):
+            A_rel[e, mention_passage == p] = float(v / sc.max())
+    return graph, A_rel
+
+
+def weighted(A_rel, power):
+    """A as the follow uses it: 0/1 for power 0, else the relative score to the power."""
+    return torch.where(A_rel > 0, A_rel ** power, torch.zeros_like(A_rel))
 
 
 def exact_search(graph):
@@ -47,22 +56,25 @@ def random_z(seed, batch, n_entities, dtype=torch.float64):
 
 
 CONFIGS = [
+    FollowConfig(top_k=10, temperature=4.0, tfidf_power=0.0),
     FollowConfig(top_k=10, temperature=4.0),
-    FollowConfig(top_k=30, temperature=1.0, aggregate="sum"),
+    FollowConfig(top_k=30, temperature=1.0, aggregate="sum", tfidf_power=2.5),
     FollowConfig(top_k=8, temperature=2.0, tfidf=False),
-    FollowConfig(top_k=12, temperature=3.0, aggregate="sum", remove_topic=False),
+    FollowConfig(top_k=12, temperature=3.0, aggregate="sum", remove_topic=False, tfidf_power=0.0),
 ]
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"k{c.top_k}-{c.aggregate}-tfidf{c.tfidf}-rm{c.remove_topic}")
+@pytest.mark.parametrize("config", CONFIGS,
+                         ids=lambda c: f"k{c.top_k}-{c.aggregate}-tfidf{c.tfidf}-pow{c.tfidf_power}-rm{c.remove_topic}")
 def test_follow_matches_dense_reference(seed, config):
     graph, A = random_graph(seed)
     z = random_z(seed, batch=4, n_entities=graph.n_entities)
     q = torch.from_numpy(np.random.default_rng(100 + seed).normal(size=(4, 5)))
     topic = np.array([int(z.ids[z.rows == b][0]) for b in range(4)])
     got = follow(z, q, graph, exact_search(graph), config, topic).to_dense(graph.n_entities)
-    want = dense_follow_reference(z.to_dense(graph.n_entities), q, A, graph.vectors, graph.mention_entity, config, topic)
+    want = dense_follow_reference(z.to_dense(graph.n_entities), q, weighted(A, config.tfidf_power), graph.vectors,
+                                  graph.mention_entity, config, topic)
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
     assert torch.allclose(got.sum(1)[got.sum(1) > 0], torch.ones(1, dtype=got.dtype))
 
@@ -109,14 +121,15 @@ def test_follow_gradcheck():
     topic = np.array([0, 1, 2])
     table = torch.from_numpy(np.random.default_rng(2).normal(size=(graph.n_entities, 5)))
     for config in (FollowConfig(top_k=20, temperature=2.0), FollowConfig(top_k=20, aggregate="sum")):
-        def fn(q, probs):
+        def fn(q, probs, power):
             z = EntitySet(z0.rows, z0.ids, probs, 3)
-            z1 = follow(z, q + 0.1 * entity_set_mean(z, table), graph, search, config, topic)
+            z1 = follow(z, q + 0.1 * entity_set_mean(z, table), graph, search, config, topic, tfidf_power=power)
             return z1.probs
 
         q = torch.from_numpy(np.random.default_rng(3).normal(size=(3, 5))).requires_grad_()
         probs = z0.probs.clone().requires_grad_()
-        assert torch.autograd.gradcheck(fn, (q, probs), eps=1e-6, atol=1e-6)
+        power = torch.tensor(1.7, dtype=torch.float64, requires_grad=True)
+        assert torch.autograd.gradcheck(fn, (q, probs, power), eps=1e-6, atol=1e-6)
 
 
 def test_two_hops_gradcheck():
@@ -145,19 +158,21 @@ def test_passage_weights_dense_and_sparse_paths_agree(monkeypatch):
     z = random_z(2, 4, graph.n_entities)
     rows = np.repeat(np.arange(4), graph.n_passages)
     passages = np.tile(np.arange(graph.n_passages), 4)
-    dense = PassageWeights(z, graph)
+    dense = PassageWeights(z, graph, FollowConfig().tfidf_power)
     monkeypatch.setattr(follow_module, "_DENSE_LIMIT", 0)
-    sparse = PassageWeights(z, graph)
+    sparse = PassageWeights(z, graph, FollowConfig().tfidf_power)
     assert dense.dense and not sparse.dense
     (p1, w1), (p2, w2) = dense.lookup(rows, passages), sparse.lookup(rows, passages)
     assert np.array_equal(p1, p2)
     torch.testing.assert_close(w1, w2)
     # and both equal Z^T A read at any mention of the passage
-    expansion = z.to_dense(graph.n_entities) @ A
-    for r, p, present in zip(rows, passages, p1):
+    expansion = z.to_dense(graph.n_entities) @ weighted(A, FollowConfig().tfidf_power)
+    for i, (r, p, present) in enumerate(zip(rows, passages, p1)):
         ms = np.flatnonzero(graph.mention_passage == p)
         if len(ms):
             assert (expansion[r, ms[0]] > 0) == present
+            if present:
+                assert torch.isclose(w1[int(p1[:i].sum())], expansion[r, ms[0]])
 
 
 def test_entity_set_top_and_row():
@@ -171,6 +186,6 @@ def test_entity_set_top_and_row():
 def test_follow_config_is_checked():
     from drkit.errors import ConfigError
 
-    for bad in ({"top_k": 0}, {"temperature": 0.0}, {"aggregate": "mean"}):
+    for bad in ({"top_k": 0}, {"temperature": 0.0}, {"aggregate": "mean"}, {"tfidf_power": -1.0}):
         with pytest.raises(ConfigError):
             FollowConfig(**bad)
