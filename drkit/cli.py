@@ -315,6 +315,35 @@ def _run_ask(args) -> int:
     return 2 if failed else 0
 
 
+def _reproduce_parser(sub) -> None:
+    p = sub.add_parser(
+        "reproduce-metaqa",
+        help="run the whole MetaQA pipeline: index, pretrain, embed, train 1/2/3 hops, evaluate on dev",
+        description="Run every step of the MetaQA experiment from a MetaQA folder (wiki.txt, kb.txt, N-hop/vanilla/"
+        "qa_{train,dev}.txt): index, pretrain, embed, train a model per hop count, evaluate it on dev, and sweep K "
+        "for the Hits@1 / questions-per-second plot. Each step is skipped when done and resumed when interrupted, so "
+        "rerun the same command after a crash. Writes OUT/results.md, OUT/results.json, OUT/figure3.png and "
+        "OUT/timings.json.",
+    )
+    p.add_argument("--data", default="../shared/data/metaqa", metavar="DIR", help="MetaQA folder (default: %(default)s)")
+    p.add_argument("--out", default="runs/metaqa", metavar="DIR", help="output folder (default: %(default)s)")
+    p.add_argument("--hops", type=int, nargs="+", default=[1, 2, 3], help="hop counts to train (default: 1 2 3)")
+    p.add_argument("--steps", type=int, default=None, help="training steps per model (default: drkit train's)")
+    p.add_argument("--pretrain-steps", type=int, default=None, help="pretraining steps (default: drkit pretrain's)")
+    p.add_argument("--ablations", action="store_true", help="also train and evaluate the ablations of the paper's table")
+    p.add_argument("--ablation-steps", type=int, default=None, help="training steps per ablation model (default: --steps)")
+    p.set_defaults(run=_run_reproduce)
+
+
+def _run_reproduce(args) -> int:
+    from .reproduce import reproduce_metaqa
+
+    reproduce_metaqa(args.data, args.out, tuple(args.hops), {h: args.steps for h in args.hops} if args.steps else None,
+                     args.pretrain_steps, args.ablations, args.ablation_steps, log=lambda line: print(line, file=sys.stderr))
+    print(f"wrote {args.out}/results.md")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="drkit",
@@ -330,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     _train_parser(sub)
     _evaluate_parser(sub)
     _ask_parser(sub)
+    _reproduce_parser(sub)
     return parser
 
 

@@ -9,6 +9,10 @@ probability, never a dense |E| vector. One hop maps Z_{t-1} and a query vector g
    weighted by ``(score(e, p) / best score of e) ** power``: a passage that matches only part of a
    name ("Epps" for "Shareeka Epps") then weighs far less than one that names the entity in full,
    where the indicator makes them equal. The power is learned per hop, starting from `tfidf_power`.
+   A has no self-loops by default: a mention of e is never reached through e itself (``self_loops``
+   restores the paper's A). Otherwise a hop can "copy" Z_{t-1}, since every entity co-occurs with its
+   own mentions: a 2-hop model then learns to answer in the first hop and copy in the second, which
+   fits every question whose answer is stated next to the question entity and fails the others.
 2. **Relevance** ``T_K(f(m) . g_t)``: the top-K mentions of the whole index by MIPS. No gradient
    flows through the selection; the selected scores are differentiable in g_t, with the gradient
    ``sum_m grad_m f(m)`` computed as a sparse (batch x M) by dense f(M) product, O(K p).
@@ -50,6 +54,8 @@ class FollowConfig:
     tfidf_power: float = field(default=8.0, metadata={"help": "A[e, m] = (TF-IDF score of m's passage / e's best "
                                "passage score) ** power; 0 gives the paper's 0/1 indicator (the initial value when learned)"})
     remove_topic: bool = field(default=True, metadata={"help": "drop the question entity from every hop's output"})
+    self_loops: bool = field(default=False, metadata={"help": "let an entity reach its own mentions through A "
+                             "(the paper's A; off: a mention is reached only through other entities)"})
 
     def __post_init__(self):
         if self.top_k < 1:
@@ -141,6 +147,9 @@ class FollowGraph:
         # log(score(e, p) / max_p' score(e, p')) per entry of EP (<= 0), for the weighted A; None: 0/1 only
         self.ep_log_rel: torch.Tensor | None = None
         self._cast: torch.Tensor | None = None
+        # (entity, passage) of each EP entry as one sorted key, entity * P + passage
+        self.ep_keys = np.repeat(np.arange(self.n_entities, dtype=np.int64), np.diff(self.ep_indptr)) * self.n_passages \
+            + self.ep_passage
 
     @classmethod
     def from_index(cls, index: SparseIndex, vectors) -> "FollowGraph":
@@ -198,38 +207,65 @@ class _SearchedScores(torch.autograd.Function):
 
 class PassageWeights:
     """``w = Z^T A`` per (row, passage): the summed probability of the entities whose top-mu passages
-    include p, each times ``(score(e, p) / best score of e) ** power`` (power 0: the 0/1 indicator)."""
+    include p, each times ``(score(e, p) / best score of e) ** power`` (power 0: the 0/1 indicator).
+
+    Sums are accumulated in float64, so that removing one entity's own term (`lookup` with
+    `entities`) leaves the others' exact sum even when it is tiny next to the removed one."""
 
     def __init__(self, z: EntitySet, graph: FollowGraph, power: float | torch.Tensor | None = None):
+        self.z, self.graph, self.power = z, graph, power
         e = z.ids.numpy()
         starts, lengths = graph.ep_indptr[e], graph.ep_indptr[e + 1] - graph.ep_indptr[e]
         src = torch.from_numpy(np.repeat(np.arange(len(e)), lengths))
-        passages = graph.ep_passage[_concat_ranges(starts, lengths)]
-        keys = z.rows.numpy()[src.numpy()] * graph.n_passages + passages
-        values = z.probs[src]
-        if power is not None and graph.ep_log_rel is not None and (torch.is_tensor(power) or power != 0):
-            log_rel = graph.ep_log_rel[torch.from_numpy(_concat_ranges(starts, lengths))].to(values.dtype)
-            values = values * torch.exp(power * log_rel)
+        positions = _concat_ranges(starts, lengths)
+        keys = z.rows.numpy()[src.numpy()] * graph.n_passages + graph.ep_passage[positions]
+        values = z.probs[src].double() * self._factor(positions)
         self.n_passages = graph.n_passages
         space = z.batch_size * graph.n_passages
         self.dense = space <= _DENSE_LIMIT
         if self.dense:
-            self.present = np.bincount(keys, minlength=space) > 0
-            self.weights = torch.zeros(space, dtype=z.probs.dtype).index_add(0, torch.from_numpy(keys), values)
+            self.counts = np.bincount(keys, minlength=space)
+            self.weights = torch.zeros(space, dtype=torch.float64).index_add(0, torch.from_numpy(keys), values)
         else:
-            self.keys, inverse = np.unique(keys, return_inverse=True)
-            self.weights = torch.zeros(len(self.keys), dtype=z.probs.dtype).index_add(0, torch.from_numpy(inverse), values)
+            self.keys, inverse, self.counts = np.unique(keys, return_inverse=True, return_counts=True)
+            self.weights = torch.zeros(len(self.keys), dtype=torch.float64).index_add(0, torch.from_numpy(inverse), values)
 
-    def lookup(self, rows: np.ndarray, passages: np.ndarray) -> tuple[np.ndarray, torch.Tensor | None]:
-        """(present mask, weights of the present pairs) for the pairs (rows[i], passages[i])."""
+    def _factor(self, ep_positions: np.ndarray) -> torch.Tensor | float:
+        power, log_rel = self.power, self.graph.ep_log_rel
+        if power is None or log_rel is None or (not torch.is_tensor(power) and power == 0):
+            return 1.0
+        return torch.exp(power * log_rel[torch.from_numpy(ep_positions)])
+
+    def lookup(self, rows: np.ndarray, passages: np.ndarray, entities: np.ndarray | None = None):
+        """(present mask, float64 weights of the present pairs) for the pairs (rows[i], passages[i]).
+
+        With `entities`, pair i leaves out entity entities[i]'s own term (no self-loops in A)."""
         keys = rows * self.n_passages + passages
         if self.dense:
-            present = self.present[keys]
-            return present, self.weights[torch.from_numpy(keys[present])]
-        pos = np.searchsorted(self.keys, keys)
-        pos_c = np.minimum(pos, max(len(self.keys) - 1, 0))
-        present = (pos < len(self.keys)) & (self.keys[pos_c] == keys) if len(self.keys) else np.zeros(len(keys), bool)
-        return present, self.weights[torch.from_numpy(pos_c[present])]
+            slot, found = keys, np.ones(len(keys), bool)
+        else:
+            slot, found = _find(self.keys, keys)
+        counts = np.where(found, self.counts[slot], 0)
+        weights = self.weights[torch.from_numpy(slot)]
+        if entities is not None:
+            z_slot, in_z = _find(self.z.rows.numpy() * self.graph.n_entities + self.z.ids.numpy(),
+                                 rows * self.graph.n_entities + entities)
+            ep_slot, in_ep = _find(self.graph.ep_keys, entities * self.graph.n_passages + passages)
+            own = in_z & in_ep
+            counts = counts - own
+            sel = np.flatnonzero(own)
+            own_term = self.z.probs[torch.from_numpy(z_slot[sel])].double() * self._factor(ep_slot[sel])
+            weights = weights.index_add(0, torch.from_numpy(sel), -own_term)
+        present = counts > 0
+        return present, weights[torch.from_numpy(np.flatnonzero(present))]
+
+
+def _find(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of `keys` in `sorted_keys` (clipped) and whether each is there."""
+    if len(sorted_keys) == 0:
+        return np.zeros(len(keys), np.int64), np.zeros(len(keys), bool)
+    pos = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return pos, sorted_keys[pos] == keys
 
 
 def segment_max(values: torch.Tensor, segments: torch.Tensor, n: int) -> torch.Tensor:
@@ -270,9 +306,10 @@ def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, conf
     log_w = None
     if config.tfidf:
         power = config.tfidf_power if tfidf_power is None else tfidf_power
-        present, w = PassageWeights(z, graph, power).lookup(rows, graph.mention_passage[mentions])
+        own = None if config.self_loops else graph.mention_entity[mentions]
+        present, w = PassageWeights(z, graph, power).lookup(rows, graph.mention_passage[mentions], own)
         rows, mentions, scores = rows[present], mentions[present], scores[present]
-        log_w = torch.log(w.clamp_min(torch.finfo(w.dtype).tiny))
+        log_w = torch.log(w.clamp_min(1e-300))
     entities = graph.mention_entity[mentions]
     logits = _SearchedScores.apply(queries, torch.from_numpy(scores), rows, mentions, graph) / config.temperature
     if log_w is not None:
@@ -307,6 +344,9 @@ def dense_follow_reference(z: torch.Tensor, queries: torch.Tensor, A: torch.Tens
     The slow, obviously correct reference the tests check `follow` against."""
     B, E = z.shape
     M = F.shape[0]
+    if not config.self_loops:
+        A = A.clone()
+        A[torch.as_tensor(mention_entity), torch.arange(M)] = 0  # no entity reaches its own mentions
     out = torch.zeros(B, E, dtype=queries.dtype)
     for b in range(B):
         scores = F.to(queries.dtype) @ queries[b]  # (M,)

@@ -56,6 +56,7 @@ def random_z(seed, batch, n_entities, dtype=torch.float64):
 
 
 CONFIGS = [
+    FollowConfig(top_k=10, temperature=4.0, tfidf_power=0.0, self_loops=True),
     FollowConfig(top_k=10, temperature=4.0, tfidf_power=0.0),
     FollowConfig(top_k=10, temperature=4.0),
     FollowConfig(top_k=30, temperature=1.0, aggregate="sum", tfidf_power=2.5),
@@ -66,7 +67,8 @@ CONFIGS = [
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("config", CONFIGS,
-                         ids=lambda c: f"k{c.top_k}-{c.aggregate}-tfidf{c.tfidf}-pow{c.tfidf_power}-rm{c.remove_topic}")
+                         ids=lambda c: f"k{c.top_k}-{c.aggregate}-tfidf{c.tfidf}-pow{c.tfidf_power}-rm{c.remove_topic}"
+                         f"-self{c.self_loops}")
 def test_follow_matches_dense_reference(seed, config):
     graph, A = random_graph(seed)
     z = random_z(seed, batch=4, n_entities=graph.n_entities)
@@ -189,3 +191,35 @@ def test_follow_config_is_checked():
     for bad in ({"top_k": 0}, {"temperature": 0.0}, {"aggregate": "mean"}, {"tfidf_power": -1.0}):
         with pytest.raises(ConfigError):
             FollowConfig(**bad)
+
+
+@pytest.mark.parametrize("dense_limit", [None, 0])
+def test_passage_weights_without_self_loops(monkeypatch, dense_limit):
+    """lookup(..., entities) equals Z^T A with A's self-loops (A[e, m] for m a mention of e) set to 0."""
+    import drkit.follow as follow_module
+
+    if dense_limit is not None:
+        monkeypatch.setattr(follow_module, "_DENSE_LIMIT", dense_limit)
+    graph, A_rel = random_graph(4, n_mentions=40)
+    A = weighted(A_rel, 2.0)
+    A[torch.as_tensor(graph.mention_entity), torch.arange(A.shape[1])] = 0
+    z = random_z(4, 3, graph.n_entities)
+    rows = np.repeat(np.arange(3), len(graph.mention_entity))
+    mentions = np.tile(np.arange(len(graph.mention_entity)), 3)
+    present, w = PassageWeights(z, graph, 2.0).lookup(rows, graph.mention_passage[mentions], graph.mention_entity[mentions])
+    want = (z.to_dense(graph.n_entities) @ A)[rows, mentions]
+    assert np.array_equal(present, (want > 0).numpy())
+    torch.testing.assert_close(w, want[torch.from_numpy(present)])
+
+
+def test_no_self_loops_blocks_copying():
+    """An entity set cannot reach its own entity's mentions: Z_1 = {e} never gives e again at hop 2,
+    while the paper's A (self_loops) does."""
+    graph, _ = random_graph(6, n_mentions=40)
+    e = int(np.bincount(graph.mention_entity).argmax())
+    z = EntitySet(torch.tensor([0]), torch.tensor([e]), torch.ones(1, dtype=torch.float64), 1)
+    q = torch.from_numpy(graph.vectors[graph.mention_entity == e][0].numpy()[None])  # a query that likes e's mention
+    config = FollowConfig(top_k=40, remove_topic=False)
+    with_self = follow(z, q, graph, exact_search(graph), dataclasses.replace(config, self_loops=True)).to_dense(graph.n_entities)
+    without = follow(z, q, graph, exact_search(graph), config).to_dense(graph.n_entities)
+    assert with_self[0, e] > 0 and without[0, e] == 0

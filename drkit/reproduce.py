@@ -1,0 +1,205 @@
+"""The whole MetaQA pipeline in one command (``drkit reproduce-metaqa``).
+
+Steps, each skipped when its output is complete and resumed when it was interrupted (the index,
+mention index and evaluations are written atomically; pretraining and training resume from their
+checkpoints):
+
+    index -> pretrain -> embed -> train 1/2/3 hops -> evaluate on dev -> K sweep (Figure 3)
+    [--ablations: sum over mentions, lambda = 1, no TF-IDF constraint, the paper's 0/1 A, no pretraining]
+
+Outputs in OUT: one directory per step, ``timings.json`` (wall seconds of each step, summed over
+sessions), ``results.json`` and ``results.md`` (the table), and ``figure3.png`` (Hits@1 against
+questions/s for several K).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ConfigError
+from .follow import FollowConfig
+from .model import ModelConfig
+from .train import TrainConfig
+
+HOPS = (1, 2, 3)
+K_SWEEP = (1000, 3000, 10000, 30000)
+ABLATIONS = {
+    "sum": ("sum over the mentions of an entity instead of max", {"aggregate": "sum"}, {}),
+    "lambda1": ("lambda = 1 (no softmax temperature)", {"temperature": 1.0}, {}),
+    "no_tfidf": ("without the TF-IDF constraint (no Z^T A filter)", {"tfidf": False}, {}),
+    "binary_A": ("the paper's 0/1 A (no TF-IDF weighting)", {"tfidf_power": 0.0}, {"learn_tfidf_power": False}),
+    "no_pretraining": ("without pretraining (index of the untrained encoder)", {}, {}),
+}
+
+
+class Timings:
+    def __init__(self, path: Path):
+        self.path = path
+        self.data = json.loads(path.read_text()) if path.exists() else {}
+
+    def run(self, name: str, fn, log):
+        t = time.perf_counter()
+        log(f"== {name}")
+        result = fn()
+        self.data[name] = round(self.data.get(name, 0.0) + time.perf_counter() - t, 1)
+        self.path.write_text(json.dumps(self.data, indent=2) + "\n")
+        return result
+
+
+def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: dict | None = None,
+                     pretrain_steps: int | None = None, ablations: bool = False, ablation_steps: int | None = None,
+                     k_sweep=K_SWEEP, sweep_questions: int = 2000, log=print) -> dict:
+    from .evaluate import evaluate
+    from .index import build_index
+    from .mention_index import build_mention_index
+    from .pretrain import PretrainConfig, pretrain
+    from .train import train
+
+    data, out = Path(data), Path(out)
+    for f in ["wiki.txt", "kb.txt"] + [f"{h}-hop/vanilla/qa_{s}.txt" for h in hops for s in ("train", "dev")]:
+        if not (data / f).exists():
+            raise ConfigError(f"{data / f} is missing; --data must be a MetaQA folder (see ../shared/data/metaqa/README.md)")
+    out.mkdir(parents=True, exist_ok=True)
+    timings = Timings(out / "timings.json")
+    train_steps = train_steps or {}
+
+    if not (out / "index" / "manifest.json").exists():
+        timings.run("index", lambda: build_index(data / "wiki.txt", out / "index", kb=data / "kb.txt", overwrite=True,
+                                                 log=log), log)
+    pcfg = PretrainConfig() if pretrain_steps is None else PretrainConfig(steps=pretrain_steps)
+    if not (out / "pretrain" / "encoder" / "manifest.json").exists():
+        timings.run("pretrain", lambda: pretrain(out / "index", data / "kb.txt", out / "pretrain", pcfg, log=log), log)
+    if not (out / "mentions" / "manifest.json").exists():
+        timings.run("embed", lambda: build_mention_index(out / "index", out / "pretrain", out / "mentions",
+                                                         overwrite=True, log=log), log)
+
+    def train_and_eval(tag: str, h: int, mentions: Path, follow_kw: dict, model_kw: dict, steps: int | None):
+        run = out / f"train-{tag}-{h}hop"
+        tcfg = TrainConfig() if steps is None else TrainConfig(steps=steps)
+        if not (run / "done.json").exists():
+            timings.run(f"train-{tag}-{h}hop", lambda: train(
+                out / "index", mentions, data / f"{h}-hop/vanilla/qa_train.txt", data / f"{h}-hop/vanilla/qa_dev.txt", run,
+                model_config=ModelConfig(hops=h, **model_kw), follow_config=FollowConfig(**follow_kw), config=tcfg,
+                log=log), log)
+        ev = out / f"eval-{tag}-{h}hop"
+        if not (ev / "metrics.json").exists():
+            def run_eval():
+                model, vkb = _model_and_kb(out / "index", run / "model")
+                qtypes = data / f"{h}-hop/qa_dev_qtype.txt"
+                evaluate(model, vkb, data / f"{h}-hop/vanilla/qa_dev.txt", ev, qtypes if qtypes.exists() else None, log=log)
+            timings.run(f"evaluate-{tag}-{h}hop", run_eval, log)
+        return json.loads((ev / "metrics.json").read_text())
+
+    results: dict = {"corpus": str(data), "main": {}, "ablations": {}, "k_sweep": {}}
+    for h in hops:
+        results["main"][h] = _summary(train_and_eval("drkit", h, out / "mentions", {}, {}, train_steps.get(h)))
+    for h in hops:
+        sweep = out / f"ksweep-{h}hop.json"
+        if not sweep.exists():
+            timings.run(f"k-sweep-{h}hop", lambda: sweep.write_text(json.dumps(
+                k_sweep_points(out / "index", out / f"train-drkit-{h}hop" / "model", data / f"{h}-hop/vanilla/qa_dev.txt",
+                               k_sweep, sweep_questions), indent=2) + "\n"), log)
+        results["k_sweep"][h] = json.loads(sweep.read_text())
+    if ablations:
+        untrained = out / "pretrain-untrained"
+        for name, (what, follow_kw, model_kw) in ABLATIONS.items():
+            mentions = out / "mentions"
+            if name == "no_pretraining":
+                if not (untrained / "encoder" / "manifest.json").exists():
+                    timings.run("pretrain-untrained", lambda: pretrain(out / "index", data / "kb.txt", untrained,
+                                                                        PretrainConfig(steps=0), log=log), log)
+                mentions = out / "mentions-untrained"
+                if not (mentions / "manifest.json").exists():
+                    timings.run("embed-untrained", lambda: build_mention_index(out / "index", untrained, mentions,
+                                                                               overwrite=True, log=log), log)
+            results["ablations"][name] = {"what": what, **{h: _summary(train_and_eval(
+                name, h, mentions, follow_kw, model_kw, ablation_steps or train_steps.get(h))) for h in hops}}
+    results["timings_s"] = timings.data
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / "results.md").write_text("\n".join(results_markdown(results)) + "\n")
+    plot_k_sweep(results["k_sweep"], out / "figure3.png")
+    for line in results_markdown(results):
+        log(line)
+    return results
+
+
+def _model_and_kb(index_dir, model_dir):
+    from .ask import load_for_questions
+
+    return load_for_questions(index_dir, model_dir)
+
+
+def _summary(metrics: dict) -> dict:
+    return {"hits@1": round(metrics["hits@1"], 4), "hits@5": round(metrics["hits@5"], 4), "questions": metrics["lines"],
+            "not_scored": sum(metrics["not_scored"].values()), **{k: v for k, v in metrics["throughput"].items()}}
+
+
+def k_sweep_points(index_dir, model_dir, questions, ks=K_SWEEP, n_questions: int = 2000, seed: int = 0) -> list[dict]:
+    """Hits@1 and questions/s (batch 64, exact MIPS) of one model for several K, on a seeded sample."""
+    from .evaluate import answer_batches, hits, load_questions
+
+    model, vkb = _model_and_kb(index_dir, model_dir)
+    items = [it for it in load_questions(questions, vkb.index.entities) if it.problem is None]
+    if len(items) > n_questions:
+        keep = np.sort(np.random.default_rng(seed).choice(len(items), n_questions, replace=False))
+        items = [items[i] for i in keep]
+    texts, topics = [it.text for it in items], np.array([it.topic for it in items])
+    points = []
+    base = model.follow_config
+    for k in ks:
+        model.follow_config = dataclasses.replace(base, top_k=k)
+        ids, _, seconds = answer_batches(model, vkb, texts, topics, 64, top=1)
+        points.append({"K": k, "hits@1": round(float(hits(ids, items, 1).mean()), 4),
+                       "questions_per_s": round(len(items) / seconds, 1), "questions": len(items)})
+    model.follow_config = base
+    return points
+
+
+def results_markdown(results: dict) -> list[str]:
+    hops = sorted(results["main"], key=int)
+    head = "| | " + " | ".join(f"{h}-hop" for h in hops) + " |"
+    rule = "|---|" + "---|" * len(hops)
+    lines = [f"DrKIT on {results['corpus']} (dev split; Hits@1, Hits@5 in brackets)", "", head, rule]
+    lines.append("| DrKIT | " + " | ".join(f"{results['main'][h]['hits@1']:.3f} ({results['main'][h]['hits@5']:.3f})"
+                                            for h in hops) + " |")
+    for name, row in results.get("ablations", {}).items():
+        lines.append(f"| - {row['what']} | " + " | ".join(
+            f"{row[h]['hits@1']:.3f} ({row[h]['hits@5']:.3f})" if h in row else "" for h in hops) + " |")
+    lines += ["", "Questions/s (exact MIPS, K of the model):", "", head, rule]
+    for key in ("batch_64_questions_per_s", "batch_1_questions_per_s"):
+        lines.append(f"| {key.replace('_questions_per_s', '').replace('_', ' ')} | "
+                     + " | ".join(str(results["main"][h].get(key, "")) for h in hops) + " |")
+    if results.get("k_sweep"):
+        lines += ["", "K sweep (Hits@1 / questions per s at batch 64):", ""]
+        for h in hops:
+            pts = results["k_sweep"].get(h, [])
+            lines.append(f"- {h}-hop: " + ", ".join(f"K={p['K']}: {p['hits@1']:.3f} / {p['questions_per_s']}" for p in pts))
+    if results.get("timings_s"):
+        lines += ["", "Wall time of each step (seconds, summed over sessions):", ""]
+        lines += [f"- {k}: {v:,.0f}" for k, v in results["timings_s"].items()]
+    return lines
+
+
+def plot_k_sweep(sweep: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for h, pts in sorted(sweep.items(), key=lambda kv: int(kv[0])):
+        ax.plot([p["questions_per_s"] for p in pts], [p["hits@1"] for p in pts], "o-", label=f"{h}-hop")
+        for p in pts:
+            ax.annotate(f"K={p['K']}", (p["questions_per_s"], p["hits@1"]), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("questions/s (batch 64, exact MIPS, 2 CPU cores)")
+    ax.set_ylabel("dev Hits@1")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
