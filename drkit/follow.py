@@ -37,9 +37,10 @@ import numpy as np
 import torch
 
 from .errors import ConfigError
-from .sparse_index import SparseIndex, _concat_ranges
+from .sparse_index import SparseIndex, _concat_ranges, passage_mention_indptr
 
 AGGREGATIONS = ("max", "sum")
+RETRIEVALS = ("global", "restricted")
 _DENSE_LIMIT = 1 << 26  # batch x passages below which passage weights live in one dense vector
 
 
@@ -51,6 +52,11 @@ class FollowConfig:
     temperature: float = field(default=4.0, metadata={"help": "lambda: mention scores are divided by it before the softmax"})
     aggregate: str = field(default="max", metadata={"help": "mentions -> entity: max (paper) or sum"})
     tfidf: bool = field(default=True, metadata={"help": "keep only mentions that co-occur with Z_{t-1} (Z^T A > 0)"})
+    retrieval: str = field(default="restricted", metadata={"help": "global: the top-K mentions of the whole index by "
+                           "MIPS, then those that co-occur (the paper); restricted: the top-K by score among the "
+                           "mentions that co-occur with Z_{t-1}, all of them scored"})
+    min_weight: float = field(default=1e-2, metadata={"help": "restricted retrieval skips the passages whose weight "
+                              "in Z^T A is below this fraction of the row's largest (0: none skipped)"})
     tfidf_power: float = field(default=8.0, metadata={"help": "A[e, m] = (TF-IDF score of m's passage / e's best "
                                "passage score) ** power; 0 gives the paper's 0/1 indicator (the initial value when learned)"})
     remove_topic: bool = field(default=True, metadata={"help": "drop the question entity from every hop's output"})
@@ -64,6 +70,8 @@ class FollowConfig:
             raise ConfigError(f"temperature must be positive, got {self.temperature}")
         if self.tfidf_power < 0:
             raise ConfigError(f"tfidf_power must be at least 0, got {self.tfidf_power}")
+        if self.retrieval not in RETRIEVALS:
+            raise ConfigError(f"retrieval must be one of {RETRIEVALS}, got {self.retrieval!r}")
         if self.aggregate not in AGGREGATIONS:
             raise ConfigError(f"aggregate must be one of {AGGREGATIONS}, got {self.aggregate!r}")
 
@@ -146,7 +154,8 @@ class FollowGraph:
         self.vectors = vectors
         # log(score(e, p) / max_p' score(e, p')) per entry of EP (<= 0), for the weighted A; None: 0/1 only
         self.ep_log_rel: torch.Tensor | None = None
-        self._cast: torch.Tensor | None = None
+        self._cast: dict[torch.dtype, torch.Tensor] = {}
+        self.pm_indptr = passage_mention_indptr(self.mention_passage, self.n_passages)
         # (entity, passage) of each EP entry as one sorted key, entity * P + passage
         self.ep_keys = np.repeat(np.arange(self.n_entities, dtype=np.int64), np.diff(self.ep_indptr)) * self.n_passages \
             + self.ep_passage
@@ -171,9 +180,22 @@ class FollowGraph:
 
     def vectors_as(self, dtype: torch.dtype) -> torch.Tensor:
         """f(M) in `dtype` (kept after the first call: the backward pass of every hop needs it)."""
-        if self._cast is None or self._cast.dtype != dtype:
-            self._cast = self.vectors.to(dtype)
-        return self._cast
+        if dtype not in self._cast:
+            self._cast[dtype] = self.vectors.to(dtype)
+        return self._cast[dtype]
+
+    def pair_scores(self, queries: torch.Tensor, rows: np.ndarray, mentions: np.ndarray, block: int = 1 << 17) -> np.ndarray:
+        """``f(m) . g[row]`` for the pairs (rows[i], mentions[i]), no gradient: the batch's scores against
+        every mention are computed block by block (in bf16, as exact MIPS does) and the pairs read out."""
+        vec = self.vectors_as(torch.bfloat16 if queries.dtype == torch.float32 else queries.dtype)
+        q = queries.detach().to(vec.dtype)
+        out = np.empty(len(mentions), dtype=np.float64 if queries.dtype == torch.float64 else np.float32)
+        for lo in range(0, vec.shape[0], block):
+            sel = np.flatnonzero((mentions >= lo) & (mentions < lo + block))
+            if len(sel):
+                s = (q @ vec[lo : lo + block].T).to(queries.dtype)
+                out[sel] = s[torch.from_numpy(rows[sel]), torch.from_numpy(mentions[sel] - lo)].numpy()
+        return out
 
     def gather_gradient(self, rows: np.ndarray, mentions: np.ndarray, grad: torch.Tensor, batch: int) -> torch.Tensor:
         """``out[b] = sum_i grad[i] f(mentions[i])`` over the i with ``rows[i] = b``: (batch, p).
@@ -283,33 +305,75 @@ def segment_log_softmax(values: torch.Tensor, segments: torch.Tensor, n: int) ->
     return values - segment_logsumexp(values, segments, n)[segments]
 
 
-def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, config: FollowConfig,
-           topic: np.ndarray | None = None, trace: bool = False, tfidf_power: torch.Tensor | None = None):
-    """One textual follow: Z_{t-1} (`z`), queries g_t (batch, p) -> Z_t (and a `FollowTrace` if `trace`).
-
-    `search(queries: np.ndarray (batch, p), k) -> (scores, ids)` is the MIPS (ids -1 = none); its
-    scores are the forward values of ``f(m) . g_t`` (so an exact search in bf16 gives bf16-rounded
-    scores), and their gradient is exact;
-    `topic[b]` is the entity removed from row b (-1: none); `tfidf_power` (a learned scalar) replaces
-    ``config.tfidf_power`` when given."""
+def _retrieved(z, queries, graph, search, config, power, topic):
+    """Global retrieval (the paper): the top-K mentions of the index by MIPS, then, with `config.tfidf`,
+    those with ``(Z^T A)[m] > 0``. Returns (rows, mentions, scores, log weights or None)."""
     batch = queries.shape[0]
-    if z.batch_size != batch:
-        raise ValueError(f"Z has {z.batch_size} rows but there are {batch} queries")
     scores, ids = search(queries.detach().numpy(), config.top_k)
     ids = np.asarray(ids, dtype=np.int64).ravel()
     scores = np.asarray(scores).ravel()
     rows = np.repeat(np.arange(batch, dtype=np.int64), len(ids) // max(batch, 1))
     keep = ids >= 0
-    if config.remove_topic and topic is not None:
-        keep &= graph.mention_entity[np.maximum(ids, 0)] != np.asarray(topic, dtype=np.int64)[rows]
+    if topic is not None:
+        keep &= graph.mention_entity[np.maximum(ids, 0)] != topic[rows]
     rows, mentions, scores = rows[keep], ids[keep], scores[keep]
-    log_w = None
-    if config.tfidf:
-        power = config.tfidf_power if tfidf_power is None else tfidf_power
-        own = None if config.self_loops else graph.mention_entity[mentions]
-        present, w = PassageWeights(z, graph, power).lookup(rows, graph.mention_passage[mentions], own)
-        rows, mentions, scores = rows[present], mentions[present], scores[present]
-        log_w = torch.log(w.clamp_min(1e-300))
+    if not config.tfidf:
+        return rows, mentions, scores, None
+    own = None if config.self_loops else graph.mention_entity[mentions]
+    present, w = PassageWeights(z, graph, power).lookup(rows, graph.mention_passage[mentions], own)
+    return rows[present], mentions[present], scores[present], torch.log(w.clamp_min(1e-300))
+
+
+def _co_occurring(z, queries, graph, config, power, topic):
+    """Restricted retrieval: every mention with ``(Z^T A)[m] > 0`` is scored, and each row keeps its
+    top-K by score. Returns (rows, mentions, scores, log weights)."""
+    pw = PassageWeights(z, graph, power)
+    keys = np.flatnonzero(pw.counts) if pw.dense else pw.keys
+    if config.min_weight > 0 and len(keys):  # drop passages whose weight is negligible next to the row's best
+        w = pw.weights[torch.from_numpy(keys if pw.dense else np.arange(len(keys)))].detach().numpy()
+        r = keys // graph.n_passages
+        best = np.zeros(queries.shape[0])
+        np.maximum.at(best, r, w)
+        keys = keys[w >= config.min_weight * best[r]]
+    p_rows, passages = keys // graph.n_passages, keys % graph.n_passages
+    starts = graph.pm_indptr[passages]
+    lengths = graph.pm_indptr[passages + 1] - starts
+    mentions = _concat_ranges(starts, lengths)
+    rows = np.repeat(p_rows, lengths)
+    if topic is not None:
+        keep = graph.mention_entity[mentions] != topic[rows]
+        rows, mentions = rows[keep], mentions[keep]
+    own = None if config.self_loops else graph.mention_entity[mentions]
+    present, w = pw.lookup(rows, graph.mention_passage[mentions], own)
+    rows, mentions = rows[present], mentions[present]
+    scores = graph.pair_scores(queries, rows, mentions)
+    if len(rows) and np.bincount(rows).max() > config.top_k:
+        order = np.lexsort((-scores, rows))
+        first = np.searchsorted(rows[order], np.arange(queries.shape[0]))
+        rank = np.arange(len(order)) - first[rows[order]]
+        keep = np.sort(order[rank < config.top_k])
+        rows, mentions, scores, w = rows[keep], mentions[keep], scores[keep], w[torch.from_numpy(keep)]
+    return rows, mentions, scores, torch.log(w.clamp_min(1e-300))
+
+
+def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, config: FollowConfig,
+           topic: np.ndarray | None = None, trace: bool = False, tfidf_power: torch.Tensor | None = None):
+    """One textual follow: Z_{t-1} (`z`), queries g_t (batch, p) -> Z_t (and a `FollowTrace` if `trace`).
+
+    `search(queries: np.ndarray (batch, p), k) -> (scores, ids)` is the MIPS (ids -1 = none) of global
+    retrieval; its scores (or those of `FollowGraph.pair_scores` in restricted retrieval) are the
+    forward values of ``f(m) . g_t``, bf16-rounded for float32 queries, and their gradient is exact;
+    `topic[b]` is the entity removed from row b (-1: none); `tfidf_power` (a learned scalar) replaces
+    ``config.tfidf_power`` when given."""
+    batch = queries.shape[0]
+    if z.batch_size != batch:
+        raise ValueError(f"Z has {z.batch_size} rows but there are {batch} queries")
+    topic = None if topic is None or not config.remove_topic else np.asarray(topic, dtype=np.int64)
+    power = config.tfidf_power if tfidf_power is None else tfidf_power
+    if config.tfidf and config.retrieval == "restricted":
+        rows, mentions, scores, log_w = _co_occurring(z, queries, graph, config, power, topic)
+    else:
+        rows, mentions, scores, log_w = _retrieved(z, queries, graph, search, config, power, topic)
     entities = graph.mention_entity[mentions]
     logits = _SearchedScores.apply(queries, torch.from_numpy(scores), rows, mentions, graph) / config.temperature
     if log_w is not None:
@@ -350,8 +414,12 @@ def dense_follow_reference(z: torch.Tensor, queries: torch.Tensor, A: torch.Tens
     out = torch.zeros(B, E, dtype=queries.dtype)
     for b in range(B):
         scores = F.to(queries.dtype) @ queries[b]  # (M,)
-        order = sorted(range(M), key=lambda m: -float(scores[m]))[: config.top_k]
         expansion = z[b] @ A.to(z.dtype)  # (M,)
+        order = sorted(range(M), key=lambda m: (-float(scores[m]), m))
+        if config.tfidf and config.retrieval == "restricted":  # top-K among the co-occurring mentions
+            order = [m for m in order if expansion[m] > 0
+                     and not (config.remove_topic and topic is not None and mention_entity[m] == topic[b])]
+        order = order[: config.top_k]
         per_entity: dict[int, list] = {}
         for m in order:
             e = int(mention_entity[m])

@@ -56,19 +56,22 @@ def random_z(seed, batch, n_entities, dtype=torch.float64):
 
 
 CONFIGS = [
-    FollowConfig(top_k=10, temperature=4.0, tfidf_power=0.0, self_loops=True),
-    FollowConfig(top_k=10, temperature=4.0, tfidf_power=0.0),
-    FollowConfig(top_k=10, temperature=4.0),
-    FollowConfig(top_k=30, temperature=1.0, aggregate="sum", tfidf_power=2.5),
+    FollowConfig(top_k=10, temperature=4.0, tfidf_power=0.0, self_loops=True, retrieval="global"),
+    FollowConfig(top_k=10, temperature=4.0, tfidf_power=0.0, retrieval="global"),
+    FollowConfig(top_k=10, temperature=4.0, retrieval="global"),
+    FollowConfig(top_k=30, temperature=1.0, aggregate="sum", tfidf_power=2.5, retrieval="global"),
     FollowConfig(top_k=8, temperature=2.0, tfidf=False),
-    FollowConfig(top_k=12, temperature=3.0, aggregate="sum", remove_topic=False, tfidf_power=0.0),
+    FollowConfig(top_k=12, temperature=3.0, aggregate="sum", remove_topic=False, tfidf_power=0.0, retrieval="global"),
+    FollowConfig(top_k=4, temperature=4.0),
+    FollowConfig(top_k=6, temperature=2.0, aggregate="sum", tfidf_power=0.0, self_loops=True),
+    FollowConfig(top_k=100, temperature=3.0, remove_topic=False),
 ]
 
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("config", CONFIGS,
-                         ids=lambda c: f"k{c.top_k}-{c.aggregate}-tfidf{c.tfidf}-pow{c.tfidf_power}-rm{c.remove_topic}"
-                         f"-self{c.self_loops}")
+                         ids=lambda c: f"{c.retrieval}-k{c.top_k}-{c.aggregate}-tfidf{c.tfidf}-pow{c.tfidf_power}"
+                         f"-rm{c.remove_topic}-self{c.self_loops}")
 def test_follow_matches_dense_reference(seed, config):
     graph, A = random_graph(seed)
     z = random_z(seed, batch=4, n_entities=graph.n_entities)
@@ -122,7 +125,8 @@ def test_follow_gradcheck():
     z0 = random_z(5, 3, graph.n_entities)
     topic = np.array([0, 1, 2])
     table = torch.from_numpy(np.random.default_rng(2).normal(size=(graph.n_entities, 5)))
-    for config in (FollowConfig(top_k=20, temperature=2.0), FollowConfig(top_k=20, aggregate="sum")):
+    for config in (FollowConfig(top_k=20, temperature=2.0, retrieval="global"), FollowConfig(top_k=20, aggregate="sum"),
+                   FollowConfig(top_k=5, temperature=2.0)):
         def fn(q, probs, power):
             z = EntitySet(z0.rows, z0.ids, probs, 3)
             z1 = follow(z, q + 0.1 * entity_set_mean(z, table), graph, search, config, topic, tfidf_power=power)
@@ -139,6 +143,7 @@ def test_two_hops_gradcheck():
     search = exact_search(graph)
     config = FollowConfig(top_k=25, temperature=2.0)
     topic = np.array([0, 3])
+    assert config.retrieval == "restricted"
 
     def fn(q1, q2):
         z = EntitySet(torch.tensor([0, 1]), torch.tensor([0, 3]), torch.ones(2, dtype=torch.float64), 2)
