@@ -329,8 +329,11 @@ def _co_occurring(z, queries, graph, config, power, topic):
     top-K by score. Returns (rows, mentions, scores, log weights)."""
     pw = PassageWeights(z, graph, power)
     keys = np.flatnonzero(pw.counts) if pw.dense else pw.keys
+    passages = keys % graph.n_passages
+    keys = keys[graph.pm_indptr[passages + 1] > graph.pm_indptr[passages]]  # passages with mentions
     if config.min_weight > 0 and len(keys):  # drop passages whose weight is negligible next to the row's best
-        w = pw.weights[torch.from_numpy(keys if pw.dense else np.arange(len(keys)))].detach().numpy()
+        w = (pw.weights[torch.from_numpy(keys)] if pw.dense else
+             pw.weights[torch.from_numpy(np.searchsorted(pw.keys, keys))]).detach().numpy()
         r = keys // graph.n_passages
         best = np.zeros(queries.shape[0])
         np.maximum.at(best, r, w)
@@ -408,6 +411,7 @@ def dense_follow_reference(z: torch.Tensor, queries: torch.Tensor, A: torch.Tens
     The slow, obviously correct reference the tests check `follow` against."""
     B, E = z.shape
     M = F.shape[0]
+    A_full = A
     if not config.self_loops:
         A = A.clone()
         A[torch.as_tensor(mention_entity), torch.arange(M)] = 0  # no entity reaches its own mentions
@@ -417,7 +421,9 @@ def dense_follow_reference(z: torch.Tensor, queries: torch.Tensor, A: torch.Tens
         expansion = z[b] @ A.to(z.dtype)  # (M,)
         order = sorted(range(M), key=lambda m: (-float(scores[m]), m))
         if config.tfidf and config.retrieval == "restricted":  # top-K among the co-occurring mentions
-            order = [m for m in order if expansion[m] > 0
+            passage_weight = z[b] @ A_full.to(z.dtype)  # skip passages of negligible weight
+            floor = config.min_weight * passage_weight.max()
+            order = [m for m in order if expansion[m] > 0 and passage_weight[m] >= floor
                      and not (config.remove_topic and topic is not None and mention_entity[m] == topic[b])]
         order = order[: config.top_k]
         per_entity: dict[int, list] = {}

@@ -63,15 +63,16 @@ CONFIGS = [
     FollowConfig(top_k=8, temperature=2.0, tfidf=False),
     FollowConfig(top_k=12, temperature=3.0, aggregate="sum", remove_topic=False, tfidf_power=0.0, retrieval="global"),
     FollowConfig(top_k=4, temperature=4.0),
-    FollowConfig(top_k=6, temperature=2.0, aggregate="sum", tfidf_power=0.0, self_loops=True),
-    FollowConfig(top_k=100, temperature=3.0, remove_topic=False),
+    FollowConfig(top_k=4, temperature=4.0, min_weight=0.3),
+    FollowConfig(top_k=6, temperature=2.0, aggregate="sum", tfidf_power=0.0, self_loops=True, min_weight=0.0),
+    FollowConfig(top_k=100, temperature=3.0, remove_topic=False, min_weight=0.0),
 ]
 
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("config", CONFIGS,
                          ids=lambda c: f"{c.retrieval}-k{c.top_k}-{c.aggregate}-tfidf{c.tfidf}-pow{c.tfidf_power}"
-                         f"-rm{c.remove_topic}-self{c.self_loops}")
+                         f"-rm{c.remove_topic}-self{c.self_loops}-min{c.min_weight}")
 def test_follow_matches_dense_reference(seed, config):
     graph, A = random_graph(seed)
     z = random_z(seed, batch=4, n_entities=graph.n_entities)
