@@ -8,7 +8,7 @@ SAMPLE  = data/sample
 
 METAQA  = ../shared/data/metaqa
 
-.PHONY: install demo test bench clean metaqa-dense
+.PHONY: install demo test bench clean metaqa-dense metaqa
 
 $(BIN)/drkit: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,8 +23,12 @@ demo: install
 	$(BIN)/drkit pretrain --index runs/sample-index --kb $(SAMPLE)/kb.txt --out runs/sample-pretrain --overwrite \
 	    --steps 150 --holdout 0.05
 	$(BIN)/drkit embed --index runs/sample-index --encoder runs/sample-pretrain --out runs/sample-mentions --overwrite
-	$(BIN)/drkit slot-fill --index runs/sample-index --mentions runs/sample-mentions --encoder runs/sample-pretrain \
-	    --queries runs/sample-pretrain/heldout.jsonl --out runs/sample-slot-fill
+	$(BIN)/drkit train --index runs/sample-index --mentions runs/sample-mentions --hops 2 --steps 200 --eval-every 100 \
+	    --train $(SAMPLE)/2-hop/qa_train.txt --dev $(SAMPLE)/2-hop/qa_dev.txt --out runs/sample-model-2hop --overwrite
+	$(BIN)/drkit evaluate --index runs/sample-index --model runs/sample-model-2hop --questions $(SAMPLE)/2-hop/qa_dev.txt \
+	    --qtypes $(SAMPLE)/2-hop/qa_dev_qtype.txt --out runs/sample-eval-2hop
+	$(BIN)/drkit ask --index runs/sample-index --model runs/sample-model-2hop \
+	    "which person wrote the films acted by [Kyle MacLachlan]" "who directed the films written by Irwin Allen"
 
 test: install
 	$(BIN)/python -m pytest -q
@@ -46,6 +50,10 @@ metaqa-dense: install
 	    --queries runs/metaqa-pretrain/heldout.jsonl --out runs/metaqa-slot-fill
 	$(BIN)/drkit slot-fill --index runs/metaqa-index --mentions runs/metaqa-mentions-untrained --encoder runs/metaqa-untrained \
 	    --queries runs/metaqa-pretrain/heldout.jsonl --out runs/metaqa-slot-fill-untrained
+
+# The whole MetaQA experiment (index, pretrain, embed, train and evaluate 1/2/3 hops, K sweep); resumable.
+metaqa: install
+	$(BIN)/drkit reproduce-metaqa --data $(METAQA) --out runs/metaqa
 
 clean:
 	rm -rf runs $(VENV) *.egg-info

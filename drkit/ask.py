@@ -72,12 +72,7 @@ def ask(model: DrKIT, vkb: VirtualKB, question: str, hops: int | None = None, to
                 from .artifact import read_jsonl
 
                 titles = [a["title"] for a in read_jsonl(index.path, "articles.jsonl")]
-            via = None
-            for pe in prev_ids:  # most probable first
-                row = index.entity_passage[index.entity_passage_indptr[pe] : index.entity_passage_indptr[pe + 1]]
-                if passage in row:
-                    via = names[pe]
-                    break
+            via = _via(vkb, model, t, prev_ids, prev_probs, passage, e)
             supports.append(Support(names[e], float(p), m, passage, titles[int(index.passage_article[passage])],
                                     snippet(index.passage_text(passage), c0, c1), via).__dict__)
         chain.append({"hop": t + 1, "entities": int(len(ids)), "top": supports})
@@ -86,6 +81,24 @@ def ask(model: DrKIT, vkb: VirtualKB, question: str, hops: int | None = None, to
     return {"question": question, "question_entity": parsed.topic_name, "found_by": parsed.how,
             "hops": len(outs), "answers": [{"entity": names[e], "prob": round(float(p), 5)} for e, p in zip(ids[:top], probs[:top])],
             "chain": chain}
+
+
+def _via(vkb: VirtualKB, model: DrKIT, t: int, prev_ids, prev_probs, passage: int, entity: int) -> str | None:
+    """The entity of Z_{t-1} that weighs most in ``(Z^T A)`` at `passage`: its probability times its
+    A weight there (the mention's own entity excluded unless A has self-loops)."""
+    graph = vkb.graph
+    power = float(model.tfidf_power[t].clamp_min(0)) if model.config.learn_tfidf_power else model.follow_config.tfidf_power
+    best, best_w = None, 0.0
+    for pe, pp in zip(prev_ids, prev_probs):
+        if pe == entity and not model.follow_config.self_loops:
+            continue
+        key = pe * graph.n_passages + passage
+        pos = int(np.searchsorted(graph.ep_keys, key))
+        if pos < len(graph.ep_keys) and graph.ep_keys[pos] == key:
+            w = float(pp) * float(np.exp(power * float(graph.ep_log_rel[pos])))
+            if w > best_w:
+                best, best_w = pe, w
+    return None if best is None else vkb.entity_names[best]
 
 
 def format_answer(result: dict) -> list[str]:

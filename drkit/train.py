@@ -42,6 +42,7 @@ class TrainConfig:
     batch_size: int = field(default=32, metadata={"help": "questions per step"})
     lr: float = field(default=5e-5, metadata={"help": "peak learning rate of the transformer layers"})
     head_lr: float = field(default=5e-4, metadata={"help": "peak learning rate of the start/end/entity projections"})
+    power_lr: float = field(default=0.02, metadata={"help": "peak learning rate of the per-hop TF-IDF powers"})
     warmup: float = field(default=0.06, metadata={"help": "fraction of steps of linear warm-up"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})
     eval_every: int = field(default=250, metadata={"help": "steps between dev evaluations (model selection)"})
@@ -71,10 +72,12 @@ def answer_set_loss(z: EntitySet, answers: list[np.ndarray], n_entities: int) ->
 
 def _optimizer(model: DrKIT, config: TrainConfig):
     heads = [p for n, p in model.named_parameters()
-             if n.startswith(("encoder.start.", "encoder.end.", "encoder.entity.", "tfidf_power")) and p.requires_grad]
-    head_ids = {id(p) for p in heads}
-    body = [p for p in model.parameters() if p.requires_grad and id(p) not in head_ids]
-    opt = torch.optim.AdamW([{"params": body, "lr": config.lr}, {"params": heads, "lr": config.head_lr}],
+             if n.startswith(("encoder.start.", "encoder.end.", "encoder.entity.")) and p.requires_grad]
+    powers = [model.tfidf_power] if model.tfidf_power.requires_grad else []
+    special = {id(p) for p in heads + powers}
+    body = [p for p in model.parameters() if p.requires_grad and id(p) not in special]
+    opt = torch.optim.AdamW([{"params": body, "lr": config.lr}, {"params": heads, "lr": config.head_lr},
+                             {"params": powers, "lr": config.power_lr, "weight_decay": 0.0}],
                             weight_decay=config.weight_decay)
     warm = max(1, int(config.warmup * config.steps))
     sched = torch.optim.lr_scheduler.LambdaLR(

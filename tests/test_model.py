@@ -229,3 +229,31 @@ def test_cli_train_evaluate_ask(films_kb, tmp_path, capsys):
     assert "[Nothing Like This] is not an entity" in err and "empty" in err
     assert main(["ask", "--index", str(d / "index"), "--model", str(run), "--hops", "3", f"who directed [{title}]"]) == 2
     assert "2 trained hops" in capsys.readouterr().err
+
+
+def test_reproduce_pipeline_runs_and_resumes(films_kb, tmp_path):
+    """The one-command pipeline on a MetaQA-shaped folder of the synthetic films (real encoder, tiny recipe)."""
+    from drkit.reproduce import reproduce_metaqa
+
+    d, films = films_kb
+    data = tmp_path / "data"
+    for h in (1, 2):
+        (data / f"{h}-hop/vanilla").mkdir(parents=True)
+        write_questions(data / f"{h}-hop/vanilla/qa_train.txt", films[:36])
+        write_questions(data / f"{h}-hop/vanilla/qa_dev.txt", films[36:])
+    for f in ("wiki.txt", "kb.txt"):
+        (data / f).write_text((d / f).read_text())
+    out = tmp_path / "out"
+    results = reproduce_metaqa(data, out, hops=(1, 2), train_steps={1: 2, 2: 2}, pretrain_steps=0, k_sweep=(10, 100),
+                               sweep_questions=8, log=lambda *a: None)
+    assert set(results["main"]) == {1, 2} and len(results["k_sweep"][2]) == 2
+    for f in ("results.md", "results.json", "figure3.png", "timings.json"):
+        assert (out / f).stat().st_size > 0
+    timings = json.loads((out / "timings.json").read_text())
+    assert {"index", "pretrain", "embed", "train-drkit-1hop", "evaluate-drkit-2hop", "k-sweep-1hop"} <= set(timings)
+    again = reproduce_metaqa(data, out, hops=(1, 2), train_steps={1: 2, 2: 2}, pretrain_steps=0, k_sweep=(10, 100),
+                             sweep_questions=8, log=lambda *a: None)
+    assert again["main"] == results["main"]
+    assert json.loads((out / "timings.json").read_text()) == timings  # every step was found done
+    with pytest.raises(Exception, match="missing"):
+        reproduce_metaqa(tmp_path / "nowhere", out, log=lambda *a: None)
