@@ -1,10 +1,11 @@
 #!/usr/bin/env python
 """Question-answering throughput of trained DrKIT models: questions/s by hop count, batch size,
-K and MIPS kind, with a breakdown of where one batch's time goes.
+retrieval, K and MIPS kind, with a breakdown of where one batch's time goes.
 
 For each `--model HOPS:DIR` it answers a seeded sample of that hop count's dev questions
-(`--questions` per model) and reports questions/s at batch 1 and 64 with exact MIPS for each K in
-`--k`, FAISS IVF (`--nprobe`) at the model's K, and Hits@1 on the same sample for each setting (so
+(`--questions` per model) and reports questions/s at batch 1 and 64 for restricted retrieval and for
+global retrieval with exact MIPS, for each K in `--k`; global retrieval with FAISS IVF (`--nprobe`)
+at the model's K; and Hits@1 on the same sample for each setting (so
 speed is never reported without the accuracy it comes with). Timings exclude loading; each setting
 is run once untimed on the first batch first. Writes JSON (default benchmarks/results/bench_qa.json).
 """
@@ -57,17 +58,26 @@ def breakdown(model, vkb, items, batch=64):
         spent["search"] += time.perf_counter() - t
         return r
 
-    vkb.search = timed_search
+    pair_scores = vkb.graph.pair_scores
+
+    def timed_pairs(*a, **kw):
+        t = time.perf_counter()
+        r = pair_scores(*a, **kw)
+        spent["search"] += time.perf_counter() - t
+        return r
+
+    vkb.search, vkb.graph.pair_scores = timed_search, timed_pairs
     t = time.perf_counter()
     model(texts, topics, vkb)
     total = time.perf_counter() - t
-    vkb.search = search
+    vkb.search, vkb.graph.pair_scores = search, pair_scores
     t = time.perf_counter()
     ids, mask = model.tokenize(texts)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         model.encoder.encode(ids, mask)
     encode = time.perf_counter() - t
-    return {"batch": len(texts), "total_s": round(total, 4), "mips_s": round(spent["search"], 4),
+    return {"batch": len(texts), "retrieval": model.follow_config.retrieval, "total_s": round(total, 4),
+            "mips_or_pair_scores_s": round(spent["search"], 4),
             "shared_encoder_s": round(encode, 4), "rest_s": round(total - spent["search"] - encode, 4)}
 
 
@@ -93,15 +103,18 @@ def main() -> None:
         items = sample(Path(args.data) / f"{hops}-hop/vanilla/qa_dev.txt", vkb.index.entities, args.questions)
         base = model.follow_config
         rows = []
-        for k in args.k:
-            model.follow_config = dataclasses.replace(base, top_k=k)
-            for batch in (64, 1):
-                r = measure(model, vkb, items if batch == 64 else items[: min(len(items), 200)], batch, hops)
-                rows.append({"mips": "exact", "K": k, "batch": batch, **r})
-                print(f"{hops}-hop exact K={k} batch {batch}: {r}", flush=True)
+        for retrieval in ("restricted", "global"):
+            for k in args.k:
+                model.follow_config = dataclasses.replace(base, top_k=k, retrieval=retrieval)
+                for batch in (64, 1):
+                    r = measure(model, vkb, items if batch == 64 else items[: min(len(items), 200)], batch, hops)
+                    rows.append({"retrieval": retrieval, "mips": "exact", "K": k, "batch": batch, **r})
+                    print(f"{hops}-hop {retrieval} exact K={k} batch {batch}: {r}", flush=True)
         model.follow_config = base
-        entry = {"model": str(path), "K_default": base.top_k, "exact": rows, "breakdown_batch64": breakdown(model, vkb, items)}
+        entry = {"model": str(path), "follow": dataclasses.asdict(base), "exact": rows,
+                 "breakdown_batch64": breakdown(model, vkb, items)}
         try:
+            model.follow_config = dataclasses.replace(base, retrieval="global")
             _, vkb_f = load_for_questions(args.index, Path(path) / "model" if (Path(path) / "model").exists() else path,
                                           searcher="faiss", nprobe=args.nprobe)
             for batch in (64, 1):
@@ -110,6 +123,7 @@ def main() -> None:
                 print(f"{hops}-hop faiss nprobe={args.nprobe} batch {batch}: {r}", flush=True)
         except Exception as exc:  # faiss is optional
             entry["faiss_error"] = str(exc)
+        model.follow_config = base
         results["models"][f"{hops}-hop"] = entry
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2) + "\n")

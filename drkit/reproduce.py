@@ -140,8 +140,10 @@ def _summary(metrics: dict) -> dict:
 
 
 def k_sweep_points(index_dir, model_dir, questions, ks=K_SWEEP, n_questions: int = 2000, seed: int = 0) -> list[dict]:
-    """Hits@1 and questions/s (batch 64, exact MIPS) of one model for several K, on a seeded sample."""
+    """Hits@1 and questions/s (batch 64) of one model for several K, with the model's retrieval and
+    with the other one (global retrieval searches by exact MIPS), on a seeded sample of questions."""
     from .evaluate import answer_batches, hits, load_questions
+    from .follow import RETRIEVALS
 
     model, vkb = _model_and_kb(index_dir, model_dir)
     items = [it for it in load_questions(questions, vkb.index.entities) if it.problem is None]
@@ -151,11 +153,12 @@ def k_sweep_points(index_dir, model_dir, questions, ks=K_SWEEP, n_questions: int
     texts, topics = [it.text for it in items], np.array([it.topic for it in items])
     points = []
     base = model.follow_config
-    for k in ks:
-        model.follow_config = dataclasses.replace(base, top_k=k)
-        ids, _, seconds = answer_batches(model, vkb, texts, topics, 64, top=1)
-        points.append({"K": k, "hits@1": round(float(hits(ids, items, 1).mean()), 4),
-                       "questions_per_s": round(len(items) / seconds, 1), "questions": len(items)})
+    for retrieval in sorted(RETRIEVALS, key=lambda r: r != base.retrieval):
+        for k in ks:
+            model.follow_config = dataclasses.replace(base, top_k=k, retrieval=retrieval)
+            ids, _, seconds = answer_batches(model, vkb, texts, topics, 64, top=1)
+            points.append({"retrieval": retrieval, "K": k, "hits@1": round(float(hits(ids, items, 1).mean()), 4),
+                           "questions_per_s": round(len(items) / seconds, 1), "questions": len(items)})
     model.follow_config = base
     return points
 
@@ -178,7 +181,9 @@ def results_markdown(results: dict) -> list[str]:
         lines += ["", "K sweep (Hits@1 / questions per s at batch 64):", ""]
         for h in hops:
             pts = results["k_sweep"].get(h, [])
-            lines.append(f"- {h}-hop: " + ", ".join(f"K={p['K']}: {p['hits@1']:.3f} / {p['questions_per_s']}" for p in pts))
+            for retrieval in dict.fromkeys(p.get("retrieval", "") for p in pts):
+                lines.append(f"- {h}-hop, {retrieval or 'model'} retrieval: " + ", ".join(
+                    f"K={p['K']}: {p['hits@1']:.3f} / {p['questions_per_s']}" for p in pts if p.get("retrieval", "") == retrieval))
     if results.get("timings_s"):
         lines += ["", "Wall time of each step (seconds, summed over sessions):", ""]
         lines += [f"- {k}: {v:,.0f}" for k, v in results["timings_s"].items()]
@@ -191,11 +196,16 @@ def plot_k_sweep(sweep: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for h, pts in sorted(sweep.items(), key=lambda kv: int(kv[0])):
-        ax.plot([p["questions_per_s"] for p in pts], [p["hits@1"] for p in pts], "o-", label=f"{h}-hop")
-        for p in pts:
-            ax.annotate(f"K={p['K']}", (p["questions_per_s"], p["hits@1"]), fontsize=7)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (h, pts) in enumerate(sorted(sweep.items(), key=lambda kv: int(kv[0]))):
+        for retrieval, style in (("restricted", "o-"), ("global", "s--"), ("", "o-")):
+            sel = [p for p in pts if p.get("retrieval", "") == retrieval]
+            if not sel:
+                continue
+            ax.plot([p["questions_per_s"] for p in sel], [p["hits@1"] for p in sel], style, color=f"C{i}",
+                    label=f"{h}-hop" + (f", {retrieval}" if retrieval else ""))
+            for p in sel:
+                ax.annotate(f"K={p['K']}", (p["questions_per_s"], p["hits@1"]), fontsize=7)
     ax.set_xscale("log")
     ax.set_xlabel("questions/s (batch 64, exact MIPS, 2 CPU cores)")
     ax.set_ylabel("dev Hits@1")

@@ -246,7 +246,8 @@ def test_reproduce_pipeline_runs_and_resumes(films_kb, tmp_path):
     out = tmp_path / "out"
     results = reproduce_metaqa(data, out, hops=(1, 2), train_steps={1: 2, 2: 2}, pretrain_steps=0, k_sweep=(10, 100),
                                sweep_questions=8, log=lambda *a: None)
-    assert set(results["main"]) == {1, 2} and len(results["k_sweep"][2]) == 2
+    assert set(results["main"]) == {1, 2} and len(results["k_sweep"][2]) == 4
+    assert {p["retrieval"] for p in results["k_sweep"][2]} == {"restricted", "global"}
     for f in ("results.md", "results.json", "figure3.png", "timings.json"):
         assert (out / f).stat().st_size > 0
     timings = json.loads((out / "timings.json").read_text())
