@@ -184,18 +184,34 @@ class FollowGraph:
             self._cast[dtype] = self.vectors.to(dtype)
         return self._cast[dtype]
 
-    def pair_scores(self, queries: torch.Tensor, rows: np.ndarray, mentions: np.ndarray, block: int = 1 << 17) -> np.ndarray:
-        """``f(m) . g[row]`` for the pairs (rows[i], mentions[i]), no gradient: the batch's scores against
-        every mention are computed block by block (in bf16, as exact MIPS does) and the pairs read out."""
+    def pair_scores(self, queries: torch.Tensor, rows: np.ndarray, mentions: np.ndarray, dense: bool | None = None,
+                    chunk: int = 1 << 16) -> np.ndarray:
+        """``f(m) . g[row]`` for the pairs (rows[i], mentions[i]), no gradient, in bf16 for float32
+        queries (as exact MIPS computes them).
+
+        Few pairs: the pairs' vectors are gathered, O(pairs p). Many (more than a quarter of batch x M):
+        the batch's scores against every mention are computed block by block and the pairs read out,
+        which is then cheaper. `dense` forces one way."""
         vec = self.vectors_as(torch.bfloat16 if queries.dtype == torch.float32 else queries.dtype)
         q = queries.detach().to(vec.dtype)
-        out = np.empty(len(mentions), dtype=np.float64 if queries.dtype == torch.float64 else np.float32)
-        for lo in range(0, vec.shape[0], block):
-            sel = np.flatnonzero((mentions >= lo) & (mentions < lo + block))
+        out_dtype = np.float64 if queries.dtype == torch.float64 else np.float32
+        if dense is None:
+            dense = 4 * len(mentions) > queries.shape[0] * vec.shape[0]
+        out = np.empty(len(mentions), dtype=out_dtype)
+        if not dense:
+            for lo in range(0, len(mentions), chunk):
+                m = torch.from_numpy(mentions[lo : lo + chunk])
+                r = torch.from_numpy(rows[lo : lo + chunk])
+                s = (vec[m].to(queries.dtype) * q[r].to(queries.dtype)).sum(-1)
+                out[lo : lo + chunk] = s.to(vec.dtype).to(queries.dtype).numpy()
+            return out
+        for lo in range(0, vec.shape[0], 1 << 17):
+            sel = np.flatnonzero((mentions >= lo) & (mentions < lo + (1 << 17)))
             if len(sel):
-                s = (q @ vec[lo : lo + block].T).to(queries.dtype)
+                s = (q @ vec[lo : lo + (1 << 17)].T).to(queries.dtype)
                 out[sel] = s[torch.from_numpy(rows[sel]), torch.from_numpy(mentions[sel] - lo)].numpy()
         return out
+
 
     def gather_gradient(self, rows: np.ndarray, mentions: np.ndarray, grad: torch.Tensor, batch: int) -> torch.Tensor:
         """``out[b] = sum_i grad[i] f(mentions[i])`` over the i with ``rows[i] = b``: (batch, p).

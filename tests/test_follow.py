@@ -229,3 +229,20 @@ def test_no_self_loops_blocks_copying():
     with_self = follow(z, q, graph, exact_search(graph), dataclasses.replace(config, self_loops=True)).to_dense(graph.n_entities)
     without = follow(z, q, graph, exact_search(graph), config).to_dense(graph.n_entities)
     assert with_self[0, e] > 0 and without[0, e] == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_pair_scores_gather_and_dense_paths_agree(dtype):
+    graph, _ = random_graph(9, n_mentions=50, dim=16, dtype=torch.float16 if dtype == torch.float32 else dtype)
+    rng = np.random.default_rng(0)
+    q = torch.from_numpy(rng.normal(size=(3, 16))).to(dtype)
+    rows, mentions = rng.integers(0, 3, 40), rng.integers(0, 50, 40)
+    gathered = graph.pair_scores(q, rows, mentions, dense=False, chunk=7)
+    dense = graph.pair_scores(q, rows, mentions, dense=True)
+    want = (graph.vectors.double()[mentions] * q.double()[rows]).sum(-1).numpy()
+    if dtype == torch.float64:
+        np.testing.assert_allclose(gathered, want, rtol=1e-12)
+        np.testing.assert_allclose(dense, want, rtol=1e-12)
+    else:  # bf16 inputs, as exact MIPS: both paths within bf16 rounding of the exact score
+        np.testing.assert_allclose(gathered, dense, rtol=1e-2, atol=1e-2)
+        np.testing.assert_allclose(gathered, want, rtol=3e-2, atol=5e-2)
