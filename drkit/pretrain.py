@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from .errors import ConfigError
 from .kb import read_kb
 from .progress import progress
 from .report import WarningLog
+from .runs import checkpoints, linear_schedule, prepare_run, save_checkpoint, truncate_log
 from .sparse_index import SparseIndex
 from .spans import log_probs_with_null, span_logits, span_nll
 
@@ -146,27 +146,8 @@ def _optimizer(model: DualEncoder, config: PretrainConfig):
     body = [p for n, p in model.named_parameters() if n.startswith(("passage_model.", "query_model.")) and p.requires_grad]
     opt = torch.optim.AdamW([{"params": body, "lr": config.lr}, {"params": heads, "lr": config.head_lr}],
                             weight_decay=config.weight_decay)
-    warm = max(1, int(config.warmup * config.steps))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / warm, max(0.0, (config.steps - s) / max(1, config.steps - warm))))
+    sched = linear_schedule(opt, config.steps, config.warmup)
     return opt, sched
-
-
-def _latest_checkpoint(run: Path) -> Path | None:
-    found = sorted((run / "checkpoints").glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
-    return found[-1] if found else None
-
-
-def _save_checkpoint(run: Path, step: int, model, opt, sched, keep: int = 2) -> None:
-    ckpt_dir = run / "checkpoints"
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    tmp = ckpt_dir / f".step-{step}.pt.tmp"
-    torch.save({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state()}, tmp)
-    tmp.replace(ckpt_dir / f"step-{step}.pt")
-    old = sorted(ckpt_dir.glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))[:-keep]
-    for p in old:
-        p.unlink()
 
 
 def pretrain(index_dir: str | Path, kb: str | Path, out: str | Path, config: PretrainConfig = PretrainConfig(),
@@ -178,18 +159,7 @@ def pretrain(index_dir: str | Path, kb: str | Path, out: str | Path, config: Pre
                 "distant": dataclasses.asdict(distant_config), "index": str(index_dir), "kb": str(kb)}
     if (run / "encoder").exists() and not overwrite:
         raise ConfigError(f"{run}/encoder already exists: pretraining is done; pass --overwrite to redo it")
-    if run.exists() and overwrite:
-        if any(run.iterdir()) and not (run / "run.json").exists():
-            raise ConfigError(f"{run} is not empty and holds no pretraining run; --overwrite deletes only a run directory")
-        shutil.rmtree(run)
-    if (run / "run.json").exists():
-        previous = json.loads((run / "run.json").read_text())
-        if previous != settings:
-            changed = sorted(k for k in settings if previous.get(k) != settings[k])
-            raise ConfigError(f"{run} holds a run with other settings ({', '.join(changed)} differ); "
-                              "use another --out, the same settings to resume, or --overwrite")
-    run.mkdir(parents=True, exist_ok=True)
-    (run / "run.json").write_text(json.dumps(settings, indent=2) + "\n")
+    prepare_run(run, settings, overwrite, "pretraining")
     torch.manual_seed(config.seed)
 
     t0 = time.perf_counter()
@@ -209,7 +179,8 @@ def pretrain(index_dir: str | Path, kb: str | Path, out: str | Path, config: Pre
     model = DualEncoder.from_base(encoder_config)
     opt, sched = _optimizer(model, config)
     start = 0
-    ckpt = _latest_checkpoint(run)
+    found = checkpoints(run)
+    ckpt = found[-1] if found else None
     if ckpt is not None:
         state = torch.load(ckpt, weights_only=True)
         model.load_state_dict(state["model"])
@@ -218,6 +189,7 @@ def pretrain(index_dir: str | Path, kb: str | Path, out: str | Path, config: Pre
         if "torch_rng" in state:
             torch.set_rng_state(state["torch_rng"])  # dropout draws continue as if never interrupted
         start = state["step"]
+        truncate_log(run / "train_log.jsonl", start)
         log(f"resuming from {ckpt} (step {start} of {config.steps})")
     prep_s = time.perf_counter() - t0
 
@@ -247,7 +219,8 @@ def pretrain(index_dir: str | Path, kb: str | Path, out: str | Path, config: Pre
             bar.set_postfix(loss=f"{record['loss']:.3f}", pos=f"{record['pos_loss']:.3f}", neg=f"{record['neg_loss']:.3f}")
             bar.update(1)
             if (step + 1) % config.checkpoint_every == 0 or step + 1 == config.steps:
-                _save_checkpoint(run, step + 1, model, opt, sched)
+                save_checkpoint(run, {"step": step + 1, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                                      "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state()})
     train_s = time.perf_counter() - t_train
     model.eval()
     model.save(run / "encoder", overwrite=True, extra_manifest={

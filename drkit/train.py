@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from .follow import EntitySet, FollowConfig, segment_logsumexp
 from .mention_index import resolve_encoder_dir
 from .model import DrKIT, ModelConfig
 from .progress import progress
+from .runs import checkpoints, linear_schedule, prepare_run, save_checkpoint, truncate_log
 from .vkb import VirtualKB
 
 
@@ -79,24 +79,8 @@ def _optimizer(model: DrKIT, config: TrainConfig):
     opt = torch.optim.AdamW([{"params": body, "lr": config.lr}, {"params": heads, "lr": config.head_lr},
                              {"params": powers, "lr": config.power_lr, "weight_decay": 0.0}],
                             weight_decay=config.weight_decay)
-    warm = max(1, int(config.warmup * config.steps))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / warm, max(0.0, (config.steps - s) / max(1, config.steps - warm))))
+    sched = linear_schedule(opt, config.steps, config.warmup)
     return opt, sched
-
-
-def _checkpoints(run: Path) -> list[Path]:
-    return sorted((run / "checkpoints").glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
-
-
-def _save_checkpoint(run: Path, state: dict, keep: int = 2) -> None:
-    d = run / "checkpoints"
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / f".step-{state['step']}.pt.tmp"
-    torch.save(state, tmp)
-    tmp.replace(d / f"step-{state['step']}.pt")
-    for p in _checkpoints(run)[:-keep]:
-        p.unlink()
 
 
 def batch_indices(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
@@ -118,21 +102,10 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
     settings = {"train": dataclasses.asdict(config), "model": dataclasses.asdict(model_config),
                 "follow": dataclasses.asdict(follow_config), "index": str(index_dir), "mentions": str(mentions_dir),
                 "encoder": str(encoder_dir), "train_file": str(train_file), "dev_file": str(dev_file)}
-    if run.exists() and overwrite:
-        if any(run.iterdir()) and not (run / "run.json").exists():
-            raise ConfigError(f"{run} is not empty and holds no training run; --overwrite deletes only a run directory")
-        shutil.rmtree(run)
-    if (run / "run.json").exists():
-        previous = json.loads((run / "run.json").read_text())
-        if previous != settings:
-            changed = sorted(k for k in settings if previous.get(k) != settings[k])
-            raise ConfigError(f"{run} holds a run with other settings ({', '.join(changed)} differ); "
-                              "use another --out, the same settings to resume, or --overwrite")
-        if (run / "done.json").exists():
-            log(f"{run} is already trained ({run / 'model'}); pass --overwrite to train again")
-            return run / "model"
-    run.mkdir(parents=True, exist_ok=True)
-    (run / "run.json").write_text(json.dumps(settings, indent=2) + "\n")
+    prepare_run(run, settings, overwrite, "training")
+    if (run / "done.json").exists():
+        log(f"{run} is already trained ({run / 'model'}); pass --overwrite to train again")
+        return run / "model"
     torch.manual_seed(config.seed)
 
     entities = vkb.index.entities
@@ -154,7 +127,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
     model.set_entities(vkb.entity_names)
     opt, sched = _optimizer(model, config)
     start, best = 0, {"hits@1": -1.0, "step": 0}
-    ckpts = _checkpoints(run)
+    ckpts = checkpoints(run)
     if ckpts:
         state = torch.load(ckpts[-1], weights_only=False)
         model.load_state_dict(state["model"])
@@ -162,6 +135,8 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
         sched.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["torch_rng"])
         start, best = state["step"], state["best"]
+        truncate_log(run / "train_log.jsonl", start)
+        truncate_log(run / "dev_log.jsonl", start)
         log(f"resuming from {ckpts[-1]} (step {start} of {config.steps}; best dev Hits@1 so far {best['hits@1']:.4f})")
 
     identity = {"mentions": {"path": str(Path(mentions_dir).resolve()), "encoder_sha256": vkb.mentions.manifest["encoder"]["sha256"],
@@ -217,7 +192,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
                                extra_manifest={**identity, "training": {"best": best, "settings": settings}})
                 log(f"step {step + 1}: dev Hits@1 {h:.4f} (best {best['hits@1']:.4f} at step {best['step']})")
             if (step + 1) % config.checkpoint_every == 0 or done:
-                _save_checkpoint(run, {"step": step + 1, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                save_checkpoint(run, {"step": step + 1, "model": model.state_dict(), "optimizer": opt.state_dict(),
                                        "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(), "best": best})
     if not dev_items:
         model.save(run / "model", overwrite=True, extra_manifest={**identity, "training": {"best": None, "settings": settings}})

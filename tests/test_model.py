@@ -258,3 +258,29 @@ def test_reproduce_pipeline_runs_and_resumes(films_kb, tmp_path):
     assert json.loads((out / "timings.json").read_text()) == timings  # every step was found done
     with pytest.raises(Exception, match="missing"):
         reproduce_metaqa(tmp_path / "nowhere", out, log=lambda *a: None)
+
+
+def test_training_resumes_exactly(films_kb, tmp_path):
+    """Interrupted after step 2 and run again, training ends with the same weights as an uninterrupted run."""
+    from drkit.runs import checkpoints
+
+    d, _ = films_kb
+    cfg = TrainConfig(steps=4, batch_size=8, eval_every=2, checkpoint_every=2, dev_sample=0, bf16=False)
+    args = (d / "index", d / "mentions", d / "train.txt", d / "dev.txt")
+    kw = dict(model_config=SMALL, follow_config=FollowConfig(top_k=50), config=cfg, log=lambda *a: None)
+    train(*args, tmp_path / "a", **kw)
+    train(*args, tmp_path / "b", **kw)
+    b = tmp_path / "b"
+    checkpoints(b)[-1].unlink()  # step 4: as if killed after step 2's checkpoint
+    (b / "done.json").unlink()
+    messages = []
+    train(*args, b, **{**kw, "log": messages.append})
+    assert any("resuming" in m and "step 2" in m for m in messages)
+    sa = torch.load(checkpoints(tmp_path / "a")[-1], weights_only=False)["model"]
+    sb = torch.load(checkpoints(b)[-1], weights_only=False)["model"]
+    for k in sa:
+        torch.testing.assert_close(sa[k], sb[k], rtol=0, atol=0, msg=k)
+    steps = [json.loads(line)["step"] for line in (b / "train_log.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4]  # the records written after the checkpoint were replaced, not duplicated
+    with pytest.raises(Exception, match="other settings"):
+        train(*args, b, **{**kw, "config": TrainConfig(steps=5, batch_size=8, dev_sample=0, bf16=False)})
