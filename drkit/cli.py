@@ -234,7 +234,10 @@ def _model_flags(p) -> None:
     p.add_argument("--mentions", metavar="DIR", default=None,
                    help="mention index (default: the one the model was trained with)")
     p.add_argument("--hops", type=int, default=None, help="hops to run (default: the model's)")
-    p.add_argument("--mips", choices=("exact", "faiss"), default="exact", help="MIPS search (default: exact)")
+    p.add_argument("--mips", choices=("exact", "faiss"), default="exact",
+                   help="MIPS search of global retrieval (default: exact; faiss implies --retrieval global)")
+    p.add_argument("--retrieval", choices=("restricted", "global"), default=None,
+                   help="retrieval of each hop (default: the model's)")
     p.add_argument("--top-k", type=int, default=None, metavar="K", help="mentions retrieved per hop (default: the model's)")
 
 
@@ -250,6 +253,9 @@ def _load_model(args):
     model, vkb = load_for_questions(args.index, model_dir, args.mentions, args.mips)
     if args.top_k is not None:
         model.follow_config = dataclasses.replace(model.follow_config, top_k=args.top_k)
+    retrieval = args.retrieval or ("global" if args.mips == "faiss" else None)
+    if retrieval is not None:
+        model.follow_config = dataclasses.replace(model.follow_config, retrieval=retrieval)
     return model, vkb
 
 

@@ -216,6 +216,10 @@ def test_cli_train_evaluate_ask(films_kb, tmp_path, capsys):
     assert main(["evaluate", "--index", str(d / "index"), "--model", str(run), "--questions", str(d / "dev.txt"),
                  "--out", str(tmp_path / "eval"), "--qps-sample", "0"]) == 0
     assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["hops"] == 2
+    assert main(["evaluate", "--index", str(d / "index"), "--model", str(run), "--questions", str(d / "dev.txt"),
+                 "--out", str(tmp_path / "eval-global"), "--qps-sample", "0", "--retrieval", "global", "--top-k", "20"]) == 0
+    follow_used = json.loads((tmp_path / "eval-global" / "metrics.json").read_text())["follow"]
+    assert follow_used["retrieval"] == "global" and follow_used["top_k"] == 20
     capsys.readouterr()
     title = films[0]["title"]
     assert main(["ask", "--index", str(d / "index"), "--model", str(run), f"who directed [{title}]"]) == 0
