@@ -63,6 +63,17 @@ def _load_transformer(path: Path):
         raise ConfigError(f"cannot load a transformer from {path}: {exc}") from exc
 
 
+def load_weights(module: nn.Module, file: Path, what: str) -> None:
+    """Load a safetensors state dict into `module`; any missing or unexpected tensor is an error
+    (BERT's position_ids buffer, which some versions do not save, excepted)."""
+    from safetensors.torch import load_file
+
+    missing, unexpected = module.load_state_dict(load_file(str(file)), strict=False)
+    missing = [k for k in missing if not k.endswith("position_ids")]
+    if missing or unexpected:
+        raise ArtifactError(f"{file} does not match {what}: missing {missing[:5]}, unexpected {unexpected[:5]}")
+
+
 class DualEncoder(nn.Module):
     """Mention encoder and query encoder, with the learned "no answer" logits used in pretraining."""
 
@@ -123,7 +134,6 @@ class DualEncoder(nn.Module):
 
     @classmethod
     def load(cls, path: str | Path) -> "DualEncoder":
-        from safetensors.torch import load_file
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         path = Path(path)
@@ -135,12 +145,7 @@ class DualEncoder(nn.Module):
             models.append(AutoModel.from_config(cfg))
         tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"), local_files_only=True)
         enc = cls(config, models[0], models[1], tokenizer)
-        state = load_file(str(path / "model.safetensors"))
-        missing, unexpected = enc.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not k.endswith("position_ids")]
-        if missing or unexpected:
-            raise ArtifactError(f"{path}/model.safetensors does not match the encoder: missing {missing[:5]}, "
-                                f"unexpected {unexpected[:5]}")
+        load_weights(enc, path / "model.safetensors", "the encoder")
         enc.manifest = manifest
         return enc.eval()
 

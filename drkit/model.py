@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from .artifact import ArtifactWriter, read_manifest
-from .errors import ArtifactError, ConfigError
+from .errors import ConfigError
 from .follow import EntitySet, FollowConfig, FollowTrace, entity_set_mean, follow
 
 FORMAT = "drkit.model"
@@ -224,8 +224,9 @@ class DrKIT(nn.Module):
 
     @classmethod
     def load(cls, path: str | Path) -> "DrKIT":
-        from safetensors.torch import load_file
         from transformers import AutoConfig, AutoTokenizer
+
+        from .encoder import load_weights
 
         path = Path(path)
         manifest = read_manifest(path, FORMAT, FORMAT_VERSION)
@@ -233,10 +234,6 @@ class DrKIT(nn.Module):
         tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"), local_files_only=True)
         model = cls(ModelConfig(**manifest["model"]), FollowConfig(**manifest["follow"]), bert_config,
                     manifest["dim"], tokenizer, manifest["max_question_pieces"])
-        missing, unexpected = model.load_state_dict(load_file(str(path / "model.safetensors")), strict=False)
-        missing = [k for k in missing if not k.endswith("position_ids")]
-        if missing or unexpected:
-            raise ArtifactError(f"{path}/model.safetensors does not match the model: missing {missing[:5]}, "
-                                f"unexpected {unexpected[:5]}")
+        load_weights(model, path / "model.safetensors", "the model")
         model.manifest = manifest
         return model.eval()
