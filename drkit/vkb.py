@@ -41,17 +41,25 @@ class VirtualKB:
         self.index = index
         self.mentions = mentions
         self.graph = FollowGraph.from_index(index, np.asarray(mentions.vectors))
-        if searcher == "exact":
-            self.searcher = ExactMIPS(mentions.vectors, block_size=search_kwargs.pop("block_size", 1 << 20),
-                                      **search_kwargs).cache()
-        else:
-            self.searcher = mentions.searcher(searcher, **search_kwargs)
+        self._searcher_kind, self._search_kwargs = searcher, search_kwargs
+        self._searcher = None  # built on first use: restricted retrieval never searches
         self.entity_frequency = np.bincount(index.mention_entity, minlength=index.n_entities)
         self._linker = None
 
     @classmethod
     def load(cls, index_dir: str | Path, mentions_dir: str | Path, searcher: str = "exact", **kw) -> "VirtualKB":
         return cls(SparseIndex.load(index_dir), MentionIndex.load(mentions_dir), searcher, **kw)
+
+    @property
+    def searcher(self):
+        """The MIPS over all mentions (exact: bf16 blocks cached in memory; or FAISS IVF)."""
+        if self._searcher is None:
+            kw = dict(self._search_kwargs)
+            if self._searcher_kind == "exact":
+                self._searcher = ExactMIPS(self.mentions.vectors, block_size=kw.pop("block_size", 1 << 20), **kw).cache()
+            else:
+                self._searcher = self.mentions.searcher(self._searcher_kind, **kw)
+        return self._searcher
 
     def search(self, queries: np.ndarray, k: int):
         return self.searcher.search(queries, k)
