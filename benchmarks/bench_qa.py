@@ -99,7 +99,7 @@ def main() -> None:
     for spec in args.model:
         hops, _, path = spec.partition(":")
         hops = int(hops)
-        model, vkb = load_for_questions(args.index, Path(path) / "model" if (Path(path) / "model").exists() else path)
+        model, vkb = load_for_questions(args.index, path)
         items = sample(Path(args.data) / f"{hops}-hop/vanilla/qa_dev.txt", vkb.index.entities, args.questions)
         base = model.follow_config
         rows = []
@@ -115,8 +115,7 @@ def main() -> None:
                  "breakdown_batch64": breakdown(model, vkb, items)}
         try:
             model.follow_config = dataclasses.replace(base, retrieval="global")
-            _, vkb_f = load_for_questions(args.index, Path(path) / "model" if (Path(path) / "model").exists() else path,
-                                          searcher="faiss", nprobe=args.nprobe)
+            _, vkb_f = load_for_questions(args.index, path, searcher="faiss", nprobe=args.nprobe)
             for batch in (64, 1):
                 r = measure(model, vkb_f, items if batch == 64 else items[:200], batch, hops)
                 entry.setdefault("faiss", []).append({"nprobe": args.nprobe, "K": base.top_k, "batch": batch, **r})

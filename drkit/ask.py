@@ -30,7 +30,11 @@ class Support:
 
 
 def load_for_questions(index_dir, model_dir, mentions_dir=None, searcher: str = "exact", **search_kwargs):
-    """(model, virtual KB) ready to answer; the mention index defaults to the one the model was trained with."""
+    """(model, virtual KB) ready to answer. `model_dir` is a model or a ``drkit train`` run holding one in
+    ``model/``; the mention index defaults to the one the model was trained with."""
+    model_dir = Path(model_dir)
+    if not (model_dir / "model.safetensors").exists() and (model_dir / "model" / "model.safetensors").exists():
+        model_dir = model_dir / "model"
     model = DrKIT.load(model_dir)
     mentions_dir = mentions_dir or model.manifest.get("mentions", {}).get("path")
     if not mentions_dir:
@@ -56,7 +60,6 @@ def ask(model: DrKIT, vkb: VirtualKB, question: str, hops: int | None = None, to
     outs = model([parsed.text], np.array([parsed.topic]), vkb, hops=hops, trace=True)
     index = vkb.index
     names = vkb.entity_names
-    titles = None
     chain = []
     prev_ids, prev_probs = np.array([parsed.topic]), np.array([1.0])
     for t, out in enumerate(outs):
@@ -68,12 +71,8 @@ def ask(model: DrKIT, vkb: VirtualKB, question: str, hops: int | None = None, to
             cand = np.flatnonzero(tr.slot == slot)
             m = int(tr.mentions[cand[np.argmax(tr.logits[cand])]])
             _, passage, _, _, c0, c1 = (int(x) for x in index.mentions[m])
-            if titles is None:
-                from .artifact import read_jsonl
-
-                titles = [a["title"] for a in read_jsonl(index.path, "articles.jsonl")]
             via = _via(vkb, model, t, prev_ids, prev_probs, passage, e)
-            supports.append(Support(names[e], float(p), m, passage, titles[int(index.passage_article[passage])],
+            supports.append(Support(names[e], float(p), m, passage, index.article_titles[int(index.passage_article[passage])],
                                     snippet(index.passage_text(passage), c0, c1), via).__dict__)
         chain.append({"hop": t + 1, "entities": int(len(ids)), "top": supports})
         prev_ids, prev_probs = ids, probs

@@ -243,14 +243,10 @@ def _model_flags(p) -> None:
 
 def _load_model(args):
     import dataclasses
-    from pathlib import Path
 
     from .ask import load_for_questions
 
-    model_dir = Path(args.model)
-    if not (model_dir / "model.safetensors").exists() and (model_dir / "model" / "model.safetensors").exists():
-        model_dir = model_dir / "model"
-    model, vkb = load_for_questions(args.index, model_dir, args.mentions, args.mips)
+    model, vkb = load_for_questions(args.index, args.model, args.mentions, args.mips)
     if args.top_k is not None:
         model.follow_config = dataclasses.replace(model.follow_config, top_k=args.top_k)
     retrieval = args.retrieval or ("global" if args.mips == "faiss" else None)

@@ -54,6 +54,7 @@ class Timings:
 def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: dict | None = None,
                      pretrain_steps: int | None = None, ablations: bool = False, ablation_steps: int | None = None,
                      k_sweep=K_SWEEP, sweep_questions: int = 2000, log=print) -> dict:
+    from .ask import load_for_questions
     from .evaluate import evaluate
     from .index import build_index
     from .mention_index import build_mention_index
@@ -89,7 +90,7 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
         ev = out / f"eval-{tag}-{h}hop"
         if not (ev / "metrics.json").exists():
             def run_eval():
-                model, vkb = _model_and_kb(out / "index", run / "model")
+                model, vkb = load_for_questions(out / "index", run / "model")
                 qtypes = data / f"{h}-hop/qa_dev_qtype.txt"
                 evaluate(model, vkb, data / f"{h}-hop/vanilla/qa_dev.txt", ev, qtypes if qtypes.exists() else None, log=log)
             timings.run(f"evaluate-{tag}-{h}hop", run_eval, log)
@@ -128,12 +129,6 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
     return results
 
 
-def _model_and_kb(index_dir, model_dir):
-    from .ask import load_for_questions
-
-    return load_for_questions(index_dir, model_dir)
-
-
 def _summary(metrics: dict) -> dict:
     return {"hits@1": round(metrics["hits@1"], 4), "hits@5": round(metrics["hits@5"], 4), "questions": metrics["lines"],
             "not_scored": sum(metrics["not_scored"].values()), **{k: v for k, v in metrics["throughput"].items()}}
@@ -142,10 +137,11 @@ def _summary(metrics: dict) -> dict:
 def k_sweep_points(index_dir, model_dir, questions, ks=K_SWEEP, n_questions: int = 2000, seed: int = 0) -> list[dict]:
     """Hits@1 and questions/s (batch 64) of one model for several K, with the model's retrieval and
     with the other one (global retrieval searches by exact MIPS), on a seeded sample of questions."""
+    from .ask import load_for_questions
     from .evaluate import answer_batches, hits, load_questions
     from .follow import RETRIEVALS
 
-    model, vkb = _model_and_kb(index_dir, model_dir)
+    model, vkb = load_for_questions(index_dir, model_dir)
     items = [it for it in load_questions(questions, vkb.index.entities) if it.problem is None]
     if len(items) > n_questions:
         keep = np.sort(np.random.default_rng(seed).choice(len(items), n_questions, replace=False))

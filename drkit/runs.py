@@ -55,10 +55,15 @@ def linear_schedule(opt: torch.optim.Optimizer, steps: int, warmup: float) -> to
         opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))
 
 
+def read_log(path: Path) -> list[dict]:
+    """The records of a JSONL step log ([] if it does not exist yet)."""
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def truncate_log(path: Path, step: int) -> None:
     """Drop the records of a JSONL step log after `step` (written after the checkpoint a run resumes from)."""
-    if not path.exists():
-        return
-    with open(path, encoding="utf-8") as f:
-        kept = [line for line in f if line.strip() and json.loads(line).get("step", 0) <= step]
-    path.write_text("".join(kept))
+    if path.exists():
+        path.write_text("".join(json.dumps(r) + "\n" for r in read_log(path) if r.get("step", 0) <= step))

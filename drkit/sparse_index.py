@@ -12,6 +12,7 @@ entities, whatever |E| and |M| are (O(K mu) when the K mu entries cover much of 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -234,6 +235,11 @@ class SparseIndex:
     def mention_entity(self) -> np.ndarray:
         """B_{M->E} as an array: the entity of each mention, (M,)."""
         return self.mentions[:, 0]
+
+    @functools.cached_property
+    def article_titles(self) -> list[str]:
+        """Title of each article id (read on first use)."""
+        return [a["title"] for a in read_jsonl(self.path, "articles.jsonl")]
 
     def passage_text(self, passage_id: int) -> str:
         a, b = self._text_offsets[passage_id], self._text_offsets[passage_id + 1]

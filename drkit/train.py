@@ -27,10 +27,11 @@ from .encoder import DualEncoder
 from .errors import ConfigError
 from .evaluate import answer_batches, hits, load_questions
 from .follow import EntitySet, FollowConfig, segment_logsumexp
-from .mention_index import resolve_encoder_dir
+from .mention_index import MentionIndex, resolve_encoder_dir
 from .model import DrKIT, ModelConfig
 from .progress import progress
-from .runs import checkpoints, linear_schedule, prepare_run, save_checkpoint, truncate_log
+from .runs import checkpoints, linear_schedule, prepare_run, read_log, save_checkpoint, truncate_log
+from .sparse_index import SparseIndex
 from .vkb import VirtualKB
 
 
@@ -97,8 +98,8 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
           log=print) -> Path:
     """Train (or resume training) a DrKIT model; the best model on the dev sample is written to ``out/model``."""
     run = Path(out)
-    vkb = VirtualKB.load(index_dir, mentions_dir)
-    encoder_dir = resolve_encoder_dir(encoder_dir or vkb.mentions.manifest["encoder"]["path"])
+    mentions = MentionIndex.load(mentions_dir)  # its manifest names the encoder; the vectors stay unread
+    encoder_dir = resolve_encoder_dir(encoder_dir or mentions.manifest["encoder"]["path"])
     settings = {"train": dataclasses.asdict(config), "model": dataclasses.asdict(model_config),
                 "follow": dataclasses.asdict(follow_config), "index": str(index_dir), "mentions": str(mentions_dir),
                 "encoder": str(encoder_dir), "train_file": str(train_file), "dev_file": str(dev_file)}
@@ -107,6 +108,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
         log(f"{run} is already trained ({run / 'model'}); pass --overwrite to train again")
         return run / "model"
     torch.manual_seed(config.seed)
+    vkb = VirtualKB(SparseIndex.load(index_dir), mentions)
 
     entities = vkb.index.entities
     train_items = load_questions(train_file, entities)
@@ -209,13 +211,6 @@ def _append(path: Path, record: dict) -> None:
         f.write(json.dumps(record) + "\n")
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def plot_training_curve(run: str | Path) -> Path | None:
     """``curve.png``: training loss (mean over 25-step windows) and dev-sample Hits@1 against the step."""
     import matplotlib
@@ -224,8 +219,8 @@ def plot_training_curve(run: str | Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     run = Path(run)
-    steps = [r for r in _read_jsonl(run / "train_log.jsonl") if "loss" in r]
-    dev = _read_jsonl(run / "dev_log.jsonl")
+    steps = [r for r in read_log(run / "train_log.jsonl") if "loss" in r]
+    dev = read_log(run / "dev_log.jsonl")
     if not steps and not dev:
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
