@@ -8,7 +8,7 @@ SAMPLE  = data/sample
 
 METAQA  = ../shared/data/metaqa
 
-.PHONY: install demo test bench clean metaqa-dense metaqa
+.PHONY: install demo test bench clean metaqa-dense metaqa metaqa-ablations
 
 $(BIN)/drkit: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,9 @@ metaqa-dense: install
 # The whole MetaQA experiment (index, pretrain, embed, train and evaluate 1/2/3 hops, K sweep); resumable.
 metaqa: install
 	$(BIN)/drkit reproduce-metaqa --data $(METAQA) --out runs/metaqa
+
+metaqa-ablations: install
+	$(BIN)/drkit reproduce-metaqa --data $(METAQA) --out runs/metaqa --ablations --ablation-steps 500
 
 clean:
 	rm -rf runs $(VENV) *.egg-info

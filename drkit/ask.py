@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from .errors import ConfigError
-from .model import DrKIT
+from .model import DrKIT, model_dir_of
 from .vkb import VirtualKB, check_model_index
 
 
@@ -32,9 +32,7 @@ class Support:
 def load_for_questions(index_dir, model_dir, mentions_dir=None, searcher: str = "exact", **search_kwargs):
     """(model, virtual KB) ready to answer. `model_dir` is a model or a ``drkit train`` run holding one in
     ``model/``; the mention index defaults to the one the model was trained with."""
-    model_dir = Path(model_dir)
-    if not (model_dir / "model.safetensors").exists() and (model_dir / "model" / "model.safetensors").exists():
-        model_dir = model_dir / "model"
+    model_dir = model_dir_of(model_dir)
     model = DrKIT.load(model_dir)
     mentions_dir = mentions_dir or model.manifest.get("mentions", {}).get("path")
     if not mentions_dir:

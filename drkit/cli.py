@@ -209,6 +209,9 @@ def _train_parser(sub) -> None:
     p.add_argument("--dev", required=True, metavar="PATH", help="dev questions for model selection, MetaQA format")
     p.add_argument("--out", required=True, metavar="DIR", help="run directory (resumed if it holds a run with the same settings)")
     p.add_argument("--overwrite", action="store_true", help="delete --out and start again")
+    p.add_argument("--init", metavar="DIR", default=None,
+                   help="start from a trained model or run with the same mention index (curriculum: a 2-hop model from "
+                   "a 1-hop one); hop t copies its hop t, or its last hop where it has fewer (default: the pretrained encoder)")
     add_config_flags(p, ModelConfig, "model")
     add_config_flags(p, FollowConfig, "textual follow")
     add_config_flags(p, TrainConfig, "training")
@@ -222,7 +225,7 @@ def _run_train(args) -> int:
 
     path = train(args.index, args.mentions, args.train, args.dev, args.out, args.encoder,
                  config_from_args(args, ModelConfig), config_from_args(args, FollowConfig),
-                 config_from_args(args, TrainConfig), overwrite=args.overwrite,
+                 config_from_args(args, TrainConfig), overwrite=args.overwrite, init=args.init,
                  log=lambda line: print(line, file=sys.stderr))
     print(f"wrote {path}")
     return 0
@@ -324,7 +327,8 @@ def _reproduce_parser(sub) -> None:
         description="Run every step of the MetaQA experiment from a MetaQA folder (wiki.txt, kb.txt, N-hop/vanilla/"
         "qa_{train,dev}.txt): index, pretrain, embed, train a model per hop count, evaluate it on dev, and sweep K "
         "for the Hits@1 / questions-per-second plot. Each step is skipped when done and resumed when interrupted, so "
-        "rerun the same command after a crash. Writes OUT/results.md, OUT/results.json, OUT/figure3.png and "
+        "rerun the same command after a crash. The 2-hop model starts from the 1-hop one and the 3-hop model from the "
+        "2-hop one (--no-curriculum: each from the pretrained encoder, as the paper). Writes OUT/results.md, OUT/results.json, OUT/figure3.png and "
         "OUT/timings.json.",
     )
     p.add_argument("--data", default="../shared/data/metaqa", metavar="DIR", help="MetaQA folder (default: %(default)s)")
@@ -334,6 +338,11 @@ def _reproduce_parser(sub) -> None:
     p.add_argument("--pretrain-steps", type=int, default=None, help="pretraining steps (default: drkit pretrain's)")
     p.add_argument("--ablations", action="store_true", help="also train and evaluate the ablations of the paper's table")
     p.add_argument("--ablation-steps", type=int, default=None, help="training steps per ablation model (default: --steps)")
+    p.add_argument("--ablation-questions", type=int, default=3000, metavar="N",
+                   help="score the ablations on a seeded sample of N dev lines per hop count (0: all; default: %(default)s)")
+    p.add_argument("--no-curriculum", action="store_true",
+                   help="train each hop count from the pretrained encoder (the paper) instead of the 2-hop model from "
+                   "the 1-hop one and the 3-hop model from the 2-hop one")
     p.set_defaults(run=_run_reproduce)
 
 
@@ -341,7 +350,8 @@ def _run_reproduce(args) -> int:
     from .reproduce import reproduce_metaqa
 
     reproduce_metaqa(args.data, args.out, tuple(args.hops), {h: args.steps for h in args.hops} if args.steps else None,
-                     args.pretrain_steps, args.ablations, args.ablation_steps, log=lambda line: print(line, file=sys.stderr))
+                     args.pretrain_steps, args.ablations, args.ablation_steps, args.ablation_questions or None,
+                     curriculum=not args.no_curriculum, log=lambda line: print(line, file=sys.stderr))
     print(f"wrote {args.out}/results.md")
     return 0
 

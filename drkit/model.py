@@ -139,6 +139,14 @@ class HopOutput:
     trace: FollowTrace | None
 
 
+def model_dir_of(path: str | Path) -> Path:
+    """A model directory, or a ``drkit train`` run directory holding its best model in ``model/``."""
+    path = Path(path)
+    if not (path / "model.safetensors").exists() and (path / "model" / "model.safetensors").exists():
+        return path / "model"
+    return path
+
+
 class DrKIT(nn.Module):
     """Question encoder + textual follows. `forward` needs a `drkit.vkb.VirtualKB` to follow in."""
 
@@ -164,6 +172,30 @@ class DrKIT(nn.Module):
                     encoder.config.max_query_pieces)
         model.random_init = model.encoder.init_from(encoder)
         return model
+
+    def init_from_model(self, other: "DrKIT") -> list[str]:
+        """Warm start from a trained model with the same encoder shape (a curriculum: a 2-hop model from a
+        1-hop one, a 3-hop model from a 2-hop one). Embeddings and shared layers are copied; hop t copies
+        the other model's hop t, or its last hop where it has fewer. Returns, per hop, where it came from."""
+        mine, theirs = self.encoder, other.encoder
+        if (self.dim, self.config.shared_layers, self.config.hop_layers) != (other.dim, other.config.shared_layers,
+                                                                              other.config.hop_layers):
+            raise ConfigError(f"cannot start from a model of another shape: dim/shared/hop layers "
+                              f"{other.dim}/{other.config.shared_layers}/{other.config.hop_layers}, this model "
+                              f"{self.dim}/{self.config.shared_layers}/{self.config.hop_layers}")
+        if other.tokenizer.get_vocab() != self.tokenizer.get_vocab():
+            raise ConfigError("cannot start from a model with another tokenizer vocabulary")
+        mine.embeddings.load_state_dict(theirs.embeddings.state_dict())
+        mine.shared.load_state_dict(theirs.shared.state_dict())
+        sources = []
+        for t in range(self.config.hops):
+            s = min(t, other.config.hops - 1)
+            for part in ("hop_layers", "start", "end", "entity"):
+                getattr(mine, part)[t].load_state_dict(getattr(theirs, part)[s].state_dict())
+            with torch.no_grad():
+                self.tfidf_power[t] = other.tfidf_power[s]
+            sources.append(f"hop {t + 1} <- hop {s + 1}")
+        return sources
 
     def set_entities(self, names: list[str]) -> None:
         """E: row e is the mean word embedding of the pieces of entity e's name (zero for an empty name)."""

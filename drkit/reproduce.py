@@ -4,8 +4,10 @@ Steps, each skipped when its output is complete and resumed when it was interrup
 mention index and evaluations are written atomically; pretraining and training resume from their
 checkpoints):
 
-    index -> pretrain -> embed -> train 1/2/3 hops -> evaluate on dev -> K sweep (Figure 3)
-    [--ablations: sum over mentions, lambda = 1, no TF-IDF constraint, the paper's 0/1 A, no pretraining]
+    index -> pretrain -> embed -> train 1/2/3 hops (curriculum: 2 from 1, 3 from 2) -> evaluate on dev
+    -> K sweep (Figure 3)
+    [--ablations: no curriculum, sum over mentions, lambda = 1, no TF-IDF constraint, no pretraining,
+     the paper's 0/1 A; scored on a seeded dev sample]
 
 Outputs in OUT: one directory per step, ``timings.json`` (wall seconds of each step, summed over
 sessions), ``results.json`` and ``results.md`` (the table), and ``figure3.png`` (Hits@1 against
@@ -28,12 +30,13 @@ from .train import TrainConfig
 
 HOPS = (1, 2, 3)
 K_SWEEP = (1000, 3000, 10000, 30000)
-ABLATIONS = {
-    "sum": ("sum over the mentions of an entity instead of max", {"aggregate": "sum"}, {}),
-    "lambda1": ("lambda = 1 (no softmax temperature)", {"temperature": 1.0}, {}),
-    "no_tfidf": ("without the TF-IDF constraint (no Z^T A filter)", {"tfidf": False}, {}),
-    "binary_A": ("the paper's 0/1 A (no TF-IDF weighting)", {"tfidf_power": 0.0}, {"learn_tfidf_power": False}),
-    "no_pretraining": ("without pretraining (index of the untrained encoder)", {}, {}),
+ABLATIONS = {  # name: (what, follow settings, model settings, curriculum)
+    "no_curriculum": ("no curriculum: each hop count trained from the pretrained encoder (the paper)", {}, {}, False),
+    "sum": ("sum over the mentions of an entity instead of max", {"aggregate": "sum"}, {}, True),
+    "lambda1": ("lambda = 1 (no softmax temperature)", {"temperature": 1.0}, {}, True),
+    "no_tfidf": ("without the TF-IDF constraint (no Z^T A filter)", {"tfidf": False}, {}, True),
+    "no_pretraining": ("without pretraining (index of the untrained encoder)", {}, {}, True),
+    "binary_A": ("the paper's 0/1 A (no TF-IDF weighting)", {"tfidf_power": 0.0}, {"learn_tfidf_power": False}, True),
 }
 
 
@@ -53,7 +56,14 @@ class Timings:
 
 def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: dict | None = None,
                      pretrain_steps: int | None = None, ablations: bool = False, ablation_steps: int | None = None,
-                     k_sweep=K_SWEEP, sweep_questions: int = 2000, log=print) -> dict:
+                     ablation_questions: int | None = 3000, curriculum: bool = True, k_sweep=K_SWEEP,
+                     sweep_questions: int = 2000, log=print) -> dict:
+    """The MetaQA pipeline in `out`: index, pretrain, embed, train and evaluate each hop count, K sweep,
+    and with `ablations` the ablation table (each ablation trained for `ablation_steps`, every row
+    including a DrKIT row trained as long, scored on a seeded sample of `ablation_questions` dev lines).
+
+    With `curriculum`, the h-hop model starts from the (h-1)-hop model of the same recipe where that one
+    is trained here (a 2-hop model from the 1-hop one, a 3-hop model from the 2-hop one)."""
     from .ask import load_for_questions
     from .evaluate import evaluate
     from .index import build_index
@@ -79,36 +89,51 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
         timings.run("embed", lambda: build_mention_index(out / "index", out / "pretrain", out / "mentions",
                                                          overwrite=True, log=log), log)
 
-    def train_and_eval(tag: str, h: int, mentions: Path, follow_kw: dict, model_kw: dict, steps: int | None):
+    def dev_file(h: int) -> Path:
+        return data / f"{h}-hop/vanilla/qa_dev.txt"
+
+    def train_and_eval(tag: str, h: int, mentions: Path, follow_kw: dict, model_kw: dict, steps: int | None,
+                       chain: bool, questions: Path | None = None):
         run = out / f"train-{tag}-{h}hop"
+        init = out / f"train-{tag}-{h - 1}hop" if chain and h - 1 in hops else None
         tcfg = TrainConfig() if steps is None else TrainConfig(steps=steps)
         if not (run / "done.json").exists():
             timings.run(f"train-{tag}-{h}hop", lambda: train(
-                out / "index", mentions, data / f"{h}-hop/vanilla/qa_train.txt", data / f"{h}-hop/vanilla/qa_dev.txt", run,
+                out / "index", mentions, data / f"{h}-hop/vanilla/qa_train.txt", dev_file(h), run,
                 model_config=ModelConfig(hops=h, **model_kw), follow_config=FollowConfig(**follow_kw), config=tcfg,
-                log=log), log)
-        ev = out / f"eval-{tag}-{h}hop"
+                init=init, log=log), log)
+        ev = out / (f"eval-{tag}-{h}hop" if questions is None else f"eval-sample-{tag}-{h}hop")
         if not (ev / "metrics.json").exists():
             def run_eval():
                 model, vkb = load_for_questions(out / "index", run / "model")
                 qtypes = data / f"{h}-hop/qa_dev_qtype.txt"
-                evaluate(model, vkb, data / f"{h}-hop/vanilla/qa_dev.txt", ev, qtypes if qtypes.exists() else None, log=log)
-            timings.run(f"evaluate-{tag}-{h}hop", run_eval, log)
+                evaluate(model, vkb, questions or dev_file(h), ev,
+                         qtypes if questions is None and qtypes.exists() else None, log=log)
+            timings.run(ev.name.replace("eval-", "evaluate-", 1), run_eval, log)
         return json.loads((ev / "metrics.json").read_text())
 
-    results: dict = {"corpus": str(data), "main": {}, "ablations": {}, "k_sweep": {}}
+    results: dict = {"corpus": str(data), "curriculum": curriculum, "main": {}, "ablations": {}, "k_sweep": {}}
     for h in hops:
-        results["main"][h] = _summary(train_and_eval("drkit", h, out / "mentions", {}, {}, train_steps.get(h)))
+        results["main"][h] = _summary(train_and_eval("drkit", h, out / "mentions", {}, {}, train_steps.get(h), curriculum))
     for h in hops:
         sweep = out / f"ksweep-{h}hop.json"
         if not sweep.exists():
             timings.run(f"k-sweep-{h}hop", lambda: sweep.write_text(json.dumps(
-                k_sweep_points(out / "index", out / f"train-drkit-{h}hop" / "model", data / f"{h}-hop/vanilla/qa_dev.txt",
+                k_sweep_points(out / "index", out / f"train-drkit-{h}hop" / "model", dev_file(h),
                                k_sweep, sweep_questions), indent=2) + "\n"), log)
         results["k_sweep"][h] = json.loads(sweep.read_text())
     if ablations:
+        short = ablation_steps is not None and any(train_steps.get(h) != ablation_steps for h in hops)
+        suffix = f"-{ablation_steps}steps" if short else ""
+        samples = {h: dev_sample(dev_file(h), out / f"dev-sample-{h}hop.txt", ablation_questions) for h in hops}
+        results["ablation_setup"] = {"steps": ablation_steps or "as DrKIT", "questions": {
+            h: sum(1 for line in samples[h].read_text(encoding="utf-8").splitlines() if line.strip()) for h in hops}}
+        results["ablations"]["drkit"] = {"what": "DrKIT" + (f", {ablation_steps} steps like the ablations" if short else ""),
+                                         **{h: _summary(train_and_eval("drkit" + suffix, h, out / "mentions", {}, {},
+                                                                       ablation_steps or train_steps.get(h), curriculum,
+                                                                       samples[h])) for h in hops}}
         untrained = out / "pretrain-untrained"
-        for name, (what, follow_kw, model_kw) in ABLATIONS.items():
+        for name, (what, follow_kw, model_kw, chain) in ABLATIONS.items():
             mentions = out / "mentions"
             if name == "no_pretraining":
                 if not (untrained / "encoder" / "manifest.json").exists():
@@ -119,7 +144,9 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
                     timings.run("embed-untrained", lambda: build_mention_index(out / "index", untrained, mentions,
                                                                                overwrite=True, log=log), log)
             results["ablations"][name] = {"what": what, **{h: _summary(train_and_eval(
-                name, h, mentions, follow_kw, model_kw, ablation_steps or train_steps.get(h))) for h in hops}}
+                name + suffix, h, mentions, follow_kw, model_kw, ablation_steps or train_steps.get(h),
+                chain and curriculum, samples[h])) for h in hops}}
+            (out / "results-partial.json").write_text(json.dumps(results, indent=2) + "\n")
     results["timings_s"] = timings.data
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (out / "results.md").write_text("\n".join(results_markdown(results)) + "\n")
@@ -127,6 +154,17 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
     for line in results_markdown(results):
         log(line)
     return results
+
+
+def dev_sample(questions: Path, path: Path, n: int | None, seed: int = 0) -> Path:
+    """A seeded sample of `n` lines of a question file (all of it when `n` is None or not smaller), in file order."""
+    lines = [line for line in questions.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if n is None or n >= len(lines):
+        return questions
+    if not path.exists():
+        keep = np.sort(np.random.default_rng(seed).choice(len(lines), n, replace=False))
+        path.write_text("".join(lines[i] + "\n" for i in keep), encoding="utf-8")
+    return path
 
 
 def _summary(metrics: dict) -> dict:
@@ -166,9 +204,14 @@ def results_markdown(results: dict) -> list[str]:
     lines = [f"DrKIT on {results['corpus']} (dev split; Hits@1, Hits@5 in brackets)", "", head, rule]
     lines.append("| DrKIT | " + " | ".join(f"{results['main'][h]['hits@1']:.3f} ({results['main'][h]['hits@5']:.3f})"
                                             for h in hops) + " |")
-    for name, row in results.get("ablations", {}).items():
-        lines.append(f"| - {row['what']} | " + " | ".join(
-            f"{row[h]['hits@1']:.3f} ({row[h]['hits@5']:.3f})" if h in row else "" for h in hops) + " |")
+    if results.get("ablations"):
+        setup = results.get("ablation_setup", {})
+        lines += ["", f"Ablations (training steps: {setup.get('steps', 'as DrKIT')}; scored on a seeded sample of "
+                      + ", ".join(f"{n} {h}-hop" for h, n in setup.get("questions", {}).items()) + " dev lines):",
+                  "", head, rule]
+        for name, row in results["ablations"].items():
+            lines.append(f"| {'' if name == 'drkit' else '- '}{row['what']} | " + " | ".join(
+                f"{row[h]['hits@1']:.3f} ({row[h]['hits@5']:.3f})" if h in row else "" for h in hops) + " |")
     lines += ["", "Questions/s (exact MIPS, K of the model):", "", head, rule]
     for key in ("batch_64_questions_per_s", "batch_1_questions_per_s"):
         lines.append(f"| {key.replace('_questions_per_s', '').replace('_', ' ')} | "

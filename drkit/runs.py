@@ -25,7 +25,7 @@ def prepare_run(run: Path, settings: dict, overwrite: bool, what: str) -> None:
     if (run / "run.json").exists():
         previous = json.loads((run / "run.json").read_text())
         if previous != settings:
-            changed = sorted(k for k in settings if previous.get(k) != settings[k])
+            changed = sorted(k for k in settings.keys() | previous.keys() if previous.get(k) != settings.get(k))
             raise ConfigError(f"{run} holds a run with other settings ({', '.join(changed)} differ); "
                               "use another --out, the same settings to resume, or --overwrite")
     run.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,7 @@ from .errors import ConfigError
 from .evaluate import answer_batches, hits, load_questions
 from .follow import EntitySet, FollowConfig, segment_logsumexp
 from .mention_index import MentionIndex, resolve_encoder_dir
-from .model import DrKIT, ModelConfig
+from .model import DrKIT, ModelConfig, model_dir_of
 from .progress import progress
 from .runs import checkpoints, linear_schedule, prepare_run, read_log, save_checkpoint, truncate_log
 from .sparse_index import SparseIndex
@@ -95,14 +95,22 @@ def batch_indices(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
 def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Path, dev_file: str | Path,
           out: str | Path, encoder_dir: str | Path | None = None, model_config: ModelConfig = ModelConfig(),
           follow_config: FollowConfig = FollowConfig(), config: TrainConfig = TrainConfig(), overwrite: bool = False,
-          log=print) -> Path:
-    """Train (or resume training) a DrKIT model; the best model on the dev sample is written to ``out/model``."""
+          init: str | Path | None = None, log=print) -> Path:
+    """Train (or resume training) a DrKIT model; the best model on the dev sample is written to ``out/model``.
+
+    `init`: a trained model (or training run) to start from instead of the pretrained encoder alone, with
+    the same mention index (see `DrKIT.init_from_model`)."""
     run = Path(out)
     mentions = MentionIndex.load(mentions_dir)  # its manifest names the encoder; the vectors stay unread
     encoder_dir = resolve_encoder_dir(encoder_dir or mentions.manifest["encoder"]["path"])
     settings = {"train": dataclasses.asdict(config), "model": dataclasses.asdict(model_config),
                 "follow": dataclasses.asdict(follow_config), "index": str(index_dir), "mentions": str(mentions_dir),
                 "encoder": str(encoder_dir), "train_file": str(train_file), "dev_file": str(dev_file)}
+    if init is not None:
+        init = model_dir_of(init)
+        if not (init / "model.safetensors").exists():
+            raise ConfigError(f"--init {init}: not a DrKIT model or training run")
+        settings["init"] = str(init)
     prepare_run(run, settings, overwrite, "training")
     if (run / "done.json").exists():
         log(f"{run} is already trained ({run / 'model'}); pass --overwrite to train again")
@@ -126,6 +134,13 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
     encoder = DualEncoder.load(encoder_dir)
     model = DrKIT.from_encoder(encoder, model_config, follow_config)
     del encoder
+    if init is not None:
+        source = DrKIT.load(init)
+        theirs = source.manifest.get("mentions", {}).get("encoder_sha256")
+        if theirs != vkb.mentions.manifest["encoder"]["sha256"]:
+            raise ConfigError(f"--init {init} was trained over a mention index of another encoder than {mentions_dir}")
+        log(f"starting from {init}: " + ", ".join(model.init_from_model(source)))
+        del source
     model.set_entities(vkb.entity_names)
     opt, sched = _optimizer(model, config)
     start, best = 0, {"hits@1": -1.0, "step": 0}

@@ -1,6 +1,7 @@
 """The DrKIT model on a synthetic film corpus: initialisation, persistence, end-to-end training that
 beats chance, evaluation bookkeeping, and `ask` / `evaluate` on bad input."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -122,6 +123,51 @@ def test_model_save_load_round_trip(films_kb, tmp_path):
         torch.testing.assert_close(x.z.probs, y.z.probs)
 
 
+def test_warm_start_copies_each_hop_from_a_trained_model(films_kb, tmp_path):
+    """--init: a 3-hop model from a 2-hop one starts with hop 1 <- hop 1, hops 2 and 3 <- hop 2."""
+    d, _ = films_kb
+    enc = DualEncoder.load(d / "enc" / "encoder")
+    shape = {"shared_layers": 1, "hop_layers": 1}
+    source = DrKIT.from_encoder(enc, ModelConfig(hops=2, **shape))
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for p in source.parameters():
+            p.add_(0.05 * torch.randn_like(p))  # every hop different from the pretrained encoder and each other
+        source.tfidf_power.copy_(torch.tensor([3.0, 5.0]))
+    model = DrKIT.from_encoder(enc, ModelConfig(hops=3, **shape))
+    model.eval(), source.eval()
+    assert model.init_from_model(source) == ["hop 1 <- hop 1", "hop 2 <- hop 2", "hop 3 <- hop 2"]
+    assert model.tfidf_power.tolist() == [3.0, 5.0, 5.0]
+    texts = ["who directed [The Silver River]"]
+    ids, mask = model.tokenize(texts)
+    z_emb = torch.randn(1, 32)
+    with torch.no_grad():
+        h, h_src = model.encoder.encode(ids, mask), source.encoder.encode(ids, mask)
+        torch.testing.assert_close(h, h_src)
+        for t, s in ((0, 0), (1, 1), (2, 1)):
+            torch.testing.assert_close(model.encoder.hop_query(h, mask, t, z_emb),
+                                       source.encoder.hop_query(h_src, mask, s, z_emb))
+        assert not torch.allclose(model.encoder.hop_query(h, mask, 0, z_emb), model.encoder.hop_query(h, mask, 1, z_emb))
+    with pytest.raises(Exception, match="another shape"):
+        DrKIT.from_encoder(enc, ModelConfig(hops=1, shared_layers=0, hop_layers=1)).init_from_model(source)
+
+
+def test_training_from_init(films_kb, tmp_path):
+    """`train(init=...)` starts from the given run's model; its first dev score is that model's."""
+    d, _ = films_kb
+    cfg = TrainConfig(steps=4, batch_size=8, warmup=0.0, eval_every=2, dev_sample=0, checkpoint_every=2, bf16=False)
+    first = train(d / "index", d / "mentions", d / "train.txt", d / "dev.txt", tmp_path / "one", model_config=SMALL,
+                  config=dataclasses.replace(cfg, lr=1e-3, head_lr=1e-2), log=lambda *a: None)
+    lines = []
+    train(d / "index", d / "mentions", d / "train.txt", d / "dev.txt", tmp_path / "two", config=cfg,
+          model_config=dataclasses.replace(SMALL, hops=2), init=tmp_path / "one", log=lines.append)
+    assert any("hop 2 <- hop 1" in line for line in lines)
+    assert json.loads((tmp_path / "two" / "run.json").read_text())["init"] == str(first)
+    with pytest.raises(Exception, match="not a DrKIT model"):
+        train(d / "index", d / "mentions", d / "train.txt", d / "dev.txt", tmp_path / "three", config=cfg,
+              model_config=SMALL, init=tmp_path / "nowhere", log=lambda *a: None)
+
+
 def test_answer_set_loss_matches_reference():
     z = EntitySet(torch.tensor([0, 0, 0, 1, 1, 2]), torch.tensor([1, 2, 5, 0, 3, 4]),
                   torch.tensor([0.5, 0.3, 0.2, 0.9, 0.1, 1.0]), 3)
@@ -237,7 +283,7 @@ def test_cli_train_evaluate_ask(films_kb, tmp_path, capsys):
 
 def test_reproduce_pipeline_runs_and_resumes(films_kb, tmp_path):
     """The one-command pipeline on a MetaQA-shaped folder of the synthetic films (real encoder, tiny recipe)."""
-    from drkit.reproduce import reproduce_metaqa
+    from drkit.reproduce import ABLATIONS, reproduce_metaqa
 
     d, films = films_kb
     data = tmp_path / "data"
@@ -260,6 +306,21 @@ def test_reproduce_pipeline_runs_and_resumes(films_kb, tmp_path):
                              sweep_questions=8, log=lambda *a: None)
     assert again["main"] == results["main"]
     assert json.loads((out / "timings.json").read_text()) == timings  # every step was found done
+    assert json.loads((out / "train-drkit-2hop" / "run.json").read_text())["init"] == str(out / "train-drkit-1hop" / "model")
+    assert "init" not in json.loads((out / "train-drkit-1hop" / "run.json").read_text())
+    abl = reproduce_metaqa(data, out, hops=(1, 2), train_steps={1: 2, 2: 2}, pretrain_steps=0, k_sweep=(10, 100),
+                           sweep_questions=8, ablations=True, ablation_steps=1, ablation_questions=10, log=lambda *a: None)
+    assert list(abl["ablations"]) == ["drkit", *ABLATIONS]
+    assert abl["ablation_setup"] == {"steps": 1, "questions": {1: 10, 2: 10}}
+    for name, row in abl["ablations"].items():
+        assert row[1]["questions"] == row[2]["questions"] == 10, name
+        run = json.loads((out / f"train-{name}-1steps-2hop" / "run.json").read_text())
+        assert ("init" in run) == (name != "no_curriculum"), name
+    assert json.loads((out / "train-no_tfidf-1steps-2hop" / "run.json").read_text())["follow"]["tfidf"] is False
+    assert (out / "mentions-untrained" / "manifest.json").exists()
+    table = (out / "results.md").read_text()
+    assert "Ablations (training steps: 1; scored on a seeded sample of 10 1-hop, 10 2-hop dev lines)" in table
+    assert "| - sum over the mentions of an entity instead of max |" in table
     with pytest.raises(Exception, match="missing"):
         reproduce_metaqa(tmp_path / "nowhere", out, log=lambda *a: None)
 
