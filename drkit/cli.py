@@ -242,6 +242,9 @@ def _model_flags(p) -> None:
     p.add_argument("--retrieval", choices=("restricted", "global"), default=None,
                    help="retrieval of each hop (default: the model's)")
     p.add_argument("--top-k", type=int, default=None, metavar="K", help="mentions retrieved per hop (default: the model's)")
+    p.add_argument("--min-weight", type=float, default=None, metavar="W",
+                   help="restricted retrieval skips the passages whose weight is below W times the row's largest "
+                   "(0: none skipped, exact equation 5; default: the model's)")
 
 
 def _load_model(args):
@@ -252,6 +255,8 @@ def _load_model(args):
     model, vkb = load_for_questions(args.index, args.model, args.mentions, args.mips)
     if args.top_k is not None:
         model.follow_config = dataclasses.replace(model.follow_config, top_k=args.top_k)
+    if args.min_weight is not None:
+        model.follow_config = dataclasses.replace(model.follow_config, min_weight=args.min_weight)
     retrieval = args.retrieval or ("global" if args.mips == "faiss" else None)
     if retrieval is not None:
         model.follow_config = dataclasses.replace(model.follow_config, retrieval=retrieval)
@@ -343,6 +348,9 @@ def _reproduce_parser(sub) -> None:
     p.add_argument("--no-curriculum", action="store_true",
                    help="train each hop count from the pretrained encoder (the paper) instead of the 2-hop model from "
                    "the 1-hop one and the 3-hop model from the 2-hop one")
+    p.add_argument("--min-weight", type=float, default=None, metavar="W",
+                   help="restricted retrieval of every model skips the passages below W times a row's largest weight "
+                   "(default: drkit train's)")
     p.set_defaults(run=_run_reproduce)
 
 
@@ -351,7 +359,8 @@ def _run_reproduce(args) -> int:
 
     reproduce_metaqa(args.data, args.out, tuple(args.hops), {h: args.steps for h in args.hops} if args.steps else None,
                      args.pretrain_steps, args.ablations, args.ablation_steps, args.ablation_questions or None,
-                     curriculum=not args.no_curriculum, log=lambda line: print(line, file=sys.stderr))
+                     curriculum=not args.no_curriculum, min_weight=args.min_weight,
+                     log=lambda line: print(line, file=sys.stderr))
     print(f"wrote {args.out}/results.md")
     return 0
 

@@ -68,6 +68,8 @@ class FollowConfig:
             raise ConfigError(f"top_k must be at least 1, got {self.top_k}")
         if not self.temperature > 0:
             raise ConfigError(f"temperature must be positive, got {self.temperature}")
+        if not 0 <= self.min_weight <= 1:
+            raise ConfigError(f"min_weight must be between 0 and 1, got {self.min_weight}")
         if self.tfidf_power < 0:
             raise ConfigError(f"tfidf_power must be at least 0, got {self.tfidf_power}")
         if self.retrieval not in RETRIEVALS:

@@ -57,7 +57,7 @@ class Timings:
 def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: dict | None = None,
                      pretrain_steps: int | None = None, ablations: bool = False, ablation_steps: int | None = None,
                      ablation_questions: int | None = 3000, curriculum: bool = True, k_sweep=K_SWEEP,
-                     sweep_questions: int = 2000, log=print) -> dict:
+                     sweep_questions: int = 2000, min_weight: float | None = None, log=print) -> dict:
     """The MetaQA pipeline in `out`: index, pretrain, embed, train and evaluate each hop count, K sweep,
     and with `ablations` the ablation table (each ablation trained for `ablation_steps`, every row
     including a DrKIT row trained as long, scored on a seeded sample of `ablation_questions` dev lines).
@@ -97,10 +97,17 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
         run = out / f"train-{tag}-{h}hop"
         init = out / f"train-{tag}-{h - 1}hop" if chain and h - 1 in hops else None
         tcfg = TrainConfig() if steps is None else TrainConfig(steps=steps)
-        if not (run / "done.json").exists():
+        follow_config = FollowConfig(**base_follow, **follow_kw)
+        if (run / "done.json").exists():
+            trained, wanted = json.loads((run / "run.json").read_text()).get("follow") or {}, dataclasses.asdict(follow_config)
+            if trained != wanted:
+                changed = sorted(k for k in wanted if trained.get(k) != wanted[k])
+                raise ConfigError(f"{run} was trained with other follow settings ({', '.join(changed)} differ, e.g. "
+                                  f"{changed[0]} = {trained.get(changed[0])}); pass the same settings or use another --out")
+        else:
             timings.run(f"train-{tag}-{h}hop", lambda: train(
                 out / "index", mentions, data / f"{h}-hop/vanilla/qa_train.txt", dev_file(h), run,
-                model_config=ModelConfig(hops=h, **model_kw), follow_config=FollowConfig(**follow_kw), config=tcfg,
+                model_config=ModelConfig(hops=h, **model_kw), follow_config=follow_config, config=tcfg,
                 init=init, log=log), log)
         ev = out / (f"eval-{tag}-{h}hop" if questions is None else f"eval-sample-{tag}-{h}hop")
         if not (ev / "metrics.json").exists():
@@ -112,7 +119,9 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
             timings.run(ev.name.replace("eval-", "evaluate-", 1), run_eval, log)
         return json.loads((ev / "metrics.json").read_text())
 
-    results: dict = {"corpus": str(data), "curriculum": curriculum, "main": {}, "ablations": {}, "k_sweep": {}}
+    base_follow = {} if min_weight is None else {"min_weight": min_weight}
+    results: dict = {"corpus": str(data), "curriculum": curriculum, "min_weight": FollowConfig(**base_follow).min_weight,
+                     "main": {}, "ablations": {}, "k_sweep": {}}
     for h in hops:
         results["main"][h] = _summary(train_and_eval("drkit", h, out / "mentions", {}, {}, train_steps.get(h), curriculum))
     for h in hops:
@@ -201,7 +210,9 @@ def results_markdown(results: dict) -> list[str]:
     hops = sorted(results["main"], key=int)
     head = "| | " + " | ".join(f"{h}-hop" for h in hops) + " |"
     rule = "|---|" + "---|" * len(hops)
-    lines = [f"DrKIT on {results['corpus']} (dev split; Hits@1, Hits@5 in brackets)", "", head, rule]
+    pruning = (f"; restricted retrieval skips passages below {results['min_weight']:g} of a row's best weight"
+               if "min_weight" in results else "")
+    lines = [f"DrKIT on {results['corpus']} (dev split{pruning}; Hits@1, Hits@5 in brackets)", "", head, rule]
     lines.append("| DrKIT | " + " | ".join(f"{results['main'][h]['hits@1']:.3f} ({results['main'][h]['hits@5']:.3f})"
                                             for h in hops) + " |")
     if results.get("ablations"):

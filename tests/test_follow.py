@@ -194,7 +194,8 @@ def test_entity_set_top_and_row():
 def test_follow_config_is_checked():
     from drkit.errors import ConfigError
 
-    for bad in ({"top_k": 0}, {"temperature": 0.0}, {"aggregate": "mean"}, {"tfidf_power": -1.0}):
+    for bad in ({"top_k": 0}, {"temperature": 0.0}, {"aggregate": "mean"}, {"tfidf_power": -1.0},
+                {"min_weight": -0.1}, {"min_weight": 1.5}):
         with pytest.raises(ConfigError):
             FollowConfig(**bad)
 

@@ -10,6 +10,7 @@ import torch
 
 from drkit.cli import main
 from drkit.encoder import DualEncoder, EncoderConfig
+from drkit.errors import ConfigError
 from drkit.evaluate import evaluate, load_questions
 from drkit.follow import EntitySet, FollowConfig
 from drkit.mention_index import EmbedConfig, build_mention_index
@@ -266,6 +267,9 @@ def test_cli_train_evaluate_ask(films_kb, tmp_path, capsys):
                  "--out", str(tmp_path / "eval-global"), "--qps-sample", "0", "--retrieval", "global", "--top-k", "20"]) == 0
     follow_used = json.loads((tmp_path / "eval-global" / "metrics.json").read_text())["follow"]
     assert follow_used["retrieval"] == "global" and follow_used["top_k"] == 20
+    assert main(["evaluate", "--index", str(d / "index"), "--model", str(run), "--questions", str(d / "dev.txt"),
+                 "--out", str(tmp_path / "eval-exact"), "--qps-sample", "0", "--min-weight", "0"]) == 0
+    assert json.loads((tmp_path / "eval-exact" / "metrics.json").read_text())["follow"]["min_weight"] == 0
     capsys.readouterr()
     title = films[0]["title"]
     assert main(["ask", "--index", str(d / "index"), "--model", str(run), f"who directed [{title}]"]) == 0
@@ -295,7 +299,9 @@ def test_reproduce_pipeline_runs_and_resumes(films_kb, tmp_path):
         (data / f).write_text((d / f).read_text())
     out = tmp_path / "out"
     results = reproduce_metaqa(data, out, hops=(1, 2), train_steps={1: 2, 2: 2}, pretrain_steps=0, k_sweep=(10, 100),
-                               sweep_questions=8, log=lambda *a: None)
+                               sweep_questions=8, min_weight=0.005, log=lambda *a: None)
+    manifest = json.loads((out / "train-drkit-2hop" / "model" / "manifest.json").read_text())
+    assert manifest["follow"]["min_weight"] == 0.005 and results["min_weight"] == 0.005
     assert set(results["main"]) == {1, 2} and len(results["k_sweep"][2]) == 4
     assert {p["retrieval"] for p in results["k_sweep"][2]} == {"restricted", "global"}
     for f in ("results.md", "results.json", "figure3.png", "timings.json"):
@@ -303,13 +309,16 @@ def test_reproduce_pipeline_runs_and_resumes(films_kb, tmp_path):
     timings = json.loads((out / "timings.json").read_text())
     assert {"index", "pretrain", "embed", "train-drkit-1hop", "evaluate-drkit-2hop", "k-sweep-1hop"} <= set(timings)
     again = reproduce_metaqa(data, out, hops=(1, 2), train_steps={1: 2, 2: 2}, pretrain_steps=0, k_sweep=(10, 100),
-                             sweep_questions=8, log=lambda *a: None)
+                             sweep_questions=8, min_weight=0.005, log=lambda *a: None)
     assert again["main"] == results["main"]
     assert json.loads((out / "timings.json").read_text()) == timings  # every step was found done
     assert json.loads((out / "train-drkit-2hop" / "run.json").read_text())["init"] == str(out / "train-drkit-1hop" / "model")
     assert "init" not in json.loads((out / "train-drkit-1hop" / "run.json").read_text())
+    with pytest.raises(ConfigError, match="min_weight = 0.005"):  # a done run is not reused with other settings
+        reproduce_metaqa(data, out, hops=(1, 2), train_steps={1: 2, 2: 2}, pretrain_steps=0, log=lambda *a: None)
     abl = reproduce_metaqa(data, out, hops=(1, 2), train_steps={1: 2, 2: 2}, pretrain_steps=0, k_sweep=(10, 100),
-                           sweep_questions=8, ablations=True, ablation_steps=1, ablation_questions=10, log=lambda *a: None)
+                           sweep_questions=8, ablations=True, ablation_steps=1, ablation_questions=10, min_weight=0.005,
+                           log=lambda *a: None)
     assert list(abl["ablations"]) == ["drkit", *ABLATIONS]
     assert abl["ablation_setup"] == {"steps": 1, "questions": {1: 10, 2: 10}}
     for name, row in abl["ablations"].items():
