@@ -253,13 +253,9 @@ def _load_model(args):
     from .ask import load_for_questions
 
     model, vkb = load_for_questions(args.index, args.model, args.mentions, args.mips)
-    if args.top_k is not None:
-        model.follow_config = dataclasses.replace(model.follow_config, top_k=args.top_k)
-    if args.min_weight is not None:
-        model.follow_config = dataclasses.replace(model.follow_config, min_weight=args.min_weight)
-    retrieval = args.retrieval or ("global" if args.mips == "faiss" else None)
-    if retrieval is not None:
-        model.follow_config = dataclasses.replace(model.follow_config, retrieval=retrieval)
+    overrides = {"top_k": args.top_k, "min_weight": args.min_weight,
+                 "retrieval": args.retrieval or ("global" if args.mips == "faiss" else None)}
+    model.follow_config = dataclasses.replace(model.follow_config, **{k: v for k, v in overrides.items() if v is not None})
     return model, vkb
 
 
