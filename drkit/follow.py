@@ -55,7 +55,7 @@ class FollowConfig:
     retrieval: str = field(default="restricted", metadata={"help": "global: the top-K mentions of the whole index by "
                            "MIPS, then those that co-occur (the paper); restricted: the top-K by score among the "
                            "mentions that co-occur with Z_{t-1}, all of them scored"})
-    min_weight: float = field(default=1e-2, metadata={"help": "restricted retrieval skips the passages whose weight "
+    min_weight: float = field(default=1e-3, metadata={"help": "restricted retrieval skips the passages whose weight "
                               "in Z^T A is below this fraction of the row's largest (0: none skipped)"})
     tfidf_power: float = field(default=8.0, metadata={"help": "A[e, m] = (TF-IDF score of m's passage / e's best "
                                "passage score) ** power; 0 gives the paper's 0/1 indicator (the initial value when learned)"})

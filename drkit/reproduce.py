@@ -26,6 +26,7 @@ import numpy as np
 from .errors import ConfigError
 from .follow import FollowConfig
 from .model import ModelConfig
+from .runs import settings_diff
 from .train import TrainConfig
 
 HOPS = (1, 2, 3)
@@ -99,11 +100,11 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
         tcfg = TrainConfig() if steps is None else TrainConfig(steps=steps)
         follow_config = FollowConfig(**base_follow, **follow_kw)
         if (run / "done.json").exists():
-            trained, wanted = json.loads((run / "run.json").read_text()).get("follow") or {}, dataclasses.asdict(follow_config)
-            if trained != wanted:
-                changed = sorted(k for k in wanted if trained.get(k) != wanted[k])
-                raise ConfigError(f"{run} was trained with other follow settings ({', '.join(changed)} differ, e.g. "
-                                  f"{changed[0]} = {trained.get(changed[0])}); pass the same settings or use another --out")
+            changed = settings_diff(json.loads((run / "run.json").read_text()).get("follow") or {},
+                                    dataclasses.asdict(follow_config))
+            if changed:  # only the follow settings: the paths may be spelt differently from the run's
+                raise ConfigError(f"{run} was trained with other follow settings ({'; '.join(changed)}); "
+                                  "pass the same settings or use another --out")
         else:
             timings.run(f"train-{tag}-{h}hop", lambda: train(
                 out / "index", mentions, data / f"{h}-hop/vanilla/qa_train.txt", dev_file(h), run,

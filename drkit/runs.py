@@ -16,6 +16,18 @@ import torch
 from .errors import ConfigError
 
 
+def settings_diff(previous: dict, settings: dict, prefix: str = "") -> list[str]:
+    """The settings that differ, nested keys dotted: ``["follow.min_weight: 0.01 in the run, 0.001 asked"]``."""
+    out = []
+    for k in sorted(previous.keys() | settings.keys()):
+        old, new = previous.get(k), settings.get(k)
+        if isinstance(old, dict) and isinstance(new, dict):
+            out += settings_diff(old, new, f"{prefix}{k}.")
+        elif old != new:
+            out.append(f"{prefix}{k}: {old} in the run, {new} asked")
+    return out
+
+
 def prepare_run(run: Path, settings: dict, overwrite: bool, what: str) -> None:
     """Create `run` for `settings`, or check that it holds a run with the same settings (to resume)."""
     if run.exists() and overwrite:
@@ -25,8 +37,7 @@ def prepare_run(run: Path, settings: dict, overwrite: bool, what: str) -> None:
     if (run / "run.json").exists():
         previous = json.loads((run / "run.json").read_text())
         if previous != settings:
-            changed = sorted(k for k in settings.keys() | previous.keys() if previous.get(k) != settings.get(k))
-            raise ConfigError(f"{run} holds a run with other settings ({', '.join(changed)} differ); "
+            raise ConfigError(f"{run} holds a run with other settings ({'; '.join(settings_diff(previous, settings))}); "
                               "use another --out, the same settings to resume, or --overwrite")
     run.mkdir(parents=True, exist_ok=True)
     (run / "run.json").write_text(json.dumps(settings, indent=2) + "\n")

@@ -1,9 +1,14 @@
 """The sparse part of the virtual KB: A_{E->M} (entity -> co-occurring mentions) and B_{M->E}.
 
 For entity e with surface-form vector G(e) and passage vectors F(d) (see `drkit.tfidf`), the
-passages d with the `mu` highest scores G(e).F(d) > epsilon are kept, and every mention m in them
-gets ``A[e, m] = G(e).F(d_m)``. The follow operation uses A as the paper's indicator
-``1{G(e).F(m) > epsilon}``; the score is kept for analysis. ``B[m] = e_m`` is each mention's entity.
+passages d with the `mu` highest scores S(e, d) > epsilon are kept, and every mention m in them gets
+``A[e, m] = S(e, d_m)``. S is the TF-IDF score G(e).F(d), except that for an entity the linker found
+in some passage, a passage where it was not found scores ``unlinked_weight`` times G(e).F(d): a
+TF-IDF search for a name also returns passages that share only some of its words ("God Is Brazilian"
+for "God's Not Dead"), and the linked ones, which hold the whole name, come first. With
+``unlinked_weight = 1`` S is the paper's G(e).F(d). The follow uses A as the paper's indicator
+``1{S > epsilon}`` or weighted by ``S / max_d S(e, d)`` (see `drkit.follow`). ``B[m] = e_m`` is each
+mention's entity.
 
 `ragged_expand` computes ``Z^T A`` for a batch of sparse entity sets by slicing only the rows of
 their non-zero entities (the paper's ragged representation): O(K mu log(K mu)) work for K non-zero
@@ -38,6 +43,9 @@ class SparseConfig:
     epsilon: float = field(default=0.0, metadata={"help": "keep a passage only if G(e).F(d) > epsilon"})
     hash_buckets: int = field(default=1 << 24, metadata={"help": "hash space of the unigram+bigram TF-IDF"})
     ngram: int = field(default=2, metadata={"help": "longest n-gram in TF-IDF vectors"})
+    unlinked_weight: float = field(default=0.5, metadata={"help": "for an entity the linker found somewhere, the "
+                                   "TF-IDF score of a passage where it was not found is multiplied by this (1: the "
+                                   "paper's plain TF-IDF)"})
 
     def __post_init__(self):
         if self.mu < 1:
@@ -46,6 +54,8 @@ class SparseConfig:
             raise ConfigError(f"epsilon must be at least 0 (passages sharing no n-gram score 0), got {self.epsilon}")
         if self.hash_buckets < 2 or self.ngram < 1:
             raise ConfigError("hash_buckets must be at least 2 and ngram at least 1")
+        if not 0 <= self.unlinked_weight <= 1:
+            raise ConfigError(f"unlinked_weight must be between 0 and 1, got {self.unlinked_weight}")
 
 
 @dataclass
@@ -63,9 +73,12 @@ class SparseMatrices:
     n_entities_without_terms: int = 0
 
 
-def top_passages(G: sp.csr_matrix, F: sp.csr_matrix, mu: int, epsilon: float, block: int = 1024):
-    """For each row of G, the top-`mu` columns of G F^T with value > epsilon.
+def top_passages(G: sp.csr_matrix, F: sp.csr_matrix, mu: int, epsilon: float, block: int = 1024,
+                 linked: sp.csr_matrix | None = None, unlinked_weight: float = 1.0):
+    """For each row of G, the top-`mu` columns of S = G F^T with value > epsilon.
 
+    `linked` (rows of G x passages, non-zero where the entity was linked in the passage): in a row
+    with a linked passage, S of every other passage is multiplied by `unlinked_weight`.
     Ties are broken by the lower passage id. Returns CSR arrays (indptr, passage ids sorted within
     each row, scores).
     """
@@ -76,6 +89,12 @@ def top_passages(G: sp.csr_matrix, F: sp.csr_matrix, mu: int, epsilon: float, bl
     for lo in progress(range(0, G.shape[0], block), desc="tf-idf top-mu", unit="block"):
         S = (G[lo : lo + block] @ FT).tocsr()  # (block, P)
         S.sum_duplicates()
+        if linked is not None and unlinked_weight != 1:
+            L = linked[lo : lo + block].astype(bool).astype(np.float32)
+            row_weight = np.where(L.getnnz(axis=1) > 0, unlinked_weight, 1.0)
+            on_links = sp.csr_matrix(S.multiply(L))
+            S = (on_links + sp.diags(row_weight.astype(np.float32)) @ (S - on_links)).tocsr()  # linked scores unchanged
+            S.sum_duplicates()
         counts = np.zeros(S.shape[0], dtype=np.int64)
         for r in range(S.shape[0]):
             a, b = S.indptr[r], S.indptr[r + 1]
@@ -105,7 +124,11 @@ def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: S
     F = tfidf(counts, idf)  # (P, H)
     G = tfidf(hasher.count_matrix(entities.keys), idf, normalize=True)  # (E, H)
     n_without_terms = int(np.sum(np.diff(G.indptr) == 0))
-    ep_indptr, ep_passage, ep_score = top_passages(G, F, config.mu, config.epsilon)
+    entity_passage_links = sp.csr_matrix((np.ones(len(linked.mentions), np.float32),
+                                          (linked.mentions[:, 0], linked.mentions[:, 1])),
+                                         shape=(len(entities), linked.n_passages))
+    ep_indptr, ep_passage, ep_score = top_passages(G, F, config.mu, config.epsilon, linked=entity_passage_links,
+                                                   unlinked_weight=config.unlinked_weight)
 
     pm = passage_mention_indptr(linked.mention_passage, linked.n_passages)
     per_passage = pm[ep_passage + 1] - pm[ep_passage]  # mentions of each kept (entity, passage)
@@ -199,7 +222,8 @@ class SparseIndex:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.manifest = read_manifest(self.path, FORMAT, FORMAT_VERSION)
-        self.config = SparseConfig(**self.manifest["config"]["sparse"])
+        # an index built before unlinked_weight existed ranked passages by plain TF-IDF
+        self.config = SparseConfig(**{"unlinked_weight": 1.0, **self.manifest["config"]["sparse"]})
         self.entities = EntityTable.from_records(read_jsonl(self.path, "entities.jsonl"))
         self.A_indptr = load_array(self.path, "A_indptr")
         self.A_indices = load_array(self.path, "A_indices")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 
 import numpy as np
@@ -285,7 +286,8 @@ def test_build_index_manifest_and_report(built):
     tmp, index, link_config, sparse_config, lines = built
     path = tmp / "index"
     manifest = read_manifest(path, FORMAT, FORMAT_VERSION)
-    assert manifest["config"]["sparse"] == {"mu": 2, "epsilon": 0.0, "hash_buckets": 1 << 12, "ngram": 2}
+    assert manifest["config"]["sparse"] == {"mu": 2, "epsilon": 0.0, "hash_buckets": 1 << 12, "ngram": 2,
+                                            "unlinked_weight": 0.5}
     assert manifest["config"]["link"]["max_passage_pieces"] == 16
     assert manifest["config"]["corpus_format"] == "wikimovies"
     assert manifest["inputs"]["corpus"] == file_checksum(tmp / "wiki.txt")
@@ -307,6 +309,17 @@ def test_build_index_manifest_and_report(built):
     assert list(report["reachability"].values())[0]["questions"] == 1
     assert any(line.startswith("KB coverage:") for line in lines)
     assert all(not p.name.startswith(".index.tmp") for p in tmp.iterdir())
+
+
+def test_index_built_before_unlinked_weight_loads_as_plain_tfidf(built, tmp_path):
+    tmp, index, *_ = built
+    old = tmp_path / "old-index"
+    shutil.copytree(tmp / "index", old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    del manifest["config"]["sparse"]["unlinked_weight"]
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    assert SparseIndex.load(old).config.unlinked_weight == 1.0
+    assert index.config.unlinked_weight == 0.5
 
 
 def test_build_index_refuses_to_overwrite_then_overwrites(built):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -226,12 +228,58 @@ def test_build_sparse_matrices_random(seed):
         counts = h.count_matrix(passages)
         idf = idf_weights(document_frequency(counts), P)
         G = tfidf(h.count_matrix(table.keys), idf, normalize=True)
-        want = top_passages(G, tfidf(counts, idf), mu, config.epsilon)
+        want = top_passages(G, tfidf(counts, idf), mu, config.epsilon)  # the paper's plain TF-IDF
+        if mentions:  # linked passages come first (SparseConfig.unlinked_weight)
+            want = reference_top_passages(G, tfidf(counts, idf), mentions, mu, config.epsilon, config.unlinked_weight)
         assert np.array_equal(m.entity_passage_indptr, want[0])
         assert np.array_equal(m.entity_passage, want[1])
         assert np.array_equal(m.entity_passage_score, want[2])
         assert m.n_entities_without_terms == int(np.sum(np.diff(G.indptr) == 0))
         assert all(len(m.entity_passage[m.entity_passage_indptr[e] : m.entity_passage_indptr[e + 1]]) <= mu for e in range(E))
+
+
+def reference_top_passages(G, F, mentions, mu, epsilon, unlinked_weight):
+    """`top_passages` with links, loop by loop: in a row with a linked passage the others are scaled."""
+    S = (G @ F.T).toarray().astype(np.float32)
+    links = np.zeros(S.shape, dtype=bool)
+    for e, p in mentions:
+        links[e, p] = True
+    indptr, cols, vals = [0], [], []
+    for e in range(S.shape[0]):
+        row = S[e].copy()
+        if links[e].any():
+            row[~links[e]] *= np.float32(unlinked_weight)
+        kept = sorted((p for p in range(S.shape[1]) if row[p] > epsilon), key=lambda p: (-row[p], p))[:mu]
+        cols += sorted(kept)
+        vals += [row[p] for p in sorted(kept)]
+        indptr.append(len(cols))
+    return np.array(indptr), np.array(cols, dtype=np.int32), np.array(vals, dtype=np.float32)
+
+
+@pytest.mark.parametrize("unlinked_weight, top", [(0.0, 1), (0.25, 1), (0.5, 0), (1.0, 0)])
+def test_linked_passages_rank_first(unlinked_weight, top):
+    passages = ["God Is Brazilian is a comedy film. God Is Brazilian was written by Carlos Diegues. God wins. God again.",
+                "God's Not Dead is a drama film directed by Harold Cronk.",
+                "Harold Cronk directed a film about the dead.", "Dead Man is a western.", "The dead walk."]
+    table = EntityTable.from_names(["God's Not Dead", "God Is Brazilian", "Harold Cronk", "drama"])
+    linked = hand_linked(passages, [(1, 0), (0, 1), (3, 1), (2, 1), (2, 2)])
+    config = SparseConfig(mu=1, hash_buckets=1 << 12, unlinked_weight=unlinked_weight)
+    m = build_sparse_matrices(linked, table, config)
+    check_A_against_loops(m, linked, len(table))
+    first = m.entity_passage[m.entity_passage_indptr[0] : m.entity_passage_indptr[1]].tolist()
+    # plain TF-IDF ranks passage 0 ("god" four times; "dead" is common) above God's Not Dead's own
+    # passage, at 1.61 against 0.73; below a weight of 0.45 the linked passage comes first
+    assert first == [top]
+    counts = NgramHasher(config.hash_buckets).count_matrix(passages)
+    idf = idf_weights(document_frequency(counts), len(passages))
+    G = tfidf(NgramHasher(config.hash_buckets).count_matrix(table.keys), idf, normalize=True)
+    for mu in (1, 2, 3):
+        want = reference_top_passages(G, tfidf(counts, idf), [(1, 0), (0, 1), (3, 1), (2, 1), (2, 2)], mu, 0.0,
+                                      unlinked_weight)
+        got = build_sparse_matrices(linked, table, dataclasses.replace(config, mu=mu))
+        assert got.entity_passage_indptr.tolist() == want[0].tolist()
+        assert got.entity_passage.tolist() == want[1].tolist()
+        np.testing.assert_array_equal(got.entity_passage_score, want[2])
 
 
 def test_build_sparse_matrices_without_mentions():
@@ -245,7 +293,7 @@ def test_build_sparse_matrices_without_mentions():
 def test_sparse_config_validation():
     from drkit.errors import ConfigError
 
-    for kwargs in ({"mu": 0}, {"hash_buckets": 1}, {"ngram": 0}):
+    for kwargs in ({"mu": 0}, {"hash_buckets": 1}, {"ngram": 0}, {"unlinked_weight": -0.1}, {"unlinked_weight": 1.5}):
         with pytest.raises(ConfigError):
             SparseConfig(**kwargs)
 
