@@ -40,7 +40,7 @@ class SparseConfig:
     """Settings of the TF-IDF entity -> mention expansion A_{E->M}."""
 
     mu: int = field(default=50, metadata={"help": "passages kept per entity (top mu by TF-IDF score)"})
-    epsilon: float = field(default=0.0, metadata={"help": "keep a passage only if G(e).F(d) > epsilon"})
+    epsilon: float = field(default=0.0, metadata={"help": "keep a passage only if its score S(e, d) > epsilon"})
     hash_buckets: int = field(default=1 << 24, metadata={"help": "hash space of the unigram+bigram TF-IDF"})
     ngram: int = field(default=2, metadata={"help": "longest n-gram in TF-IDF vectors"})
     unlinked_weight: float = field(default=0.5, metadata={"help": "for an entity the linker found somewhere, the "
@@ -64,7 +64,7 @@ class SparseMatrices:
 
     entity_passage_indptr: np.ndarray  # (E+1,) int64
     entity_passage: np.ndarray  # (nnz_EP,) int32, passage ids in increasing order within a row
-    entity_passage_score: np.ndarray  # (nnz_EP,) float32, G(e).F(d)
+    entity_passage_score: np.ndarray  # (nnz_EP,) float32, S(e, d): G(e).F(d), scaled where e is linked elsewhere
     A_indptr: np.ndarray  # (E+1,) int64
     A_indices: np.ndarray  # (nnz_A,) int32 mention ids, increasing within a row
     A_data: np.ndarray  # (nnz_A,) float32, the score of the mention's passage
