@@ -25,13 +25,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from drkit.encoder import DualEncoder
-from drkit.mention_index import EmbedConfig, MentionIndex, embed_mentions, resolve_encoder_dir
-from drkit.mips import recall_at_k
-from drkit.sparse_index import SparseIndex
-
 from bench_mips import throughput  # noqa: E402  (this script's folder is on sys.path)
+
+from drkit.dense.encoder import DualEncoder
+from drkit.dense.mentions import EmbedConfig, MentionIndex, embed_mentions, resolve_encoder_dir
+from drkit.dense.mips import recall_at_k
+from drkit.index.sparse import SparseIndex
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,7 +108,7 @@ def main() -> None:
     kmax = max(args.k)
     mips = {"exact": {f"batch{bs}_qps": round(throughput(exact, queries, bs, kmax, args.seconds), 1) for bs in (1, 64)}}
     print(f"exact: {mips['exact']}")
-    from drkit.mips import FaissMIPS
+    from drkit.dense.mips import FaissMIPS
 
     t = time.perf_counter()
     approx = FaissMIPS(mi.vectors, nprobe=max(args.nprobe))

@@ -8,7 +8,7 @@ non-zeros per row (the paper's mu-like bound on the mentions kept per entity), o
 float32 values in (0, 1]). A sparse input set z with K non-zero entities (distinct, uniform, random
 positive float32 weights) is then expanded by
 
-* ``drkit``: `drkit.sparse_index.ragged_expand`, which slices only the K rows of A (the paper's
+* ``drkit``: `drkit.index.sparse.ragged_expand`, which slices only the K rows of A (the paper's
   ragged representation) and returns sparse coordinates;
 * ``scipy CSR(A^T) @ z``: scipy's CSR matrix times a dense |E| vector, with the transpose A^T
   converted to CSR once, outside the timed region (the textbook sparse matrix x dense vector);
@@ -36,7 +36,7 @@ import numpy as np
 import scipy
 import scipy.sparse as sp
 
-from drkit.sparse_index import ragged_expand
+from drkit.index.sparse import ragged_expand
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "bench_expand.json"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Wall time and peak memory of a full `drkit.index.build_index` on the MetaQA data.
+"""Wall time and peak memory of a full `drkit.index.build.build_index` on the MetaQA data.
 
 The build runs in a fresh Python subprocess, so the peak resident set size (RSS) measured is that of
 the build alone (interpreter start and imports included): it is read from the rusage of that one
@@ -37,7 +37,7 @@ QUESTION_FILES = [f"{h}-hop/vanilla/qa_dev.txt" for h in (1, 2, 3)]
 
 CHILD = """
 import sys
-from drkit.index import build_index
+from drkit.index.build import build_index
 corpus, kb, out, *questions = sys.argv[1:]
 build_index(corpus=corpus, out=out, kb=kb, questions=questions, overwrite=True)
 """

@@ -4,8 +4,8 @@
 Vectors: `--mentions` (default 295,128, the mentions of the MetaQA index) x `--dim` (default 400)
 drawn around `--clusters` random centres (mention vectors cluster by entity type), stored float16
 and memory-mapped, as the dense mention index will be. Queries are drawn the same way. For exact
-search (`drkit.mips.ExactMIPS`, bf16 blocks cached in memory) and approximate search
-(`drkit.mips.FaissMIPS`, IVF) it reports queries/s at batch 1 and batch 64 and, for the approximate
+search (`drkit.dense.mips.ExactMIPS`, bf16 blocks cached in memory) and approximate search
+(`drkit.dense.mips.FaissMIPS`, IVF) it reports queries/s at batch 1 and batch 64 and, for the approximate
 index, recall@k against exact float32 search (also reported for the bf16 exact search). Writes a JSON file (default benchmarks/results/bench_mips.json).
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from drkit.mips import ExactMIPS, FaissMIPS, recall_at_k
+from drkit.dense.mips import ExactMIPS, FaissMIPS, recall_at_k
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from drkit.ask import load_for_questions
-from drkit.evaluate import answer_batches, hits, load_questions
+from drkit.data.questions import load_questions
+from drkit.qa.ask import load_for_questions
+from drkit.reason.predict import answer_batches, hits
 
 ROOT = Path(__file__).resolve().parent.parent
 

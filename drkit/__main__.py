@@ -1,3 +1,3 @@
-from .cli import main
+from drkit.cli import main
 
 raise SystemExit(main())

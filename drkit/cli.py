@@ -8,11 +8,11 @@ import dataclasses
 import sys
 from typing import Sequence
 
-from . import __version__
-from .corpus import CORPUS_FORMATS
-from .errors import DrkitError
-from .linking import LinkConfig
-from .sparse_index import SparseConfig
+from drkit import __version__
+from drkit.data.corpus import CORPUS_FORMATS
+from drkit.errors import DrkitError
+from drkit.index.linking import LinkConfig
+from drkit.index.sparse import SparseConfig
 
 
 def add_config_flags(parser: argparse.ArgumentParser, config_cls, title: str) -> None:
@@ -63,7 +63,7 @@ def _index_parser(sub) -> None:
 
 
 def _run_index(args) -> int:
-    from .index import build_index
+    from drkit.index.build import build_index
 
     build_index(
         corpus=args.corpus,
@@ -81,9 +81,9 @@ def _run_index(args) -> int:
 
 
 def _pretrain_parser(sub) -> None:
-    from .distant import DistantConfig
-    from .encoder import EncoderConfig
-    from .pretrain import PretrainConfig
+    from drkit.dense.distant import DistantConfig
+    from drkit.dense.encoder import EncoderConfig
+    from drkit.dense.pretrain import PretrainConfig
 
     p = sub.add_parser(
         "pretrain",
@@ -105,9 +105,9 @@ def _pretrain_parser(sub) -> None:
 
 
 def _run_pretrain(args) -> int:
-    from .distant import DistantConfig
-    from .encoder import EncoderConfig
-    from .pretrain import PretrainConfig, pretrain
+    from drkit.dense.distant import DistantConfig
+    from drkit.dense.encoder import EncoderConfig
+    from drkit.dense.pretrain import PretrainConfig, pretrain
 
     pretrain(args.index, args.kb, args.out, config_from_args(args, PretrainConfig),
              config_from_args(args, EncoderConfig), config_from_args(args, DistantConfig), overwrite=args.overwrite,
@@ -116,7 +116,7 @@ def _run_pretrain(args) -> int:
 
 
 def _embed_parser(sub) -> None:
-    from .mention_index import EmbedConfig
+    from drkit.dense.mentions import EmbedConfig
 
     p = sub.add_parser(
         "embed",
@@ -135,7 +135,7 @@ def _embed_parser(sub) -> None:
 
 
 def _run_embed(args) -> int:
-    from .mention_index import EmbedConfig, build_mention_index
+    from drkit.dense.mentions import EmbedConfig, build_mention_index
 
     build_mention_index(args.index, args.encoder, args.out, config_from_args(args, EmbedConfig),
                         overwrite=args.overwrite, log=lambda line: print(line, file=sys.stderr))
@@ -164,10 +164,10 @@ def _run_slot_fill(args) -> int:
     import json
     from pathlib import Path
 
-    from .encoder import DualEncoder
-    from .mention_index import MentionIndex, resolve_encoder_dir
-    from .slot_filling import evaluate_slot_filling, read_slot_queries
-    from .sparse_index import SparseIndex
+    from drkit.dense.encoder import DualEncoder
+    from drkit.dense.mentions import MentionIndex, resolve_encoder_dir
+    from drkit.dense.slot_filling import evaluate_slot_filling, read_slot_queries
+    from drkit.index.sparse import SparseIndex
 
     index = SparseIndex.load(args.index)
     mentions = MentionIndex.load(args.mentions)
@@ -189,9 +189,9 @@ def _run_slot_fill(args) -> int:
 
 
 def _train_parser(sub) -> None:
-    from .follow import FollowConfig
-    from .model import ModelConfig
-    from .train import TrainConfig
+    from drkit.reason.follow import FollowConfig
+    from drkit.reason.model import ModelConfig
+    from drkit.reason.train import TrainConfig
 
     p = sub.add_parser(
         "train",
@@ -219,9 +219,9 @@ def _train_parser(sub) -> None:
 
 
 def _run_train(args) -> int:
-    from .follow import FollowConfig
-    from .model import ModelConfig
-    from .train import TrainConfig, train
+    from drkit.reason.follow import FollowConfig
+    from drkit.reason.model import ModelConfig
+    from drkit.reason.train import TrainConfig, train
 
     path = train(args.index, args.mentions, args.train, args.dev, args.out, args.encoder,
                  config_from_args(args, ModelConfig), config_from_args(args, FollowConfig),
@@ -250,7 +250,7 @@ def _model_flags(p) -> None:
 def _load_model(args):
     import dataclasses
 
-    from .ask import load_for_questions
+    from drkit.qa.ask import load_for_questions
 
     model, vkb = load_for_questions(args.index, args.model, args.mentions, args.mips)
     overrides = {"top_k": args.top_k, "min_weight": args.min_weight,
@@ -277,7 +277,7 @@ def _evaluate_parser(sub) -> None:
 
 
 def _run_evaluate(args) -> int:
-    from .evaluate import evaluate
+    from drkit.qa.evaluate import evaluate
 
     model, vkb = _load_model(args)
     metrics = evaluate(model, vkb, args.questions, args.out, args.qtypes, args.batch_size, args.qps_sample, args.hops,
@@ -306,7 +306,7 @@ def _ask_parser(sub) -> None:
 def _run_ask(args) -> int:
     import json
 
-    from .ask import ask, format_answer
+    from drkit.qa.ask import ask, format_answer
 
     model, vkb = _load_model(args)
     failed = 0
@@ -351,7 +351,7 @@ def _reproduce_parser(sub) -> None:
 
 
 def _run_reproduce(args) -> int:
-    from .reproduce import reproduce_metaqa
+    from drkit.experiments.metaqa import reproduce_metaqa
 
     reproduce_metaqa(args.data, args.out, tuple(args.hops), {h: args.steps for h in args.hops} if args.steps else None,
                      args.pretrain_steps, args.ablations, args.ablation_steps, args.ablation_questions or None,

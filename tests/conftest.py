@@ -53,7 +53,7 @@ def toy_files(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def toy_index(toy_files):
-    from drkit.index import build_index
+    from drkit.index.build import build_index
 
     return build_index(toy_files / "wiki.txt", toy_files / "index", kb=toy_files / "kb.txt", log=lambda *a: None)
 
@@ -64,7 +64,7 @@ def tiny_base(tmp_path_factory):
     import torch
     from transformers import BertConfig, BertModel
 
-    from drkit.tokenizer import load_tokenizer
+    from drkit.data.tokenizer import load_tokenizer
 
     d = tmp_path_factory.mktemp("tiny-bert")
     torch.manual_seed(0)

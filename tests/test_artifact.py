@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 import drkit
-from drkit.artifact import MANIFEST, ArtifactWriter, file_checksum, load_array, read_jsonl, read_manifest
-from drkit.corpus import read_wikimovies
+from drkit.data.corpus import read_wikimovies
+from drkit.data.kb import entities_from_kb, read_kb
 from drkit.errors import ArtifactError, ConfigError
-from drkit.index import build_index
-from drkit.kb import entities_from_kb, read_kb
-from drkit.linking import EntityLinker, LinkConfig, link_corpus
-from drkit.report import WarningLog
-from drkit.sparse_index import FORMAT, FORMAT_VERSION, SparseConfig, SparseIndex, build_sparse_matrices
+from drkit.index.build import build_index
+from drkit.index.linking import EntityLinker, LinkConfig, link_corpus
+from drkit.index.sparse import FORMAT, FORMAT_VERSION, SparseConfig, SparseIndex, build_sparse_matrices
+from drkit.util.artifact import MANIFEST, ArtifactWriter, file_checksum, load_array, read_jsonl, read_manifest
+from drkit.util.warnlog import WarningLog
 
 
 def listing(path):

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from drkit.cli import build_parser, main
-from drkit.linking import LinkConfig
-from drkit.sparse_index import SparseConfig, SparseIndex
+from drkit.index.linking import LinkConfig
+from drkit.index.sparse import SparseConfig, SparseIndex
 
 WIKI = """1 Kismet
 2 Kismet is a 1944 film directed by William Dieterle.

@@ -3,12 +3,19 @@
 import numpy as np
 import pytest
 
-from drkit.distant import (IGNORED, NEGATIVE, NEGATIVE_KINDS, POSITIVE, DistantConfig, DistantSupervision,
-                           relation_descriptions)
+from drkit.data.kb import Triple, read_kb
+from drkit.dense.distant import (
+    IGNORED,
+    NEGATIVE,
+    NEGATIVE_KINDS,
+    POSITIVE,
+    DistantConfig,
+    DistantSupervision,
+    relation_descriptions,
+)
+from drkit.dense.pretrain import PretrainConfig, batch_targets, sample_batch
 from drkit.errors import InputFormatError
-from drkit.kb import Triple, read_kb
-from drkit.pretrain import PretrainConfig, batch_targets, sample_batch
-from drkit.report import WarningLog
+from drkit.util.warnlog import WarningLog
 
 
 @pytest.fixture(scope="module")

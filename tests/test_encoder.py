@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from drkit.cli import main
-from drkit.encoder import DualEncoder, EncoderConfig
+from drkit.dense.encoder import DualEncoder, EncoderConfig
+from drkit.dense.mentions import EmbedConfig, MentionIndex, build_mention_index
+from drkit.dense.pretrain import PretrainConfig, pretrain
+from drkit.dense.slot_filling import rank_entities, read_slot_queries
+from drkit.dense.spans import span_logits
 from drkit.errors import ArtifactError, ConfigError, InputFormatError
-from drkit.mention_index import EmbedConfig, MentionIndex, build_mention_index
-from drkit.pretrain import PretrainConfig, pretrain
-from drkit.slot_filling import rank_entities, read_slot_queries
-from drkit.spans import span_logits
 
 FAST = dict(anchor_passages=2, queries_per_passage=3, max_passages=4, checkpoint_every=2, bf16=False)
 
@@ -224,8 +224,8 @@ def test_slot_queries_bad_lines(toy_index, tmp_path):
 
 
 def test_empty_passage_is_counted_not_dropped(encoder, toy_index):
-    from drkit.mention_index import embed_mentions
-    from drkit.report import WarningLog
+    from drkit.dense.mentions import embed_mentions
+    from drkit.util.warnlog import WarningLog
 
     class WithEmptyPassage:
         """The toy index with an empty passage inserted before passage 1."""
@@ -259,7 +259,7 @@ def test_overwrite_deletes_only_a_run_directory(toy_index, toy_files, tmp_path, 
 def test_chance_hits_matches_enumeration():
     from itertools import combinations
 
-    from drkit.slot_filling import chance_hits
+    from drkit.dense.slot_filling import chance_hits
 
     for n, g in [(1, 1), (4, 1), (7, 2), (6, 0), (3, 3)]:
         gold = set(range(g))

@@ -6,8 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from drkit.follow import (EntitySet, FollowConfig, FollowGraph, PassageWeights, dense_follow_reference,
-                          entity_set_mean, follow)
+from drkit.reason.follow import (
+    EntitySet,
+    FollowConfig,
+    FollowGraph,
+    PassageWeights,
+    dense_follow_reference,
+    entity_set_mean,
+    follow,
+)
 
 
 def random_graph(seed, n_entities=7, n_passages=6, n_mentions=30, dim=5, mu=3, dtype=torch.float64):
@@ -160,7 +167,7 @@ def test_two_hops_gradcheck():
 
 
 def test_passage_weights_dense_and_sparse_paths_agree(monkeypatch):
-    import drkit.follow as follow_module
+    import drkit.reason.follow as follow_module
 
     graph, A = random_graph(2)
     z = random_z(2, 4, graph.n_entities)
@@ -203,7 +210,7 @@ def test_follow_config_is_checked():
 @pytest.mark.parametrize("dense_limit", [None, 0])
 def test_passage_weights_without_self_loops(monkeypatch, dense_limit):
     """lookup(..., entities) equals Z^T A with A's self-loops (A[e, m] for m a mention of e) set to 0."""
-    import drkit.follow as follow_module
+    import drkit.reason.follow as follow_module
 
     if dense_limit is not None:
         monkeypatch.setattr(follow_module, "_DENSE_LIMIT", dense_limit)

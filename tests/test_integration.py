@@ -6,11 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drkit.index import build_index
-from drkit.kb import read_kb
-from drkit.sparse_index import SparseIndex
-from drkit.text import fold
-from drkit.tfidf import NgramHasher
+from drkit.data.kb import read_kb
+from drkit.data.text import fold
+from drkit.index.build import build_index
+from drkit.index.sparse import SparseIndex
+from drkit.index.tfidf import NgramHasher
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"

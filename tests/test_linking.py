@@ -8,12 +8,12 @@ import unicodedata
 import numpy as np
 import pytest
 
-from drkit.corpus import Article
+from drkit.data.corpus import Article
+from drkit.data.text import fold, is_token_boundary
+from drkit.data.tokenizer import load_tokenizer
 from drkit.errors import ConfigError
-from drkit.linking import EntityLinker, LinkConfig, LinkedCorpus, link_corpus
-from drkit.report import WarningLog
-from drkit.text import fold, is_token_boundary
-from drkit.tokenizer import load_tokenizer
+from drkit.index.linking import EntityLinker, LinkConfig, LinkedCorpus, link_corpus
+from drkit.util.warnlog import WarningLog
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from drkit.mips import ExactMIPS, FaissMIPS, recall_at_k
+from drkit.dense.mips import ExactMIPS, FaissMIPS, recall_at_k
 
 
 def reference(vectors, queries, k):

@@ -9,16 +9,17 @@ import pytest
 import torch
 
 from drkit.cli import main
-from drkit.encoder import DualEncoder, EncoderConfig
+from drkit.data.questions import load_questions
+from drkit.dense.encoder import DualEncoder, EncoderConfig
+from drkit.dense.mentions import EmbedConfig, build_mention_index
+from drkit.dense.pretrain import PretrainConfig, pretrain
 from drkit.errors import ConfigError
-from drkit.evaluate import evaluate, load_questions
-from drkit.follow import EntitySet, FollowConfig
-from drkit.mention_index import EmbedConfig, build_mention_index
-from drkit.model import DrKIT, ModelConfig
-from drkit.pretrain import PretrainConfig, pretrain
-from drkit.sparse_index import SparseConfig
-from drkit.train import TrainConfig, answer_set_loss, batch_indices, train
-from drkit.vkb import QuestionError, VirtualKB
+from drkit.index.sparse import SparseConfig
+from drkit.qa.evaluate import evaluate
+from drkit.reason.follow import EntitySet, FollowConfig
+from drkit.reason.model import DrKIT, ModelConfig
+from drkit.reason.train import TrainConfig, answer_set_loss, batch_indices, train
+from drkit.reason.vkb import QuestionError, VirtualKB
 
 FIRST = ["Anna", "Boris", "Clara", "Dmitri", "Elena", "Felix", "Greta", "Hugo", "Irene", "Jonas", "Karla", "Lukas"]
 LAST = ["Abbott", "Brennan", "Castillo", "Dorsey", "Eckhart", "Fairbanks", "Galloway", "Hartmann"]
@@ -69,7 +70,7 @@ def write_questions(path, films, kinds=("director", "year")):
 @pytest.fixture(scope="module")
 def films_kb(tmp_path_factory, tiny_base):
     """Index, untrained tiny encoder and its mention index over 48 synthetic films; questions split by film."""
-    from drkit.index import build_index
+    from drkit.index.build import build_index
 
     d = tmp_path_factory.mktemp("films")
     films = synthetic_films()
@@ -287,7 +288,7 @@ def test_cli_train_evaluate_ask(films_kb, tmp_path, capsys):
 
 def test_reproduce_pipeline_runs_and_resumes(films_kb, tmp_path):
     """The one-command pipeline on a MetaQA-shaped folder of the synthetic films (real encoder, tiny recipe)."""
-    from drkit.reproduce import ABLATIONS, reproduce_metaqa
+    from drkit.experiments.metaqa import ABLATIONS, reproduce_metaqa
 
     d, films = films_kb
     data = tmp_path / "data"
@@ -336,7 +337,7 @@ def test_reproduce_pipeline_runs_and_resumes(films_kb, tmp_path):
 
 def test_training_resumes_exactly(films_kb, tmp_path):
     """Interrupted after step 2 and run again, training ends with the same weights as an uninterrupted run."""
-    from drkit.runs import checkpoints
+    from drkit.util.runs import checkpoints
 
     d, _ = films_kb
     cfg = TrainConfig(steps=4, batch_size=8, eval_every=2, checkpoint_every=2, dev_sample=0, bf16=False)

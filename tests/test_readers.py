@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from drkit.corpus import Article, guess_corpus_format, read_corpus, read_jsonl_corpus, read_wikimovies
+from drkit.data.corpus import Article, guess_corpus_format, read_corpus, read_jsonl_corpus, read_wikimovies
+from drkit.data.kb import EntityTable, Triple, entities_from_kb, read_entity_list, read_kb
+from drkit.data.questions import Question, hops_from_path, parse_question_line, read_questions
 from drkit.errors import ConfigError, DrkitError, InputFormatError
-from drkit.kb import EntityTable, Triple, entities_from_kb, read_entity_list, read_kb
-from drkit.questions import Question, hops_from_path, parse_question_line, read_questions
-from drkit.report import WarningLog
+from drkit.util.warnlog import WarningLog
 
 
 def write(tmp_path, name: str, text: str, newline: str = "\n"):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from drkit.spans import best_span, log_probs_with_null, span_logits, span_nll, span_scores
+from drkit.dense.spans import best_span, log_probs_with_null, span_logits, span_nll, span_scores
 
 
 def slow_log_probs(logits_row, valid_row, null):

@@ -8,11 +8,17 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from drkit.kb import EntityTable
-from drkit.linking import LinkedCorpus
-from drkit.sparse_index import (SparseConfig, SparseIndex, _concat_ranges, _sum_by_key, build_sparse_matrices, ragged_expand,
-                                top_passages)
-from drkit.tfidf import NgramHasher, document_frequency, idf_weights, tfidf
+from drkit.data.kb import EntityTable
+from drkit.index.linking import LinkedCorpus
+from drkit.index.sparse import (
+    SparseConfig,
+    _concat_ranges,
+    _sum_by_key,
+    build_sparse_matrices,
+    ragged_expand,
+    top_passages,
+)
+from drkit.index.tfidf import NgramHasher, document_frequency, idf_weights, tfidf
 
 # ---------------------------------------------------------------------------------------------
 # ragged_expand
@@ -304,8 +310,8 @@ def test_sparse_config_validation():
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
-    from drkit.index import build_index
-    from drkit.linking import LinkConfig
+    from drkit.index.build import build_index
+    from drkit.index.linking import LinkConfig
 
     tmp = tmp_path_factory.mktemp("sparse_index")
     (tmp / "wiki.txt").write_text(

@@ -7,13 +7,13 @@ import random
 import numpy as np
 import pytest
 
-from drkit.corpus import Article
+from drkit.data.corpus import Article
+from drkit.data.kb import EntityTable, Triple
+from drkit.data.questions import Question
 from drkit.errors import DrkitError
-from drkit.kb import EntityTable, Triple
-from drkit.linking import EntityLinker, LinkConfig, link_corpus
-from drkit.questions import Question
-from drkit.sparse_index import SparseConfig, build_sparse_matrices
-from drkit.stats import index_counts, kb_coverage, sparse_reachability
+from drkit.index.linking import EntityLinker, LinkConfig, link_corpus
+from drkit.index.sparse import SparseConfig, build_sparse_matrices
+from drkit.index.stats import index_counts, kb_coverage, sparse_reachability
 
 # ---------------------------------------------------------------------------------------------
 # References

@@ -12,11 +12,11 @@ import pytest
 import scipy.sparse as sp
 
 from drkit.errors import ConfigError
-from drkit.sparse_index import SparseConfig, top_passages
-from drkit.tfidf import STOPWORDS, NgramHasher, document_frequency, idf_weights, tfidf
+from drkit.index.sparse import SparseConfig, top_passages
+from drkit.index.tfidf import STOPWORDS, NgramHasher, document_frequency, idf_weights, tfidf
 
 # ---------------------------------------------------------------------------------------------
-# Naive reference of the formulas in drkit.tfidf's docstring
+# Naive reference of the formulas in drkit.index.tfidf's docstring
 
 
 def ref_grams(text: str, ngram: int = 2) -> list[str]:

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
-from .errors import ArtifactError
+from drkit import __version__
+from drkit.errors import ArtifactError
 
 MANIFEST = "manifest.json"
 

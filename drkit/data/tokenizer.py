@@ -11,7 +11,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import ConfigError
+from drkit.errors import ConfigError
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 

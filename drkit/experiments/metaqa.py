@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError
-from .follow import FollowConfig
-from .model import ModelConfig
-from .runs import settings_diff
-from .train import TrainConfig
+from drkit.errors import ConfigError
+from drkit.reason.follow import FollowConfig
+from drkit.reason.model import ModelConfig
+from drkit.reason.train import TrainConfig
+from drkit.util.runs import settings_diff
 
 HOPS = (1, 2, 3)
 K_SWEEP = (1000, 3000, 10000, 30000)
@@ -65,12 +65,12 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
 
     With `curriculum`, the h-hop model starts from the (h-1)-hop model of the same recipe where that one
     is trained here (a 2-hop model from the 1-hop one, a 3-hop model from the 2-hop one)."""
-    from .ask import load_for_questions
-    from .evaluate import evaluate
-    from .index import build_index
-    from .mention_index import build_mention_index
-    from .pretrain import PretrainConfig, pretrain
-    from .train import train
+    from drkit.dense.mentions import build_mention_index
+    from drkit.dense.pretrain import PretrainConfig, pretrain
+    from drkit.index.build import build_index
+    from drkit.qa.ask import load_for_questions
+    from drkit.qa.evaluate import evaluate
+    from drkit.reason.train import train
 
     data, out = Path(data), Path(out)
     for f in ["wiki.txt", "kb.txt"] + [f"{h}-hop/vanilla/qa_{s}.txt" for h in hops for s in ("train", "dev")]:
@@ -185,9 +185,10 @@ def _summary(metrics: dict) -> dict:
 def k_sweep_points(index_dir, model_dir, questions, ks=K_SWEEP, n_questions: int = 2000, seed: int = 0) -> list[dict]:
     """Hits@1 and questions/s (batch 64) of one model for several K, with the model's retrieval and
     with the other one (global retrieval searches by exact MIPS), on a seeded sample of questions."""
-    from .ask import load_for_questions
-    from .evaluate import answer_batches, hits, load_questions
-    from .follow import RETRIEVALS
+    from drkit.data.questions import load_questions
+    from drkit.qa.ask import load_for_questions
+    from drkit.reason.follow import RETRIEVALS
+    from drkit.reason.predict import answer_batches, hits
 
     model, vkb = load_for_questions(index_dir, model_dir)
     items = [it for it in load_questions(questions, vkb.index.entities) if it.problem is None]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .errors import ConfigError
+from drkit.errors import ConfigError
 
 
 def _as_queries(queries, dim: int) -> torch.Tensor:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .errors import InputFormatError
-from .text import fold
+from drkit.data.text import fold
+from drkit.errors import InputFormatError
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .errors import ConfigError, InputFormatError
-from .report import WarningLog
+from drkit.errors import ConfigError, InputFormatError
+from drkit.util.warnlog import WarningLog
 
 CORPUS_FORMATS = ("wikimovies", "jsonl")
 _NUMBERED_LINE = re.compile(r"^(\d+)(?:[ \t]+(.*))?$")

@@ -15,12 +15,12 @@ from typing import Iterable, Sequence
 import ahocorasick
 import numpy as np
 
-from .corpus import Article
-from .errors import ConfigError
-from .progress import progress
-from .report import WarningLog
-from .text import fold, is_token_boundary
-from .tokenizer import DEFAULT_ENCODER, load_tokenizer
+from drkit.data.corpus import Article
+from drkit.data.text import fold, is_token_boundary
+from drkit.data.tokenizer import DEFAULT_ENCODER, load_tokenizer
+from drkit.errors import ConfigError
+from drkit.util.progress import progress
+from drkit.util.warnlog import WarningLog
 
 _SENTENCE_END = frozenset(".!?;:")
 

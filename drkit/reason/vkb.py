@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError, DrkitError
-from .follow import FollowGraph
-from .mention_index import MentionIndex
-from .mips import ExactMIPS
-from .questions import _TOPIC
-from .sparse_index import SparseIndex
+from drkit.data.questions import _TOPIC
+from drkit.dense.mentions import MentionIndex
+from drkit.dense.mips import ExactMIPS
+from drkit.errors import ConfigError, DrkitError
+from drkit.index.sparse import SparseIndex
+from drkit.reason.follow import FollowGraph
 
 
 class QuestionError(DrkitError):
@@ -95,7 +95,7 @@ class VirtualKB:
     @property
     def linker(self):
         if self._linker is None:
-            from .linking import EntityLinker, LinkConfig
+            from drkit.index.linking import EntityLinker, LinkConfig
 
             min_len = self.index.manifest.get("config", {}).get("link", {}).get("min_name_length",
                                                                              LinkConfig().min_name_length)

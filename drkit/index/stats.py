@@ -8,9 +8,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import ConfigError
-from .kb import EntityTable, Triple
-from .questions import Question
+from drkit.data.kb import EntityTable, Triple
+from drkit.data.questions import Question
+from drkit.errors import ConfigError
 
 
 def index_counts(entities: EntityTable, n_linkable: int, n_articles: int, n_passages: int,

@@ -1,13 +1,13 @@
 """The sparse part of the virtual KB: A_{E->M} (entity -> co-occurring mentions) and B_{M->E}.
 
-For entity e with surface-form vector G(e) and passage vectors F(d) (see `drkit.tfidf`), the
+For entity e with surface-form vector G(e) and passage vectors F(d) (see `drkit.index.tfidf`), the
 passages d with the `mu` highest scores S(e, d) > epsilon are kept, and every mention m in them gets
 ``A[e, m] = S(e, d_m)``. S is the TF-IDF score G(e).F(d), except that for an entity the linker found
 in some passage, a passage where it was not found scores ``unlinked_weight`` times G(e).F(d): a
 TF-IDF search for a name also returns passages that share only some of its words ("God Is Brazilian"
 for "God's Not Dead"), and the linked ones, which hold the whole name, come first. With
 ``unlinked_weight = 1`` S is the paper's G(e).F(d). The follow uses A as the paper's indicator
-``1{S > epsilon}`` or weighted by ``S / max_d S(e, d)`` (see `drkit.follow`). ``B[m] = e_m`` is each
+``1{S > epsilon}`` or weighted by ``S / max_d S(e, d)`` (see `drkit.reason.follow`). ``B[m] = e_m`` is each
 mention's entity.
 
 `ragged_expand` computes ``Z^T A`` for a batch of sparse entity sets by slicing only the rows of
@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .artifact import load_array, read_jsonl, read_manifest
-from .errors import ArtifactError, ConfigError
-from .kb import EntityTable
-from .linking import LinkedCorpus
-from .progress import progress
-from .tfidf import NgramHasher, document_frequency, idf_weights, tfidf
+from drkit.data.kb import EntityTable
+from drkit.errors import ArtifactError, ConfigError
+from drkit.index.linking import LinkedCorpus
+from drkit.index.tfidf import NgramHasher, document_frequency, idf_weights, tfidf
+from drkit.util.artifact import load_array, read_jsonl, read_manifest
+from drkit.util.progress import progress
 
 FORMAT = "drkit.sparse_index"
 FORMAT_VERSION = 1
@@ -217,7 +217,7 @@ def _sum_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 class SparseIndex:
-    """A built sparse index, loaded read-only (arrays memory-mapped). See `drkit.index.build_index`."""
+    """A built sparse index, loaded read-only (arrays memory-mapped). See `drkit.index.build.build_index`."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)

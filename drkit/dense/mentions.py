@@ -4,7 +4,7 @@ Artifact format ``drkit.mention_index``: ``mention_vectors.npy`` (M, p) float16,
 the sparse index (memory-mapped when loaded), and ``manifest.json`` recording the encoder (path and
 checksum of its weights), the sparse index it belongs to (checksum of its mention table) and the
 embedding run's throughput. `MentionIndex.searcher` gives exact or approximate MIPS behind
-``search(queries, k) -> (scores, ids)`` (`drkit.mips`).
+``search(queries, k) -> (scores, ids)`` (`drkit.dense.mips`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .artifact import ArtifactWriter, file_checksum, load_array, read_manifest
-from .encoder import DualEncoder
-from .errors import ArtifactError, ConfigError
-from .mips import ExactMIPS, FaissMIPS
-from .progress import progress
-from .report import WarningLog
-from .sparse_index import SparseIndex, passage_mention_indptr
+from drkit.dense.encoder import DualEncoder
+from drkit.dense.mips import ExactMIPS, FaissMIPS
+from drkit.errors import ArtifactError, ConfigError
+from drkit.index.sparse import SparseIndex, passage_mention_indptr
+from drkit.util.artifact import ArtifactWriter, file_checksum, load_array, read_manifest
+from drkit.util.progress import progress
+from drkit.util.warnlog import WarningLog
 
 FORMAT = "drkit.mention_index"
 FORMAT_VERSION = 1

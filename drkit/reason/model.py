@@ -6,7 +6,7 @@ that, pooled into a start query and an end query projected by V_t:
 ``g~_t(q) = [V_st,t^T h_t ; V_en,t^T h_t]``, and the hop is conditioned on where it starts from:
 ``g_t(q, Z_{t-1}) = g~_t(q) + U_t^T (Z_{t-1}^T E)``, where row e of E is the average of the word
 embeddings of entity e's name (frozen, so E costs no parameters) and U_t is learned (zero at start).
-Then ``Z_t = follow(Z_{t-1}, g_t)`` (`drkit.follow`); Z_0 is the question entity.
+Then ``Z_t = follow(Z_{t-1}, g_t)`` (`drkit.reason.follow`); Z_0 is the question entity.
 
 Initialisation: with the pretrained 6-layer query encoder, the shared layers are its layers 1-4 and
 every hop's two layers are copies of its layers 5-6, with its start/end projections and its mean
@@ -30,9 +30,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from .artifact import ArtifactWriter, read_manifest
-from .errors import ConfigError
-from .follow import EntitySet, FollowConfig, FollowTrace, entity_set_mean, follow
+from drkit.errors import ConfigError
+from drkit.reason.follow import EntitySet, FollowConfig, FollowTrace, entity_set_mean, follow
+from drkit.util.artifact import ArtifactWriter, read_manifest
 
 FORMAT = "drkit.model"
 FORMAT_VERSION = 1
@@ -148,7 +148,7 @@ def model_dir_of(path: str | Path) -> Path:
 
 
 class DrKIT(nn.Module):
-    """Question encoder + textual follows. `forward` needs a `drkit.vkb.VirtualKB` to follow in."""
+    """Question encoder + textual follows. `forward` needs a `drkit.reason.vkb.VirtualKB` to follow in."""
 
     def __init__(self, config: ModelConfig, follow_config: FollowConfig, bert_config, dim: int, tokenizer,
                  max_question_pieces: int = 48):
@@ -258,7 +258,7 @@ class DrKIT(nn.Module):
     def load(cls, path: str | Path) -> "DrKIT":
         from transformers import AutoConfig, AutoTokenizer
 
-        from .encoder import load_weights
+        from drkit.dense.encoder import load_weights
 
         path = Path(path)
         manifest = read_manifest(path, FORMAT, FORMAT_VERSION)

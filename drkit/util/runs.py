@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .errors import ConfigError
+from drkit.errors import ConfigError
 
 
 def settings_diff(previous: dict, settings: dict, prefix: str = "") -> list[str]:

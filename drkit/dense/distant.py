@@ -29,10 +29,10 @@ from typing import Iterable
 
 import numpy as np
 
-from .errors import ConfigError, InputFormatError
-from .kb import Triple
-from .report import WarningLog
-from .sparse_index import SparseIndex, _concat_ranges, passage_mention_indptr
+from drkit.data.kb import Triple
+from drkit.errors import ConfigError, InputFormatError
+from drkit.index.sparse import SparseIndex, _concat_ranges, passage_mention_indptr
+from drkit.util.warnlog import WarningLog
 
 NEGATIVE_KINDS = ("shared_entity", "shared_relation", "random")
 POSITIVE, NEGATIVE, IGNORED = 1, 0, -1

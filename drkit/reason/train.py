@@ -23,16 +23,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .encoder import DualEncoder
-from .errors import ConfigError
-from .evaluate import answer_batches, hits, load_questions
-from .follow import EntitySet, FollowConfig, segment_logsumexp
-from .mention_index import MentionIndex, resolve_encoder_dir
-from .model import DrKIT, ModelConfig, model_dir_of
-from .progress import progress
-from .runs import checkpoints, linear_schedule, prepare_run, read_log, save_checkpoint, truncate_log
-from .sparse_index import SparseIndex
-from .vkb import VirtualKB
+from drkit.data.questions import load_questions
+from drkit.dense.encoder import DualEncoder
+from drkit.dense.mentions import MentionIndex, resolve_encoder_dir
+from drkit.errors import ConfigError
+from drkit.index.sparse import SparseIndex
+from drkit.reason.follow import EntitySet, FollowConfig, segment_logsumexp
+from drkit.reason.model import DrKIT, ModelConfig, model_dir_of
+from drkit.reason.predict import answer_batches, hits
+from drkit.reason.vkb import VirtualKB
+from drkit.util.progress import progress
+from drkit.util.runs import checkpoints, linear_schedule, prepare_run, read_log, save_checkpoint, truncate_log
 
 
 @dataclass(frozen=True)

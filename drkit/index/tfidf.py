@@ -21,7 +21,7 @@ from typing import Iterable
 import numpy as np
 import scipy.sparse as sp
 
-from .text import fold
+from drkit.data.text import fold
 
 _WORD = re.compile(r"\w+")
 

@@ -8,57 +8,14 @@ in Hits@k over all lines, and is counted by reason in the metrics; nothing is dr
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from .errors import ConfigError, InputFormatError
-from .progress import progress
-from .questions import parse_question_line
-
-
-@dataclass
-class QAItem:
-    line: int
-    text: str = ""  # brackets removed
-    topic_name: str = ""
-    topic: int = -1
-    answers: tuple[str, ...] = ()
-    answer_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    problem: str | None = None  # why the line cannot be scored
-    problem_kind: str | None = None
-
-
-def load_questions(path: str | Path, entities) -> list[QAItem]:
-    """Every non-blank line of a MetaQA-format file, resolved against the index's `entities`.
-
-    Malformed lines and unknown question entities become items with a `problem`, not exceptions."""
-    items = []
-    try:
-        f = open(path, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read the question file {path}: {exc.strerror}") from exc
-    with f:
-        for line_no, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            try:
-                q = parse_question_line(raw, path, line_no)
-            except InputFormatError as exc:
-                items.append(QAItem(line_no, text=raw.strip(), problem=str(exc), problem_kind="malformed_line"))
-                continue
-            topic = entities.lookup(q.topic)
-            answer_ids = np.array(sorted({i for i in map(entities.lookup, q.answers) if i is not None}), dtype=np.int64)
-            item = QAItem(line_no, q.text, q.topic, -1 if topic is None else topic, q.answers, answer_ids)
-            if topic is None:
-                item.problem = f"{path}:{line_no}: the question entity [{q.topic}] is not an entity of the index"
-                item.problem_kind = "unknown_question_entity"
-            items.append(item)
-    return items
+from drkit.data.questions import load_questions
+from drkit.errors import ConfigError, InputFormatError
+from drkit.reason.predict import answer_batches, hits
 
 
 def read_qtypes(path: str | Path, question_path: str | Path) -> dict[int, str]:
@@ -72,29 +29,6 @@ def read_qtypes(path: str | Path, question_path: str | Path) -> dict[int, str]:
     if len(types) != n_lines:
         raise InputFormatError(path, None, f"{len(types)} question types for the {n_lines} lines of {question_path}")
     return {i + 1: t for i, t in enumerate(types)}
-
-
-@torch.no_grad()
-def answer_batches(model, vkb, texts: list[str], topics: np.ndarray, batch_size: int = 64, top: int = 5,
-                   hops: int | None = None, desc: str | None = None):
-    """Top-`top` answers (ids, probs) of each question, and the seconds spent answering."""
-    ids = np.full((len(texts), top), -1, dtype=np.int64)
-    probs = np.zeros((len(texts), top), dtype=np.float32)
-    seconds = 0.0
-    starts = range(0, len(texts), batch_size)
-    for lo in progress(starts, desc=desc, unit="batch") if desc else starts:
-        t = time.perf_counter()
-        out = model(texts[lo : lo + batch_size], topics[lo : lo + batch_size], vkb, hops=hops)
-        i, p = out[-1].z.top(top)
-        seconds += time.perf_counter() - t
-        ids[lo : lo + len(i)], probs[lo : lo + len(i)] = i, p
-    return ids, probs, seconds
-
-
-def hits(predicted: np.ndarray, items: list[QAItem], k: int) -> np.ndarray:
-    """Whether one of the top-k predicted ids of each item is an answer (False for unscorable items)."""
-    return np.array([it.problem is None and bool(np.isin(predicted[r, :k], it.answer_ids).any())
-                     for r, it in enumerate(items)], dtype=bool)
 
 
 def evaluate(model, vkb, questions: str | Path, out: str | Path | None = None, qtypes: str | Path | None = None,

@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from .artifact import ArtifactWriter, read_manifest
-from .errors import ArtifactError, ConfigError
-from .tokenizer import DEFAULT_ENCODER, encoder_path
+from drkit.data.tokenizer import DEFAULT_ENCODER, encoder_path
+from drkit.errors import ArtifactError, ConfigError
+from drkit.util.artifact import ArtifactWriter, read_manifest
 
 FORMAT = "drkit.encoder"
 FORMAT_VERSION = 1
@@ -104,7 +104,7 @@ class DualEncoder(nn.Module):
     @classmethod
     def from_base(cls, config: EncoderConfig = EncoderConfig()) -> "DualEncoder":
         """A new (not pretrained) encoder from the base transformer."""
-        from .tokenizer import load_tokenizer
+        from drkit.data.tokenizer import load_tokenizer
 
         path = encoder_path(config.base)
         passage_model = _load_transformer(path)
@@ -120,7 +120,7 @@ class DualEncoder(nn.Module):
     def save(self, out: str | Path, overwrite: bool = False, extra_manifest: dict | None = None) -> None:
         from safetensors.torch import save_file
 
-        from .tokenizer import tokenizer_fingerprint
+        from drkit.data.tokenizer import tokenizer_fingerprint
 
         with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
             state = {k: v.detach().contiguous().clone() for k, v in self.state_dict().items()}

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .errors import ConfigError
-from .model import DrKIT, model_dir_of
-from .vkb import VirtualKB, check_model_index
+from drkit.errors import ConfigError
+from drkit.reason.model import DrKIT, model_dir_of
+from drkit.reason.vkb import VirtualKB, check_model_index
 
 
 @dataclass

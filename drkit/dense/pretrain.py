@@ -2,14 +2,14 @@
 
 One step takes `anchor_passages` passages in a seeded order (an epoch visits every passage that is a
 positive of some training query), up to `queries_per_passage` of each one's training queries, and
-one hard negative passage per query (the kinds in turn, `drkit.distant.NEGATIVE_KINDS`) until the
+one hard negative passage per query (the kinds in turn, `drkit.dense.distant.NEGATIVE_KINDS`) until the
 step holds `max_passages` passages. Each passage is encoded once and every query of the step is
 scored against every passage of the step, each pair labelled by `DistantSupervision.label`; so the
 other queries' passages act as further negatives. The loss is the mean span NLL of the positive pairs
-plus `negative_weight` times that of the negative pairs (`drkit.spans`).
+plus `negative_weight` times that of the negative pairs (`drkit.dense.spans`).
 
 A run directory holds ``checkpoints/`` (resumed automatically), ``train_log.jsonl``, ``heldout.jsonl``
-(the held-out queries), ``run.json`` and, when done, ``encoder/`` (a `drkit.encoder` artifact).
+(the held-out queries), ``run.json`` and, when done, ``encoder/`` (a `drkit.dense.encoder` artifact).
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .distant import IGNORED, NEGATIVE, NEGATIVE_KINDS, POSITIVE, DistantConfig, DistantSupervision
-from .encoder import DualEncoder, EncoderConfig
-from .errors import ConfigError
-from .kb import read_kb
-from .progress import progress
-from .report import WarningLog
-from .runs import checkpoints, linear_schedule, prepare_run, save_checkpoint, truncate_log
-from .sparse_index import SparseIndex
-from .spans import log_probs_with_null, span_logits, span_nll
+from drkit.data.kb import read_kb
+from drkit.dense.distant import IGNORED, NEGATIVE, NEGATIVE_KINDS, POSITIVE, DistantConfig, DistantSupervision
+from drkit.dense.encoder import DualEncoder, EncoderConfig
+from drkit.dense.spans import log_probs_with_null, span_logits, span_nll
+from drkit.errors import ConfigError
+from drkit.index.sparse import SparseIndex
+from drkit.util.progress import progress
+from drkit.util.runs import checkpoints, linear_schedule, prepare_run, save_checkpoint, truncate_log
+from drkit.util.warnlog import WarningLog
 
 
 @dataclass(frozen=True)

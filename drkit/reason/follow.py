@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import ConfigError
-from .sparse_index import SparseIndex, _concat_ranges, passage_mention_indptr
+from drkit.errors import ConfigError
+from drkit.index.sparse import SparseIndex, _concat_ranges, passage_mention_indptr
 
 AGGREGATIONS = ("max", "sum")
 RETRIEVALS = ("global", "restricted")

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .corpus import iter_json_objects
-from .encoder import DualEncoder
-from .errors import InputFormatError
-from .mention_index import MentionIndex
-from .progress import progress
-from .sparse_index import SparseIndex
+from drkit.data.corpus import iter_json_objects
+from drkit.dense.encoder import DualEncoder
+from drkit.dense.mentions import MentionIndex
+from drkit.errors import InputFormatError
+from drkit.index.sparse import SparseIndex
+from drkit.util.progress import progress
 
 
 def read_slot_queries(path: str | Path, index: SparseIndex) -> list[dict]:

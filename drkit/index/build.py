@@ -1,7 +1,7 @@
 """`build_index`: corpus + entities -> a sparse index artifact (the `drkit index` command).
 
-Reads the corpus and the entities, links and splits passages (`drkit.linking`), builds A_{E->M}
-and B_{M->E} (`drkit.sparse_index`), computes the statistics (`drkit.stats`) and writes one
+Reads the corpus and the entities, links and splits passages (`drkit.index.linking`), builds A_{E->M}
+and B_{M->E} (`drkit.index.sparse`), computes the statistics (`drkit.index.stats`) and writes one
 self-describing directory:
 
     manifest.json                format, version, config, input checksums, counts, command
@@ -29,16 +29,16 @@ from typing import Sequence
 
 import numpy as np
 
-from .artifact import ArtifactWriter, file_checksum
-from .corpus import guess_corpus_format, read_corpus
-from .errors import ConfigError
-from .kb import EntityTable, entities_from_kb, read_entity_list, read_kb
-from .linking import EntityLinker, LinkConfig, LinkedCorpus, link_corpus
-from .questions import hops_from_path, read_questions
-from .report import WarningLog
-from .sparse_index import FORMAT, FORMAT_VERSION, SparseConfig, SparseIndex, build_sparse_matrices
-from .stats import index_counts, kb_coverage, sparse_reachability_sets
-from .tokenizer import tokenizer_fingerprint
+from drkit.data.corpus import guess_corpus_format, read_corpus
+from drkit.data.kb import EntityTable, entities_from_kb, read_entity_list, read_kb
+from drkit.data.questions import hops_from_path, read_questions
+from drkit.data.tokenizer import tokenizer_fingerprint
+from drkit.errors import ConfigError
+from drkit.index.linking import EntityLinker, LinkConfig, LinkedCorpus, link_corpus
+from drkit.index.sparse import FORMAT, FORMAT_VERSION, SparseConfig, SparseIndex, build_sparse_matrices
+from drkit.index.stats import index_counts, kb_coverage, sparse_reachability_sets
+from drkit.util.artifact import ArtifactWriter, file_checksum
+from drkit.util.warnlog import WarningLog
 
 
 def parse_question_spec(spec: str) -> tuple[int, Path]:

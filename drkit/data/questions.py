@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from .errors import InputFormatError
+import numpy as np
+
+from drkit.errors import ConfigError, InputFormatError
 
 _TOPIC = re.compile(r"\[([^\[\]]+)\]")
 _HOPS_IN_PATH = re.compile(r"(\d)-hop")
@@ -51,3 +53,43 @@ def hops_from_path(path: str | Path) -> int | None:
     """The hop count named in a MetaQA path such as ``2-hop/vanilla/qa_dev.txt``, or None."""
     found = _HOPS_IN_PATH.findall(str(path))
     return int(found[-1]) if found else None
+
+
+@dataclass
+class QAItem:
+    line: int
+    text: str = ""  # brackets removed
+    topic_name: str = ""
+    topic: int = -1
+    answers: tuple[str, ...] = ()
+    answer_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    problem: str | None = None  # why the line cannot be scored
+    problem_kind: str | None = None
+
+
+def load_questions(path: str | Path, entities) -> list[QAItem]:
+    """Every non-blank line of a MetaQA-format file, resolved against the index's `entities`.
+
+    Malformed lines and unknown question entities become items with a `problem`, not exceptions."""
+    items = []
+    try:
+        f = open(path, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the question file {path}: {exc.strerror}") from exc
+    with f:
+        for line_no, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                q = parse_question_line(raw, path, line_no)
+            except InputFormatError as exc:
+                items.append(QAItem(line_no, text=raw.strip(), problem=str(exc), problem_kind="malformed_line"))
+                continue
+            topic = entities.lookup(q.topic)
+            answer_ids = np.array(sorted({i for i in map(entities.lookup, q.answers) if i is not None}), dtype=np.int64)
+            item = QAItem(line_no, q.text, q.topic, -1 if topic is None else topic, q.answers, answer_ids)
+            if topic is None:
+                item.problem = f"{path}:{line_no}: the question entity [{q.topic}] is not an entity of the index"
+                item.problem_kind = "unknown_question_entity"
+            items.append(item)
+    return items
