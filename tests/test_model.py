@@ -17,7 +17,7 @@ from drkit.errors import ConfigError
 from drkit.index.sparse import SparseConfig
 from drkit.qa.evaluate import evaluate
 from drkit.reason.follow import EntitySet, FollowConfig
-from drkit.reason.model import DrKIT, ModelConfig
+from drkit.reason.model import ModelConfig, MultiHopModel
 from drkit.reason.train import TrainConfig, answer_set_loss, batch_indices, train
 from drkit.reason.vkb import QuestionError, VirtualKB
 
@@ -92,7 +92,7 @@ SMALL = ModelConfig(shared_layers=1, hop_layers=1)
 def test_question_encoder_starts_as_the_pretrained_query_encoder(films_kb):
     d, _ = films_kb
     enc = DualEncoder.load(d / "enc" / "encoder")
-    model = DrKIT.from_encoder(enc, ModelConfig(hops=2, shared_layers=1, hop_layers=1)).eval()
+    model = MultiHopModel.from_encoder(enc, ModelConfig(hops=2, shared_layers=1, hop_layers=1)).eval()
     assert model.random_init == []
     texts = ["who directed [The Silver River]", "when was it released"]
     ids, mask = model.tokenize(texts)
@@ -106,14 +106,14 @@ def test_question_encoder_starts_as_the_pretrained_query_encoder(films_kb):
 def test_model_save_load_round_trip(films_kb, tmp_path):
     d, _ = films_kb
     vkb = VirtualKB.load(d / "index", d / "mentions")
-    model = DrKIT.from_encoder(DualEncoder.load(d / "enc" / "encoder"), ModelConfig(hops=2, **{"shared_layers": 1, "hop_layers": 1}),
+    model = MultiHopModel.from_encoder(DualEncoder.load(d / "enc" / "encoder"), ModelConfig(hops=2, **{"shared_layers": 1, "hop_layers": 1}),
                                FollowConfig(top_k=50, temperature=2.0))
     with torch.no_grad():
         for p in model.encoder.entity.parameters():
             p.normal_()  # make the entity term matter
     model.set_entities(vkb.entity_names)
     model.save(tmp_path / "m")
-    loaded = DrKIT.load(tmp_path / "m")
+    loaded = MultiHopModel.load(tmp_path / "m")
     loaded.set_entities(vkb.entity_names)
     assert loaded.follow_config == model.follow_config and loaded.config == model.config
     topic = np.array([vkb.index.entities.lookup("The Silver River") or 0, 1])
@@ -130,13 +130,13 @@ def test_warm_start_copies_each_hop_from_a_trained_model(films_kb, tmp_path):
     d, _ = films_kb
     enc = DualEncoder.load(d / "enc" / "encoder")
     shape = {"shared_layers": 1, "hop_layers": 1}
-    source = DrKIT.from_encoder(enc, ModelConfig(hops=2, **shape))
+    source = MultiHopModel.from_encoder(enc, ModelConfig(hops=2, **shape))
     torch.manual_seed(3)
     with torch.no_grad():
         for p in source.parameters():
             p.add_(0.05 * torch.randn_like(p))  # every hop different from the pretrained encoder and each other
         source.tfidf_power.copy_(torch.tensor([3.0, 5.0]))
-    model = DrKIT.from_encoder(enc, ModelConfig(hops=3, **shape))
+    model = MultiHopModel.from_encoder(enc, ModelConfig(hops=3, **shape))
     model.eval(), source.eval()
     assert model.init_from_model(source) == ["hop 1 <- hop 1", "hop 2 <- hop 2", "hop 3 <- hop 2"]
     assert model.tfidf_power.tolist() == [3.0, 5.0, 5.0]
@@ -151,7 +151,7 @@ def test_warm_start_copies_each_hop_from_a_trained_model(films_kb, tmp_path):
                                        source.encoder.hop_query(h_src, mask, s, z_emb))
         assert not torch.allclose(model.encoder.hop_query(h, mask, 0, z_emb), model.encoder.hop_query(h, mask, 1, z_emb))
     with pytest.raises(Exception, match="another shape"):
-        DrKIT.from_encoder(enc, ModelConfig(hops=1, shared_layers=0, hop_layers=1)).init_from_model(source)
+        MultiHopModel.from_encoder(enc, ModelConfig(hops=1, shared_layers=0, hop_layers=1)).init_from_model(source)
 
 
 def test_training_from_init(films_kb, tmp_path):
@@ -204,7 +204,7 @@ def test_end_to_end_training_beats_chance(films_kb, tmp_path):
                       checkpoint_every=30, bf16=False)
     train(d / "index", d / "mentions", d / "train.txt", d / "dev.txt", tmp_path / "run", model_config=SMALL,
           follow_config=FollowConfig(top_k=200, temperature=1.0), config=cfg, log=lambda *a: None)
-    model = DrKIT.load(tmp_path / "run" / "model")
+    model = MultiHopModel.load(tmp_path / "run" / "model")
     vkb = VirtualKB.load(d / "index", d / "mentions")
     model.set_entities(vkb.entity_names)
     metrics = evaluate(model, vkb, d / "dev.txt", tmp_path / "eval", qps_sample=0, log=lambda *a: None)
@@ -224,7 +224,7 @@ def test_evaluate_accounts_for_every_line(films_kb, tmp_path):
                  "who directed [No Such Film]\tSomebody\n"
                  f"when was [{films[1]['title']}] released\t{films[1]['year']}|1066\n", encoding="utf-8")
     vkb = VirtualKB.load(d / "index", d / "mentions")
-    model = DrKIT.from_encoder(DualEncoder.load(d / "enc" / "encoder"), SMALL)
+    model = MultiHopModel.from_encoder(DualEncoder.load(d / "enc" / "encoder"), SMALL)
     model.set_entities(vkb.entity_names)
     metrics = evaluate(model.eval(), vkb, f, tmp_path / "out", qps_sample=2, log=lambda *a: None)
     assert metrics["lines"] == 4 and metrics["scored"] == 2

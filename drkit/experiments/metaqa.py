@@ -136,7 +136,7 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
         short = ablation_steps is not None and any(train_steps.get(h) != ablation_steps for h in hops)
         suffix = f"-{ablation_steps}steps" if short else ""
         samples = {h: dev_sample(dev_file(h), out / f"dev-sample-{h}hop.txt", ablation_questions) for h in hops}
-        results["ablation_setup"] = {"steps": ablation_steps or "as DrKIT", "questions": {
+        results["ablation_setup"] = {"steps": ablation_steps or "as MultiHopModel", "questions": {
             h: sum(1 for line in samples[h].read_text(encoding="utf-8").splitlines() if line.strip()) for h in hops}}
         results["ablations"]["drkit"] = {"what": "DrKIT" + (f", {ablation_steps} steps like the ablations" if short else ""),
                                          **{h: _summary(train_and_eval("drkit" + suffix, h, out / "mentions", {}, {},

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from drkit.errors import ConfigError
-from drkit.reason.model import DrKIT, model_dir_of
+from drkit.reason.model import MultiHopModel, model_dir_of
 from drkit.reason.vkb import VirtualKB, check_model_index
 
 
@@ -33,7 +33,7 @@ def load_for_questions(index_dir, model_dir, mentions_dir=None, searcher: str = 
     """(model, virtual KB) ready to answer. `model_dir` is a model or a ``drkit train`` run holding one in
     ``model/``; the mention index defaults to the one the model was trained with."""
     model_dir = model_dir_of(model_dir)
-    model = DrKIT.load(model_dir)
+    model = MultiHopModel.load(model_dir)
     mentions_dir = mentions_dir or model.manifest.get("mentions", {}).get("path")
     if not mentions_dir:
         raise ConfigError(f"{model_dir} does not name its mention index; pass --mentions")
@@ -52,7 +52,7 @@ def snippet(text: str, start: int, end: int, width: int = 110) -> str:
 
 
 @torch.no_grad()
-def ask(model: DrKIT, vkb: VirtualKB, question: str, hops: int | None = None, top: int = 5, chain_top: int = 3) -> dict:
+def ask(model: MultiHopModel, vkb: VirtualKB, question: str, hops: int | None = None, top: int = 5, chain_top: int = 3) -> dict:
     """Answers and reasoning chain of one question, as a JSON-ready dict. Raises `QuestionError`."""
     parsed = vkb.parse(question)
     outs = model([parsed.text], np.array([parsed.topic]), vkb, hops=hops, trace=True)
@@ -80,7 +80,7 @@ def ask(model: DrKIT, vkb: VirtualKB, question: str, hops: int | None = None, to
             "chain": chain}
 
 
-def _via(vkb: VirtualKB, model: DrKIT, t: int, prev_ids, prev_probs, passage: int, entity: int) -> str | None:
+def _via(vkb: VirtualKB, model: MultiHopModel, t: int, prev_ids, prev_probs, passage: int, entity: int) -> str | None:
     """The entity of Z_{t-1} that weighs most in ``(Z^T A)`` at `passage`: its probability times its
     A weight there (the mention's own entity excluded unless A has self-loops)."""
     graph = vkb.graph

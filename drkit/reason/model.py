@@ -147,7 +147,7 @@ def model_dir_of(path: str | Path) -> Path:
     return path
 
 
-class DrKIT(nn.Module):
+class MultiHopModel(nn.Module):
     """Question encoder + textual follows. `forward` needs a `drkit.reason.vkb.VirtualKB` to follow in."""
 
     def __init__(self, config: ModelConfig, follow_config: FollowConfig, bert_config, dim: int, tokenizer,
@@ -173,7 +173,7 @@ class DrKIT(nn.Module):
         model.random_init = model.encoder.init_from(encoder)
         return model
 
-    def init_from_model(self, other: "DrKIT") -> list[str]:
+    def init_from_model(self, other: "MultiHopModel") -> list[str]:
         """Warm start from a trained model with the same encoder shape (a curriculum: a 2-hop model from a
         1-hop one, a 3-hop model from a 2-hop one). Embeddings and shared layers are copied; hop t copies
         the other model's hop t, or its last hop where it has fewer. Returns, per hop, where it came from."""
@@ -255,7 +255,7 @@ class DrKIT(nn.Module):
                               parameters=sum(p.numel() for p in self.parameters()), **(extra_manifest or {}))
 
     @classmethod
-    def load(cls, path: str | Path) -> "DrKIT":
+    def load(cls, path: str | Path) -> "MultiHopModel":
         from transformers import AutoConfig, AutoTokenizer
 
         from drkit.dense.encoder import load_weights

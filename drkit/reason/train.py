@@ -29,7 +29,7 @@ from drkit.dense.mentions import MentionIndex, resolve_encoder_dir
 from drkit.errors import ConfigError
 from drkit.index.sparse import SparseIndex
 from drkit.reason.follow import EntitySet, FollowConfig, segment_logsumexp
-from drkit.reason.model import DrKIT, ModelConfig, model_dir_of
+from drkit.reason.model import ModelConfig, MultiHopModel, model_dir_of
 from drkit.reason.predict import answer_batches, hits
 from drkit.reason.vkb import VirtualKB
 from drkit.util.progress import progress
@@ -72,7 +72,7 @@ def answer_set_loss(z: EntitySet, answers: list[np.ndarray], n_entities: int) ->
     return -per_row[torch.from_numpy(np.flatnonzero(reachable))].mean(), reachable
 
 
-def _optimizer(model: DrKIT, config: TrainConfig):
+def _optimizer(model: MultiHopModel, config: TrainConfig):
     heads = [p for n, p in model.named_parameters()
              if n.startswith(("encoder.start.", "encoder.end.", "encoder.entity.")) and p.requires_grad]
     powers = [model.tfidf_power] if model.tfidf_power.requires_grad else []
@@ -100,7 +100,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
     """Train (or resume training) a DrKIT model; the best model on the dev sample is written to ``out/model``.
 
     `init`: a trained model (or training run) to start from instead of the pretrained encoder alone, with
-    the same mention index (see `DrKIT.init_from_model`)."""
+    the same mention index (see `MultiHopModel.init_from_model`)."""
     run = Path(out)
     mentions = MentionIndex.load(mentions_dir)  # its manifest names the encoder; the vectors stay unread
     encoder_dir = resolve_encoder_dir(encoder_dir or mentions.manifest["encoder"]["path"])
@@ -133,10 +133,10 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
         dev_items = [dev_items[i] for i in np.sort(rng.choice(len(dev_items), config.dev_sample, replace=False))]
 
     encoder = DualEncoder.load(encoder_dir)
-    model = DrKIT.from_encoder(encoder, model_config, follow_config)
+    model = MultiHopModel.from_encoder(encoder, model_config, follow_config)
     del encoder
     if init is not None:
-        source = DrKIT.load(init)
+        source = MultiHopModel.load(init)
         theirs = source.manifest.get("mentions", {}).get("encoder_sha256")
         if theirs != vkb.mentions.manifest["encoder"]["sha256"]:
             raise ConfigError(f"--init {init} was trained over a mention index of another encoder than {mentions_dir}")
