@@ -24,8 +24,9 @@ import numpy as np
 import torch
 
 from drkit.data.questions import load_questions
-from drkit.qa.ask import load_for_questions
+from drkit.qa.pipeline import DrKIT
 from drkit.reason.predict import answer_batches, hits
+from drkit.reason.vkb import VirtualKB
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,7 +101,8 @@ def main() -> None:
     for spec in args.model:
         hops, _, path = spec.partition(":")
         hops = int(hops)
-        model, vkb = load_for_questions(args.index, path)
+        kit = DrKIT.load(args.index, path)
+        model, vkb = kit.model, kit.vkb
         items = sample(Path(args.data) / f"{hops}-hop/vanilla/qa_dev.txt", vkb.index.entities, args.questions)
         base = model.follow_config
         rows = []
@@ -116,7 +118,7 @@ def main() -> None:
                  "breakdown_batch64": breakdown(model, vkb, items)}
         try:
             model.follow_config = dataclasses.replace(base, retrieval="global")
-            _, vkb_f = load_for_questions(args.index, path, searcher="faiss", nprobe=args.nprobe)
+            vkb_f = VirtualKB(vkb.index, vkb.mentions, "faiss", nprobe=args.nprobe)
             for batch in (64, 1):
                 r = measure(model, vkb_f, items if batch == 64 else items[:200], batch, hops)
                 entry.setdefault("faiss", []).append({"nprobe": args.nprobe, "K": base.top_k, "batch": batch, **r})

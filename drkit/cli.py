@@ -16,22 +16,21 @@ from drkit.index.sparse import SparseConfig
 
 
 def add_config_flags(parser: argparse.ArgumentParser, config_cls, title: str) -> None:
-    """One ``--field-name`` flag per field of the frozen dataclass `config_cls`."""
+    """One ``--field-name`` flag per field of the frozen dataclass `config_cls`, its help from the field's
+    ``metadata["help"]``. A field whose default is None (meaning "keep what the artifact says") gives its
+    type in ``metadata["type"]``; ``metadata["choices"]`` restricts the values."""
     group = parser.add_argument_group(title)
     for f in dataclasses.fields(config_cls):
+        flag, dest = "--" + f.name.replace("_", "-"), f"{config_cls.__name__}.{f.name}"
+        shown = "the model's" if f.default is None else f.default
+        help_text = f"{f.metadata.get('help', '')} (default: {shown})"
         if isinstance(f.default, bool):
-            group.add_argument("--" + f.name.replace("_", "-"), dest=f"{config_cls.__name__}.{f.name}",
-                               action=argparse.BooleanOptionalAction, default=f.default,
-                               help=f"{f.metadata.get('help', '')} (default: {f.default})")
+            group.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
             continue
-        group.add_argument(
-            "--" + f.name.replace("_", "-"),
-            dest=f"{config_cls.__name__}.{f.name}",
-            type=type(f.default),
-            default=f.default,
-            metavar=type(f.default).__name__.upper(),
-            help=f"{f.metadata.get('help', '')} (default: {f.default})",
-        )
+        choices = f.metadata.get("choices")
+        kind = f.metadata.get("type", str if choices else type(f.default))
+        group.add_argument(flag, dest=dest, type=kind, default=f.default, choices=choices,
+                           metavar=None if choices else kind.__name__.upper(), help=help_text)
 
 
 def config_from_args(args: argparse.Namespace, config_cls):
@@ -232,34 +231,26 @@ def _run_train(args) -> int:
 
 
 def _model_flags(p) -> None:
+    from drkit.qa.pipeline import LoadConfig, QueryConfig
+
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index")
     p.add_argument("--model", required=True, metavar="DIR", help="trained model: a 'drkit train' run or its model/ directory")
     p.add_argument("--mentions", metavar="DIR", default=None,
                    help="mention index (default: the one the model was trained with)")
-    p.add_argument("--hops", type=int, default=None, help="hops to run (default: the model's)")
-    p.add_argument("--mips", choices=("exact", "faiss"), default="exact",
-                   help="MIPS search of global retrieval (default: exact; faiss implies --retrieval global)")
-    p.add_argument("--retrieval", choices=("restricted", "global"), default=None,
-                   help="retrieval of each hop (default: the model's)")
-    p.add_argument("--top-k", type=int, default=None, metavar="K", help="mentions retrieved per hop (default: the model's)")
-    p.add_argument("--min-weight", type=float, default=None, metavar="W",
-                   help="restricted retrieval skips the passages whose weight is below W times the row's largest "
-                   "(0: none skipped, exact equation 5; default: the model's)")
+    add_config_flags(p, LoadConfig, "virtual KB")
+    add_config_flags(p, QueryConfig, "question time (overrides of the model's settings)")
 
 
-def _load_model(args):
-    import dataclasses
+def _load_kit(args):
+    from drkit.qa.pipeline import DrKIT, LoadConfig, QueryConfig
 
-    from drkit.qa.ask import load_for_questions
-
-    model, vkb = load_for_questions(args.index, args.model, args.mentions, args.mips)
-    overrides = {"top_k": args.top_k, "min_weight": args.min_weight,
-                 "retrieval": args.retrieval or ("global" if args.mips == "faiss" else None)}
-    model.follow_config = dataclasses.replace(model.follow_config, **{k: v for k, v in overrides.items() if v is not None})
-    return model, vkb
+    return DrKIT.load(args.index, args.model, args.mentions, config_from_args(args, LoadConfig)), \
+        config_from_args(args, QueryConfig)
 
 
 def _evaluate_parser(sub) -> None:
+    from drkit.qa.evaluate import EvaluateConfig
+
     p = sub.add_parser(
         "evaluate",
         help="score a trained model on a MetaQA-format question file",
@@ -271,16 +262,16 @@ def _evaluate_parser(sub) -> None:
     p.add_argument("--questions", required=True, metavar="FILE", help="questions, 'text with [entity]<TAB>a1|a2|...' per line")
     p.add_argument("--qtypes", metavar="FILE", default=None, help="question type of each line of FILE")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for metrics.json and predictions.jsonl")
-    p.add_argument("--batch-size", type=int, default=64, help="questions per batch (default: 64)")
-    p.add_argument("--qps-sample", type=int, default=200, help="questions timed at batch 1 (default: 200; 0: skip)")
+    add_config_flags(p, EvaluateConfig, "evaluation")
     p.set_defaults(run=_run_evaluate)
 
 
 def _run_evaluate(args) -> int:
-    from drkit.qa.evaluate import evaluate
+    from drkit.qa.evaluate import EvaluateConfig, evaluate
 
-    model, vkb = _load_model(args)
-    metrics = evaluate(model, vkb, args.questions, args.out, args.qtypes, args.batch_size, args.qps_sample, args.hops,
+    kit, query = _load_kit(args)
+    config = config_from_args(args, EvaluateConfig)
+    metrics = evaluate(kit, args.questions, args.out, args.qtypes, config.batch_size, config.qps_sample, query,
                        log=lambda line: print(line, file=sys.stderr))
     print(f"Hits@1 {metrics['hits@1']:.4f}  Hits@5 {metrics['hits@5']:.4f}  ({metrics['scored']:,} of {metrics['lines']:,} "
           f"lines scored); wrote {args.out}/metrics.json")
@@ -288,6 +279,8 @@ def _run_evaluate(args) -> int:
 
 
 def _ask_parser(sub) -> None:
+    from drkit.qa.ask import AskConfig
+
     p = sub.add_parser(
         "ask",
         help="answer questions and show each answer's reasoning chain",
@@ -297,27 +290,26 @@ def _ask_parser(sub) -> None:
     )
     _model_flags(p)
     p.add_argument("questions", nargs="+", metavar="QUESTION")
-    p.add_argument("--top", type=int, default=5, help="answers to print (default: 5)")
-    p.add_argument("--chain-top", type=int, default=3, help="entities shown per hop (default: 3)")
-    p.add_argument("--json", action="store_true", help="print one JSON object per question instead of text")
+    add_config_flags(p, AskConfig, "output")
     p.set_defaults(run=_run_ask)
 
 
 def _run_ask(args) -> int:
     import json
 
-    from drkit.qa.ask import ask, format_answer
+    from drkit.qa.ask import AskConfig, format_result
 
-    model, vkb = _load_model(args)
+    kit, query = _load_kit(args)
+    config = config_from_args(args, AskConfig)
     failed = 0
     for q in args.questions:
         try:
-            result = ask(model, vkb, q, args.hops, args.top, args.chain_top)
+            result = kit.answer(q, config.top, config.chain_top, query)
         except DrkitError as exc:
             print(f"drkit ask: error: {exc}", file=sys.stderr)
             failed += 1
             continue
-        print(json.dumps(result, ensure_ascii=False) if args.json else "\n".join(format_answer(result)))
+        print(json.dumps(result.to_dict(), ensure_ascii=False) if config.json else "\n".join(format_result(result)))
     return 2 if failed else 0
 
 

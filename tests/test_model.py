@@ -16,6 +16,7 @@ from drkit.dense.pretrain import PretrainConfig, pretrain
 from drkit.errors import ConfigError
 from drkit.index.sparse import SparseConfig
 from drkit.qa.evaluate import evaluate
+from drkit.qa.pipeline import DrKIT
 from drkit.reason.follow import EntitySet, FollowConfig
 from drkit.reason.model import ModelConfig, MultiHopModel
 from drkit.reason.train import TrainConfig, answer_set_loss, batch_indices, train
@@ -206,8 +207,7 @@ def test_end_to_end_training_beats_chance(films_kb, tmp_path):
           follow_config=FollowConfig(top_k=200, temperature=1.0), config=cfg, log=lambda *a: None)
     model = MultiHopModel.load(tmp_path / "run" / "model")
     vkb = VirtualKB.load(d / "index", d / "mentions")
-    model.set_entities(vkb.entity_names)
-    metrics = evaluate(model, vkb, d / "dev.txt", tmp_path / "eval", qps_sample=0, log=lambda *a: None)
+    metrics = evaluate(DrKIT(model, vkb), d / "dev.txt", tmp_path / "eval", qps_sample=0, log=lambda *a: None)
     chance = _chance_hits(vkb, load_questions(d / "dev.txt", vkb.index.entities))
     dev = [json.loads(line) for line in (tmp_path / "run" / "dev_log.jsonl").read_text().splitlines()]
     assert metrics["hits@1"] >= chance + 0.3, (metrics["hits@1"], chance, dev)
@@ -226,7 +226,7 @@ def test_evaluate_accounts_for_every_line(films_kb, tmp_path):
     vkb = VirtualKB.load(d / "index", d / "mentions")
     model = MultiHopModel.from_encoder(DualEncoder.load(d / "enc" / "encoder"), SMALL)
     model.set_entities(vkb.entity_names)
-    metrics = evaluate(model.eval(), vkb, f, tmp_path / "out", qps_sample=2, log=lambda *a: None)
+    metrics = evaluate(DrKIT(model, vkb), f, tmp_path / "out", qps_sample=2, log=lambda *a: None)
     assert metrics["lines"] == 4 and metrics["scored"] == 2
     assert metrics["not_scored"] == {"malformed_line": 1, "unknown_question_entity": 1}
     assert metrics["answers_not_entities"] == 1

@@ -68,8 +68,8 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
     from drkit.dense.mentions import build_mention_index
     from drkit.dense.pretrain import PretrainConfig, pretrain
     from drkit.index.build import build_index
-    from drkit.qa.ask import load_for_questions
     from drkit.qa.evaluate import evaluate
+    from drkit.qa.pipeline import DrKIT
     from drkit.reason.train import train
 
     data, out = Path(data), Path(out)
@@ -113,9 +113,9 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
         ev = out / (f"eval-{tag}-{h}hop" if questions is None else f"eval-sample-{tag}-{h}hop")
         if not (ev / "metrics.json").exists():
             def run_eval():
-                model, vkb = load_for_questions(out / "index", run / "model")
+                kit = DrKIT.load(out / "index", run / "model")
                 qtypes = data / f"{h}-hop/qa_dev_qtype.txt"
-                evaluate(model, vkb, questions or dev_file(h), ev,
+                evaluate(kit, questions or dev_file(h), ev,
                          qtypes if questions is None and qtypes.exists() else None, log=log)
             timings.run(ev.name.replace("eval-", "evaluate-", 1), run_eval, log)
         return json.loads((ev / "metrics.json").read_text())
@@ -186,11 +186,12 @@ def k_sweep_points(index_dir, model_dir, questions, ks=K_SWEEP, n_questions: int
     """Hits@1 and questions/s (batch 64) of one model for several K, with the model's retrieval and
     with the other one (global retrieval searches by exact MIPS), on a seeded sample of questions."""
     from drkit.data.questions import load_questions
-    from drkit.qa.ask import load_for_questions
+    from drkit.qa.pipeline import DrKIT
     from drkit.reason.follow import RETRIEVALS
     from drkit.reason.predict import answer_batches, hits
 
-    model, vkb = load_for_questions(index_dir, model_dir)
+    kit = DrKIT.load(index_dir, model_dir)
+    model, vkb = kit.model, kit.vkb
     items = [it for it in load_questions(questions, vkb.index.entities) if it.problem is None]
     if len(items) > n_questions:
         keep = np.sort(np.random.default_rng(seed).choice(len(items), n_questions, replace=False))

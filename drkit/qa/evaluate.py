@@ -7,15 +7,34 @@ in Hits@k over all lines, and is counted by reason in the metrics; nothing is dr
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from drkit.data.questions import load_questions
 from drkit.errors import ConfigError, InputFormatError
-from drkit.reason.predict import answer_batches, hits
+from drkit.qa.pipeline import DrKIT, QueryConfig
+from drkit.reason.predict import hits
+from drkit.reason.vkb import ParsedQuestion
+from drkit.util.progress import progress
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    """Batching and timing of ``drkit evaluate``."""
+
+    batch_size: int = field(default=64, metadata={"help": "questions per batch"})
+    qps_sample: int = field(default=200, metadata={"help": "questions timed again at batch 1 (0: skip)"})
+
+    def __post_init__(self):
+        if self.batch_size < 1 or self.qps_sample < 0:
+            raise ConfigError(f"batch_size must be at least 1 and qps_sample at least 0, got {self.batch_size} "
+                              f"and {self.qps_sample}")
 
 
 def read_qtypes(path: str | Path, question_path: str | Path) -> dict[int, str]:
@@ -31,19 +50,19 @@ def read_qtypes(path: str | Path, question_path: str | Path) -> dict[int, str]:
     return {i + 1: t for i, t in enumerate(types)}
 
 
-def evaluate(model, vkb, questions: str | Path, out: str | Path | None = None, qtypes: str | Path | None = None,
-             batch_size: int = 64, qps_sample: int = 200, hops: int | None = None, log=print) -> dict:
-    """Hits@1/5 of `model` on a MetaQA-format file; writes metrics.json and predictions.jsonl to `out`."""
+def evaluate(kit: DrKIT, questions: str | Path, out: str | Path | None = None, qtypes: str | Path | None = None,
+             batch_size: int = 64, qps_sample: int = 200, query: QueryConfig = QueryConfig(), log=print) -> dict:
+    """Hits@1/5 of `kit` on a MetaQA-format file; writes metrics.json and predictions.jsonl to `out`."""
+    model, vkb = kit.model, kit.vkb
     items = load_questions(questions, vkb.index.entities)
     if not items:
         raise ConfigError(f"{questions} holds no question")
     types = read_qtypes(qtypes, questions) if qtypes else None
     ok = [r for r, it in enumerate(items) if it.problem is None]
-    texts = [items[r].text for r in ok]
-    topics = np.array([items[r].topic for r in ok], dtype=np.int64)
+    parsed = [ParsedQuestion(items[r].text, items[r].topic, items[r].topic_name, "bracketed") for r in ok]
     pred_ids = np.full((len(items), 5), -1, dtype=np.int64)
     pred_probs = np.zeros((len(items), 5), dtype=np.float32)
-    ids, probs, seconds = answer_batches(model, vkb, texts, topics, batch_size, hops=hops, desc="evaluate")
+    ids, probs, seconds = _answer_ids(kit, parsed, batch_size, query, desc="evaluate")
     pred_ids[ok], pred_probs[ok] = ids, probs
     h1, h5 = hits(pred_ids, items, 1), hits(pred_ids, items, 5)
     problems = Counter(it.problem_kind for it in items if it.problem)
@@ -58,13 +77,13 @@ def evaluate(model, vkb, questions: str | Path, out: str | Path | None = None, q
         "hits@1_scored": float(h1[ok].mean()) if ok else 0.0,
         "answers_not_entities": int(sum(len(it.answers) - len(it.answer_ids) for it in items if it.problem is None)),
         "no_answer_is_an_entity": int(sum(1 for it in items if it.problem is None and len(it.answer_ids) == 0)),
-        "hops": hops or model.config.hops,
-        "follow": {k: v for k, v in vars(model.follow_config).items()},
+        "hops": query.hops or model.config.hops,
+        "follow": dataclasses.asdict(query.follow_config(model.follow_config)),
         "throughput": {f"batch_{batch_size}_questions_per_s": round(len(ok) / seconds, 2) if seconds else None},
     }
     if qps_sample and ok:
         sample = min(qps_sample, len(ok))
-        _, _, s1 = answer_batches(model, vkb, texts[:sample], topics[:sample], 1, hops=hops)
+        _, _, s1 = _answer_ids(kit, parsed[:sample], 1, query)
         metrics["throughput"]["batch_1_questions_per_s"] = round(sample / s1, 2)
         metrics["throughput"]["batch_1_sample"] = sample
     if types is not None:
@@ -96,3 +115,20 @@ def evaluate(model, vkb, questions: str | Path, out: str | Path | None = None, q
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
         (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return metrics
+
+
+def _answer_ids(kit: DrKIT, parsed: list[ParsedQuestion], batch_size: int, query: QueryConfig, top: int = 5,
+                desc: str | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+    """(N, top) answer ids (-1 padded) and probabilities through `DrKIT.answer_batch`, and the seconds it took."""
+    ids = np.full((len(parsed), top), -1, dtype=np.int64)
+    probs = np.zeros((len(parsed), top), dtype=np.float32)
+    seconds = 0.0
+    starts = range(0, len(parsed), batch_size)
+    for lo in progress(starts, desc=desc, unit="batch") if desc else starts:
+        t = time.perf_counter()
+        results = kit.answer_batch(parsed[lo : lo + batch_size], top=top, chain_top=0, query=query)
+        seconds += time.perf_counter() - t
+        for r, res in enumerate(results, lo):
+            ids[r, : len(res.answers)] = [a.entity_id for a in res.answers]
+            probs[r, : len(res.answers)] = [a.prob for a in res.answers]
+    return ids, probs, seconds

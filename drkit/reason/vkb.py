@@ -61,6 +61,11 @@ class VirtualKB:
                 self._searcher = self.mentions.searcher(self._searcher_kind, **kw)
         return self._searcher
 
+    @property
+    def searcher_kind(self) -> str:
+        """"exact" or "faiss": the MIPS of global retrieval."""
+        return self._searcher_kind
+
     def search(self, queries: np.ndarray, k: int):
         return self.searcher.search(queries, k)
 

@@ -1,0 +1,118 @@
+"""The front door, `DrKIT.load(index, model).answer(question)`, on the synthetic film corpus of test_model:
+typed results whose chain points at real mentions, batch-independent answers, per-call settings."""
+
+import json
+
+import numpy as np
+import pytest
+from test_model import SMALL, films_kb  # noqa: F401  (films_kb is a fixture)
+
+from drkit.errors import ConfigError
+from drkit.qa.ask import format_result
+from drkit.qa.pipeline import DrKIT, QueryConfig, Result, _best_mention_of_slot
+from drkit.reason.follow import FollowConfig
+from drkit.reason.model import ModelConfig
+from drkit.reason.train import TrainConfig, train
+from drkit.reason.vkb import QuestionError
+
+
+@pytest.fixture(scope="module")
+def kit(films_kb, tmp_path_factory):  # noqa: F811
+    d, _ = films_kb
+    run = tmp_path_factory.mktemp("pipeline") / "run"
+    train(d / "index", d / "mentions", d / "train.txt", d / "dev.txt", run,
+          model_config=ModelConfig(hops=2, shared_layers=SMALL.shared_layers, hop_layers=SMALL.hop_layers),
+          follow_config=FollowConfig(top_k=100), config=TrainConfig(steps=4, batch_size=4, bf16=False, eval_every=4),
+          log=lambda *a: None)
+    return DrKIT.load(d / "index", run)
+
+
+def _questions(films):
+    return [f"who directed [{f['title']}]" for f in films[:6]] + [f"when was [{f['title']}] released" for f in films[6:12]]
+
+
+def test_answer_gives_typed_results_with_a_chain_of_real_mentions(kit, films_kb):  # noqa: F811
+    _, films = films_kb
+    result = kit.answer(f"who directed [{films[0]['title']}]", top=4, chain_top=3)
+    assert isinstance(result, Result)
+    assert result.question_entity == films[0]["title"] and result.found_by == "bracketed"
+    assert result.text == f"who directed {films[0]['title']}"
+    assert result.hops == 2 and [h.hop for h in result.chain] == [1, 2]
+    assert 1 <= len(result.answers) <= 4
+    probs = [a.prob for a in result.answers]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-5
+    assert [a.entity for a in result.answers] == [kit.entity_names[a.entity_id] for a in result.answers]
+    # the last hop's top entities are the answers
+    assert [e.entity_id for e in result.chain[-1].top] == [a.entity_id for a in result.answers[:3]]
+    index = kit.vkb.index
+    for hop in result.chain:
+        assert hop.n_entities >= len(hop.top) >= 1
+        for e in hop.top:
+            ev = e.evidence
+            entity, passage = (int(x) for x in index.mentions[ev.mention_id][:2])
+            assert entity == e.entity_id and passage == ev.passage_id  # the mention is one of the entity's
+            assert ev.text == index.passage_text(passage)
+            assert ev.text[ev.start:ev.end].casefold() == e.entity.casefold()  # offsets point at its name
+            assert ev.title == index.article_titles[int(index.passage_article[passage])]
+    # hop 1 can only reach passages through Z_0 = the question entity
+    assert all(e.evidence.via == films[0]["title"] for e in result.chain[0].top)
+
+
+def test_answers_do_not_depend_on_the_batch(kit, films_kb):  # noqa: F811
+    _, films = films_kb
+    questions = _questions(films)
+    together = kit.answer_batch(questions, top=5, chain_top=2)
+    for q, batched in zip(questions, together):
+        alone = kit.answer(q, top=5, chain_top=2)
+        assert [a.entity_id for a in alone.answers] == [a.entity_id for a in batched.answers], q
+        np.testing.assert_allclose([a.prob for a in alone.answers], [a.prob for a in batched.answers], rtol=1e-5, atol=1e-7)
+        assert [[e.evidence.mention_id for e in h.top] for h in alone.chain] == \
+            [[e.evidence.mention_id for e in h.top] for h in batched.chain]
+
+
+def test_per_call_settings_leave_the_model_unchanged(kit, films_kb):  # noqa: F811
+    _, films = films_kb
+    q = f"who directed [{films[1]['title']}]"
+    before = kit.model.follow_config
+    one = kit.answer(q, query=QueryConfig(hops=1, top_k=7, min_weight=0.0, retrieval="global"))
+    assert one.hops == 1 and len(one.chain) == 1
+    assert kit.model.follow_config == before
+    assert kit.answer(q).hops == 2
+    with pytest.raises(ConfigError, match="2 trained hops"):
+        kit.answer(q, query=QueryConfig(hops=3))
+    with pytest.raises(ConfigError, match="min_weight"):
+        kit.answer(q, query=QueryConfig(min_weight=2.0))
+    with pytest.raises(ConfigError, match="hops"):
+        QueryConfig(hops=0)
+    with pytest.raises(QuestionError, match="not an entity"):
+        kit.answer("who directed [No Such Film]")
+    assert kit.answer_batch([]) == []
+
+
+def test_without_a_chain_and_as_json(kit, films_kb):  # noqa: F811
+    _, films = films_kb
+    q = f"when was [{films[2]['title']}] released"
+    bare = kit.answer(q, chain_top=0)
+    full = kit.answer(q)
+    assert bare.chain == () and [a.entity_id for a in bare.answers] == [a.entity_id for a in full.answers]
+    record = json.loads(json.dumps(full.to_dict()))
+    assert record["answers"][0]["entity"] == full.answers[0].entity
+    hop = record["chain"][0]["top"][0]
+    assert hop["snippet"].count("[[") == 1 and {"passage_id", "title", "start", "end", "via"} <= set(hop)
+    text = "\n".join(format_result(full))
+    assert text.startswith(f"Q: {q}") and "hop 2" in text and "[[" in text
+
+
+def test_best_mention_of_each_slot_matches_a_loop():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        n, slots = int(rng.integers(0, 40)), int(rng.integers(1, 10))
+        slot = rng.integers(0, slots, n)
+        logits = rng.normal(size=n).astype(np.float32)
+        mentions = rng.permutation(1000)[:n]
+        expected = np.full(slots, -1)
+        for s in range(slots):
+            cand = np.flatnonzero(slot == s)
+            if len(cand):
+                expected[s] = mentions[cand[np.argmax(logits[cand])]]
+        np.testing.assert_array_equal(_best_mention_of_slot(slot, logits, mentions, slots), expected)
