@@ -27,6 +27,13 @@ def query_id(ds, text):
     return ds.queries.texts.index(text)
 
 
+def fact(ds, q, answer):
+    """The KB fact (subject, relation, object) that query q states with `answer`, in its forward form."""
+    qs = ds.queries
+    s, rel = int(qs.subject[q]), qs.relations[int(qs.relation[q])]
+    return (int(answer), rel, s) if qs.inverse[q] else (s, rel, int(answer))
+
+
 def slow_passage_entities(index, p):
     return {int(e) for e, pp in zip(index.mentions[:, 0], index.mentions[:, 1]) if pp == p}
 
@@ -50,13 +57,24 @@ def test_positives_match_brute_force(ds):
         assert ds.positives(q).tolist() == want, ds.queries.texts[q]
 
 
+def slow_withheld(ds, q):
+    """Answers of q whose fact is stated by a held-out query (q itself not held out)."""
+    if q in ds.heldout:
+        return set()
+    held = {fact(ds, int(h), a) for h in ds.heldout for a in ds.queries.answers(int(h))}
+    return {int(a) for a in ds.queries.answers(q) if fact(ds, q, a) in held}
+
+
 def test_labels_follow_the_rule(ds):
     idx = ds.index
+    assert any(slow_withheld(ds, q) for q in range(len(ds.queries)))
     for q in range(len(ds.queries)):
         subj, answers = int(ds.queries.subject[q]), set(ds.queries.answers(q).tolist())
+        withheld = slow_withheld(ds, q)
         for p in range(idx.n_passages):
             ents = slow_passage_entities(idx, p)
-            want = NEGATIVE if not ents & answers else POSITIVE if subj in ents else IGNORED
+            want = (NEGATIVE if not ents & answers else IGNORED if ents & withheld
+                    else POSITIVE if subj in ents else IGNORED)
             assert ds.label(q, p) == want
 
 
@@ -112,6 +130,64 @@ def test_heldout_queries_are_never_trained_on(ds):
     for step in range(6):
         batch = sample_batch(ds, PretrainConfig(anchor_passages=2, max_passages=4), step)
         assert not set(batch.queries.tolist()) & set(ds.heldout.tolist())
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_no_fact_of_a_heldout_query_is_trained_in_either_direction(toy_index, toy_files, seed):
+    ds = DistantSupervision(toy_index, read_kb(toy_files / "kb.txt"), DistantConfig(holdout=0.3, split_seed=seed))
+    held = {fact(ds, int(q), a) for q in ds.heldout for a in ds.queries.answers(int(q))}
+    assert held
+    m = np.asarray(ds.index.mentions)
+    trained = set()  # every (query, gold answer) pair that training can see, as a fact
+    for q in ds.train:
+        for p in range(ds.index.n_passages):
+            if ds.label(int(q), p) == POSITIVE:
+                trained |= {fact(ds, int(q), e) for e in m[ds.gold_mentions(int(q), p), 0]}
+    assert trained and not trained & held
+    for step in range(8):  # and what the pretraining batches mark as gold
+        batch = sample_batch(ds, PretrainConfig(anchor_passages=2, max_passages=4, seed=seed), step)
+        L = 2 + max(len(ds.index.passage_pieces(int(p))) for p in batch.passages)
+        labels, gold_start, _ = batch_targets(ds, batch, L)
+        for a, q in enumerate(batch.queries):
+            for b, p in enumerate(batch.passages):
+                rows = m[m[:, 1] == p]
+                gold = {fact(ds, int(q), r[0]) for r in rows if gold_start[a, b, r[2] + 1] and r[0] != ds.queries.subject[q]}
+                assert not gold & held, (ds.queries.texts[int(q)], ds.index.passage_text(int(p)))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_withheld_answers_and_training_positives_match_brute_force(toy_index, toy_files, seed):
+    ds = DistantSupervision(toy_index, read_kb(toy_files / "kb.txt"), DistantConfig(holdout=0.3, split_seed=seed))
+    assert len(ds.heldout) == round(0.3 * ds.has_positive.sum())  # the fraction is still of the queries
+    train = []
+    for q in range(len(ds.queries)):
+        withheld = slow_withheld(ds, q)
+        assert ds.withheld(q).tolist() == sorted(withheld)
+        want = [] if q in ds.heldout else [
+            p for p in ds.positives(q).tolist() if not slow_passage_entities(ds.index, p) & withheld]
+        assert ds.training_positives(q).tolist() == want, ds.queries.texts[q]
+        train += [q] if want else []
+    assert ds.train.tolist() == train
+    held_facts = {fact(ds, int(h), a) for h in ds.heldout for a in ds.queries.answers(int(h))}
+    assert ds.summary()["heldout_facts"] == len(held_facts)
+
+
+def test_inverse_query_of_a_heldout_fact_keeps_its_other_answers(toy_index, toy_files):
+    kb = read_kb(toy_files / "kb.txt")
+    for seed in range(100):  # a split holding out one of Walter Lang's films' "directed by" only
+        ds = DistantSupervision(toy_index, kb, DistantConfig(holdout=0.2, split_seed=seed))
+        moon, fair = query_id(ds, "Moon Over Miami, directed by, ?"), query_id(ds, "State Fair, directed by, ?")
+        lang = query_id(ds, "Walter Lang, directed, ?")
+        if ds.is_heldout[moon] and not ds.is_heldout[fair] and not ds.is_heldout[lang]:
+            break
+    else:
+        pytest.fail("no such split")
+    names = ds.index.entities.names
+    assert [names[a] for a in ds.withheld(lang)] == ["Moon Over Miami"]
+    assert lang in ds.train
+    assert [ds.index.passage_text(int(p)).split("\n")[0] for p in ds.training_positives(lang)] == ["State Fair"]
+    miami = [p for p in range(ds.index.n_passages) if ds.index.passage_text(p).startswith("Moon Over Miami")][0]
+    assert ds.label(lang, miami) == IGNORED and lang not in ds.training_queries(miami)
 
 
 def test_batches_are_reproducible_and_bounded(ds):

@@ -168,7 +168,8 @@ def pretrain(index_dir: str | Path, kb: str | Path, out: str | Path, config: Pre
     ds = DistantSupervision(index, read_kb(kb), distant_config, warnings)
     summary = ds.summary()
     log(f"pretraining data: {summary['queries']:,} slot-filling queries ({summary['with_passage']:,} stated in some "
-        f"passage), {summary['positive_pairs']:,} positive (query, passage) pairs; {summary['heldout']:,} queries held out")
+        f"passage), {summary['positive_pairs']:,} positive (query, passage) pairs; {summary['heldout']:,} queries held out "
+        f"with their {summary['heldout_facts']:,} facts")
     for line in warnings.lines():
         log(line)
     with open(run / "heldout.jsonl", "w", encoding="utf-8") as f:
