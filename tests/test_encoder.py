@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from drkit.cli import main
-from drkit.dense.encoder import DualEncoder, EncoderConfig
+from drkit.dense.encoder import DualEncoder, EncoderConfig, mean_pool
 from drkit.dense.mentions import EmbedConfig, MentionIndex, build_mention_index
 from drkit.dense.pretrain import PretrainConfig, pretrain
 from drkit.dense.slot_filling import rank_entities, read_slot_queries
@@ -20,6 +20,38 @@ FAST = dict(anchor_passages=2, queries_per_passage=3, max_passages=4, checkpoint
 @pytest.fixture(scope="module")
 def encoder(tiny_base):
     return DualEncoder.from_base(EncoderConfig(base=str(tiny_base), dim=16)).eval()
+
+
+def slow_mean_pool(hidden, mask):
+    rows = []
+    for h, m in zip(hidden, mask):
+        kept = [h[i] for i in range(len(m)) if m[i]]
+        rows.append(sum(kept) / len(kept) if kept else torch.zeros(h.shape[-1], dtype=h.dtype))
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_mean_pool_matches_slow_reference(dtype):
+    gen = torch.Generator().manual_seed(0)
+    hidden = torch.randn(5, 7, 3, generator=gen, dtype=dtype)
+    mask = (torch.rand(5, 7, generator=gen) < 0.6).long()
+    mask[0] = 1  # no padding
+    mask[1] = 0  # nothing to pool: zeros
+    mask[2, 1:] = 0  # one position
+    assert torch.allclose(mean_pool(hidden, mask), slow_mean_pool(hidden, mask))
+    assert mean_pool(hidden, mask).dtype == dtype
+
+
+def test_query_encoder_is_mean_pooled(encoder):
+    batch = encoder.query_batch(["Kismet, directed by, ?", "a much longer query, with more word pieces, ?"])
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    assert mask[0].sum() < mask[1].sum()  # the first is padded
+    with torch.no_grad():
+        qs, qe = encoder.encode_queries(ids, mask)
+        h = encoder.query_model(input_ids=ids, attention_mask=mask).last_hidden_state
+        pooled = slow_mean_pool(h, mask)
+    assert torch.allclose(qs, encoder.query_start(pooled), atol=1e-6)
+    assert torch.allclose(qe, encoder.query_end(pooled), atol=1e-6)
 
 
 def test_untrained_projections_share_one_orthonormal_matrix(encoder):

@@ -52,6 +52,15 @@ class EncoderConfig:
             raise ConfigError("query_layers must be >= 0 and max_query_pieces >= 3")
 
 
+def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The mean of each row's unmasked vectors: hidden (B, L, H), mask (B, L) 0/1 -> (B, H).
+
+    ``pooled[b] = sum_l mask[b, l] hidden[b, l] / max(1, sum_l mask[b, l])`` (a fully masked row gives 0).
+    The query encoder's pooling, and the question encoder's (``drkit.reason.model``) that starts from it."""
+    m = mask.unsqueeze(-1).to(hidden.dtype)  # (B, L, 1)
+    return (hidden * m).sum(1) / m.sum(1).clamp_min(1)
+
+
 def _load_transformer(path: Path):
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
@@ -181,8 +190,7 @@ class DualEncoder(nn.Module):
     def encode_queries(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Start and end queries: two (Q, dim/2) tensors, from the mean of the query's hidden states."""
         h = self.query_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        m = attention_mask.unsqueeze(-1).to(h.dtype)
-        pooled = (h * m).sum(1) / m.sum(1).clamp_min(1)
+        pooled = mean_pool(h, attention_mask)
         return self.query_start(pooled), self.query_end(pooled)
 
     @torch.no_grad()

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from drkit.dense.encoder import load_weights, mean_pool
 from drkit.errors import ConfigError
 from drkit.reason.follow import EntitySet, FollowConfig, FollowTrace, entity_set_mean, follow
 from drkit.util.artifact import ArtifactWriter, read_manifest
@@ -124,8 +125,7 @@ class QuestionEncoder(nn.Module):
         if self.config.pool == "cls":
             pooled = h[:, 0]
         else:
-            m = mask.unsqueeze(-1).to(h.dtype)
-            pooled = (h * m).sum(1) / m.sum(1).clamp_min(1)
+            pooled = mean_pool(h, mask)
         g = torch.cat([self.start[t](pooled), self.end[t](pooled)], dim=-1).float()
         if z_embedding is not None and self.config.entity_condition:
             g = g + self.entity[t](z_embedding.to(self.entity[t].weight.dtype)).float()
@@ -257,8 +257,6 @@ class MultiHopModel(nn.Module):
     @classmethod
     def load(cls, path: str | Path) -> "MultiHopModel":
         from transformers import AutoConfig, AutoTokenizer
-
-        from drkit.dense.encoder import load_weights
 
         path = Path(path)
         manifest = read_manifest(path, FORMAT, FORMAT_VERSION)
