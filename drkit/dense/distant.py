@@ -106,11 +106,16 @@ def relation_descriptions(relations: Iterable[str], path: str | Path | None, war
     return out
 
 
+def relation_key(relation: str, inverse: bool) -> str:
+    """``"directed_by"`` or ``"directed_by^-1"``: how results are grouped by relation and direction."""
+    return f"{relation}^-1" if inverse else relation
+
+
 @dataclass
 class SlotQueries:
     """All slot-filling queries, in CSR form. Query i has subject ``subject[i]``, relation
-    ``relations[relation[i]]``, direction ``inverse[i]`` and answers ``answers[answer_indptr[i]:answer_indptr[i+1]]``
-    (sorted entity ids)."""
+    ``relations[relation[i]]``, direction ``inverse[i]`` and answers ``answers(i)``, that is
+    ``answers_flat[answer_indptr[i]:answer_indptr[i+1]]`` (sorted entity ids)."""
 
     subject: np.ndarray
     relation: np.ndarray
@@ -183,7 +188,6 @@ class DistantSupervision:
                               f"are skipped, e.g. {missing[:3]}", count=len(missing))
         relations = sorted({k[1] for k in facts})
         texts = relation_descriptions(relations, self.config.relation_text or None, self.warnings)
-        self.relation_text = texts
         rel_id = {r: i for i, r in enumerate(relations)}
         keys = sorted(facts, key=lambda k: (k[0], rel_id[k[1]], k[2]))
         answer_lists = [np.array(sorted(facts[k]), dtype=np.int64) for k in keys]
@@ -366,7 +370,7 @@ class DistantSupervision:
         for r, rel in enumerate(qs.relations):
             for inv in (False, True):
                 sel = (qs.relation == r) & (qs.inverse == inv)
-                by_rel[f"{rel}{'^-1' if inv else ''}"] = {
+                by_rel[relation_key(rel, inv)] = {
                     "queries": int(sel.sum()), "with_passage": int((sel & self.has_positive).sum()),
                     "heldout": int((sel & self.is_heldout).sum()), "train": int(sel[self.train].sum())}
         return {"queries": len(qs), "with_passage": int(self.has_positive.sum()), "train": len(self.train),

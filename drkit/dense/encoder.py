@@ -135,7 +135,7 @@ class DualEncoder(nn.Module):
             state = {k: v.detach().contiguous().clone() for k, v in self.state_dict().items()}
             save_file(state, str(w.path("model.safetensors")))
             for name, model in (("passage", self.passage_model), ("query", self.query_model)):
-                (w.path(name)).mkdir()
+                w.path(name).mkdir()
                 model.config.to_json_file(str(w.path(f"{name}/config.json")))
             self.tokenizer.save_pretrained(str(w.path("tokenizer")))
             w.manifest.update(config=asdict(self.config), tokenizer=tokenizer_fingerprint(self.config.base),

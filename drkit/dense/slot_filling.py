@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from drkit.data.corpus import iter_json_objects
+from drkit.dense.distant import relation_key
 from drkit.dense.encoder import DualEncoder
 from drkit.dense.mentions import MentionIndex
 from drkit.errors import InputFormatError
@@ -74,6 +75,10 @@ def chance_hits(n_candidates: int, n_gold: int, ks=(1, 5)) -> tuple[float, ...]:
     return tuple(out)
 
 
+# the per-query figures that `evaluate_slot_filling` averages, in this order
+COLUMNS = ("hits@1", "hits@5", "reachable", "chance_hits@1", "chance_hits@5")
+
+
 def evaluate_slot_filling(index: SparseIndex, mentions: MentionIndex, encoder: DualEncoder, queries: list[dict],
                           batch_size: int = 64) -> tuple[dict, list[dict]]:
     """Hits@1 and Hits@5 over `queries` (from `read_slot_queries`), overall and by relation, next to the
@@ -84,31 +89,30 @@ def evaluate_slot_filling(index: SparseIndex, mentions: MentionIndex, encoder: D
     vectors = mentions.vectors
     for lo in progress(range(0, len(queries), batch_size), desc="slot filling", unit="batch"):
         chunk = queries[lo : lo + batch_size]
-        g = encoder.embed_queries([q["text"] for q in chunk])
-        for q, vec in zip(chunk, g):
-            cands, cand_mention_ents = candidate_mentions(index, q["subject_id"])
-            ents, scores, ments = rank_candidates(vectors, cands, cand_mention_ents, vec)
+        query_vectors = encoder.embed_queries([q["text"] for q in chunk])
+        for q, vec in zip(chunk, query_vectors):
+            cands, cand_entities = candidate_mentions(index, q["subject_id"])
+            ranked, scores, best_mentions = rank_candidates(vectors, cands, cand_entities, vec)
             gold = set(q["answer_ids"])
-            hit1 = bool(len(ents) and int(ents[0]) in gold)
-            hit5 = any(int(e) in gold for e in ents[:5])
-            cand_ents = np.unique(cand_mention_ents)
-            n_gold = int(np.isin(cand_ents, list(gold)).sum())
+            hit1 = bool(len(ranked) and int(ranked[0]) in gold)
+            hit5 = any(int(e) in gold for e in ranked[:5])
+            reachable_entities = np.unique(cand_entities)
+            n_gold = int(np.isin(reachable_entities, list(gold)).sum())
             reachable = n_gold > 0
-            key = f"{q.get('relation', '?')}{'^-1' if q.get('inverse') else ''}"
-            groups[key].append((hit1, hit5, reachable, *chance_hits(len(cand_ents), n_gold)))
-            top_mention = int(ments[0]) if len(ments) else None
+            key = relation_key(q.get("relation", "?"), bool(q.get("inverse")))
+            groups[key].append((hit1, hit5, reachable, *chance_hits(len(reachable_entities), n_gold)))
+            top_mention = int(best_mentions[0]) if len(best_mentions) else None
             predictions.append({"line": q["line"], "text": q["text"], "answers": q["answers"],
-                                "predicted": [index.entities.names[int(e)] for e in ents],
+                                "predicted": [index.entities.names[int(e)] for e in ranked],
                                 "scores": [round(float(s), 4) for s in scores], "hit@1": hit1, "hit@5": hit5,
                                 "reachable": reachable,
                                 "top_mention": None if top_mention is None else {
                                     "mention": top_mention, "passage": int(index.mentions[top_mention, 1])}})
 
     def summarise(rows):
-        a = np.array(rows, dtype=float).reshape(-1, 5)
-        names = ("hits@1", "hits@5", "reachable", "chance_hits@1", "chance_hits@5")
+        a = np.array(rows, dtype=float).reshape(-1, len(COLUMNS))
         return {"queries": len(rows), **{n: round(float(a[:, i].mean()), 4) if len(rows) else None
-                                         for i, n in enumerate(names)}}
+                                         for i, n in enumerate(COLUMNS)}}
 
     everything = [r for rows in groups.values() for r in rows]
     metrics = {**summarise(everything), "by_relation": {k: summarise(v) for k, v in sorted(groups.items())}}
