@@ -27,16 +27,14 @@ from drkit.data.questions import load_questions
 from drkit.qa.pipeline import DrKIT
 from drkit.reason.predict import answer_batches, hits
 from drkit.reason.vkb import VirtualKB
+from drkit.util.sampling import sample_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def sample(path, entities, n, seed=0):
     items = [it for it in load_questions(path, entities) if it.problem is None]
-    if len(items) > n:
-        keep = np.sort(np.random.default_rng(seed).choice(len(items), n, replace=False))
-        items = [items[i] for i in keep]
-    return items
+    return [items[i] for i in sample_rows(len(items), n, seed)]
 
 
 def measure(model, vkb, items, batch, hops):

@@ -19,7 +19,7 @@ from drkit.qa.evaluate import evaluate
 from drkit.qa.pipeline import DrKIT
 from drkit.reason.follow import EntitySet, FollowConfig
 from drkit.reason.model import ModelConfig, MultiHopModel
-from drkit.reason.train import TrainConfig, answer_set_loss, batch_indices, train
+from drkit.reason.train import TrainConfig, answer_set_loss, train
 from drkit.reason.vkb import QuestionError, VirtualKB
 
 FIRST = ["Anna", "Boris", "Clara", "Dmitri", "Elena", "Felix", "Greta", "Hugo", "Irene", "Jonas", "Karla", "Lukas"]
@@ -180,12 +180,6 @@ def test_answer_set_loss_matches_reference():
     assert np.isclose(loss.item(), -(np.log(0.5) + np.log(1.0)) / 2)
     none, reachable = answer_set_loss(z, [np.array([9]), np.array([9]), np.array([9])], 10)
     assert none is None and not reachable.any()
-
-
-def test_batches_cover_each_pass_once():
-    seen = np.concatenate([batch_indices(10, 3, s, seed=1) for s in range(3)])
-    assert len(set(seen.tolist())) == 9
-    assert np.array_equal(batch_indices(10, 3, 4, seed=1), batch_indices(10, 3, 4, seed=1))
 
 
 def _chance_hits(vkb, items):

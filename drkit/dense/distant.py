@@ -49,6 +49,7 @@ import numpy as np
 from drkit.data.kb import Triple
 from drkit.errors import ConfigError, InputFormatError
 from drkit.index.sparse import SparseIndex, _concat_ranges, passage_mention_indptr
+from drkit.util.sampling import sample_rows
 from drkit.util.warnlog import WarningLog
 
 NEGATIVE_KINDS = ("shared_entity", "shared_relation", "random")
@@ -250,8 +251,7 @@ class DistantSupervision:
         q = self.queries
         candidates = np.flatnonzero(self.has_positive)
         n_hold = min(cfg.max_holdout, int(round(cfg.holdout * len(candidates))))
-        rng = np.random.default_rng(cfg.split_seed)
-        held = np.sort(rng.choice(candidates, size=n_hold, replace=False)) if n_hold else np.zeros(0, np.int64)
+        held = candidates[sample_rows(len(candidates), n_hold, cfg.split_seed)]
         self.is_heldout = np.zeros(len(q), dtype=bool)
         self.is_heldout[held] = True
         self.heldout = held

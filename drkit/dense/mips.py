@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from drkit.errors import ConfigError
+from drkit.util.sampling import sample_rows
 
 
 def _as_queries(queries, dim: int) -> torch.Tensor:
@@ -103,8 +104,7 @@ class FaissMIPS:
         nlist = nlist or max(1, int(4 * np.sqrt(n)))
         quantizer = faiss.IndexFlatIP(dim)
         self.index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
-        rng = np.random.default_rng(seed)
-        sample = np.sort(rng.choice(n, size=min(n, max(train_size, nlist * 39)), replace=False))
+        sample = sample_rows(n, max(train_size, nlist * 39), seed)
         self.index.train(np.ascontiguousarray(vectors[sample], dtype=np.float32))
         for lo in range(0, n, 1 << 16):
             self.index.add(np.ascontiguousarray(vectors[lo : lo + (1 << 16)], dtype=np.float32))

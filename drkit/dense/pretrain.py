@@ -32,6 +32,7 @@ from drkit.errors import ConfigError
 from drkit.index.sparse import SparseIndex
 from drkit.util.progress import progress
 from drkit.util.runs import checkpoints, linear_schedule, prepare_run, save_checkpoint, truncate_log
+from drkit.util.sampling import generator, step_position, step_rows
 from drkit.util.warnlog import WarningLog
 
 
@@ -73,11 +74,8 @@ def sample_batch(ds: DistantSupervision, config: PretrainConfig, step: int) -> B
     n = len(ds.anchors)
     if n == 0:
         raise ConfigError("no passage states any training fact: nothing to pretrain on")
-    per_epoch = max(1, n // config.anchor_passages)
-    epoch, pos = divmod(step, per_epoch)
-    order = np.random.default_rng([config.seed, epoch]).permutation(n)
-    anchors = ds.anchors[order[pos * config.anchor_passages : (pos + 1) * config.anchor_passages]]
-    rng = np.random.default_rng([config.seed, epoch, pos, 1])
+    anchors = ds.anchors[step_rows(n, config.anchor_passages, step, config.seed)]
+    rng = generator(config.seed, *step_position(n, config.anchor_passages, step), 1)
     queries = []
     for p in anchors:
         qs = ds.training_queries(int(p))

@@ -28,6 +28,7 @@ from drkit.reason.follow import FollowConfig
 from drkit.reason.model import ModelConfig
 from drkit.reason.train import TrainConfig
 from drkit.util.runs import settings_diff
+from drkit.util.sampling import sample_rows
 
 HOPS = (1, 2, 3)
 K_SWEEP = (1000, 3000, 10000, 30000)
@@ -172,8 +173,7 @@ def dev_sample(questions: Path, path: Path, n: int | None, seed: int = 0) -> Pat
     if n is None or n >= len(lines):
         return questions
     if not path.exists():
-        keep = np.sort(np.random.default_rng(seed).choice(len(lines), n, replace=False))
-        path.write_text("".join(lines[i] + "\n" for i in keep), encoding="utf-8")
+        path.write_text("".join(lines[i] + "\n" for i in sample_rows(len(lines), n, seed)), encoding="utf-8")
     return path
 
 
@@ -193,9 +193,7 @@ def k_sweep_points(index_dir, model_dir, questions, ks=K_SWEEP, n_questions: int
     kit = DrKIT.load(index_dir, model_dir)
     model, vkb = kit.model, kit.vkb
     items = [it for it in load_questions(questions, vkb.index.entities) if it.problem is None]
-    if len(items) > n_questions:
-        keep = np.sort(np.random.default_rng(seed).choice(len(items), n_questions, replace=False))
-        items = [items[i] for i in keep]
+    items = [items[i] for i in sample_rows(len(items), n_questions, seed)]
     texts, topics = [it.text for it in items], np.array([it.topic for it in items])
     points = []
     base = model.follow_config

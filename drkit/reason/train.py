@@ -34,6 +34,7 @@ from drkit.reason.predict import answer_batches, hits
 from drkit.reason.vkb import VirtualKB
 from drkit.util.progress import progress
 from drkit.util.runs import checkpoints, linear_schedule, prepare_run, read_log, save_checkpoint, truncate_log
+from drkit.util.sampling import sample_rows, step_rows
 
 
 @dataclass(frozen=True)
@@ -85,14 +86,6 @@ def _optimizer(model: MultiHopModel, config: TrainConfig):
     return opt, sched
 
 
-def batch_indices(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
-    """The questions of a step: consecutive slices of a seeded permutation per pass over the data."""
-    per_epoch = max(1, n // batch_size)
-    epoch, pos = divmod(step, per_epoch)
-    perm = np.random.default_rng([seed, epoch]).permutation(n)
-    return perm[pos * batch_size : (pos + 1) * batch_size]
-
-
 def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Path, dev_file: str | Path,
           out: str | Path, encoder_dir: str | Path | None = None, model_config: ModelConfig = ModelConfig(),
           follow_config: FollowConfig = FollowConfig(), config: TrainConfig = TrainConfig(), overwrite: bool = False,
@@ -128,9 +121,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
     if not usable:
         raise ConfigError(f"no usable training question in {train_file}")
     dev_items = [it for it in load_questions(dev_file, entities) if it.problem is None]
-    rng = np.random.default_rng(config.seed)
-    if config.dev_sample and len(dev_items) > config.dev_sample:
-        dev_items = [dev_items[i] for i in np.sort(rng.choice(len(dev_items), config.dev_sample, replace=False))]
+    dev_items = [dev_items[i] for i in sample_rows(len(dev_items), config.dev_sample or None, config.seed)]
 
     encoder = DualEncoder.load(encoder_dir)
     model = MultiHopModel.from_encoder(encoder, model_config, follow_config)
@@ -181,7 +172,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
             progress(total=config.steps, initial=start, desc=f"train {model_config.hops}-hop", unit="step") as bar:
         for step in range(start, config.steps):
             t = time.perf_counter()
-            batch = [usable[i] for i in batch_indices(len(usable), config.batch_size, step, config.seed)]
+            batch = [usable[i] for i in step_rows(len(usable), config.batch_size, step, config.seed)]
             outs = model([it.text for it in batch], np.array([it.topic for it in batch]), vkb, bf16=config.bf16)
             loss, reachable = answer_set_loss(outs[-1].z, [it.answer_ids for it in batch], vkb.graph.n_entities)
             record = {"step": step + 1, "reachable": int(reachable.sum()), "questions": len(batch),

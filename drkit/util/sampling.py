@@ -1,0 +1,34 @@
+"""Seeded sampling: the one place drkit draws random rows.
+
+Each draw is a function of its arguments only (no global generator), so a resumed or repeated run
+draws exactly the same rows: a seeded dev sample, the held-out queries, a step's training batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def generator(*seed: int) -> np.random.Generator:
+    """A NumPy generator seeded by the integers `seed` (e.g. ``(seed, epoch, position)``)."""
+    return np.random.default_rng(list(seed))
+
+
+def sample_rows(n: int, k: int | None, seed: int) -> np.ndarray:
+    """Sorted indices of a seeded sample of `k` of `n` rows (without replacement); all rows when `k` is
+    None or not smaller than `n`."""
+    if k is None or k >= n:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, k, replace=False))
+
+
+def step_position(n: int, batch_size: int, step: int) -> tuple[int, int]:
+    """(epoch, position in the epoch) of training step `step` over `n` rows, `batch_size` rows per step."""
+    return divmod(step, max(1, n // batch_size))
+
+
+def step_rows(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
+    """The rows of a training step: consecutive slices of a seeded permutation per pass over the data
+    (the rows left over by the last full slice are skipped in that pass)."""
+    epoch, pos = step_position(n, batch_size, step)
+    return generator(seed, epoch).permutation(n)[pos * batch_size : (pos + 1) * batch_size]
