@@ -122,8 +122,8 @@ def test_pretraining_resumes_exactly(tiny_base, toy_index, toy_files, tmp_path):
     pretrain(toy_index.path, toy_files / "kb.txt", tmp_path / "a", cfg, enc, log=quiet)
     pretrain(toy_index.path, toy_files / "kb.txt", tmp_path / "b", cfg, enc, log=quiet)
     # simulate an interruption after step 2 of run b: drop its later state, then run the same command again
-    (tmp_path / "b" / "checkpoints" / "step-4.pt").unlink()
     import shutil
+    shutil.rmtree(tmp_path / "b" / "checkpoints" / "step-4")
     shutil.rmtree(tmp_path / "b" / "encoder")
     lines = (tmp_path / "b" / "train_log.jsonl").read_text().splitlines()
     (tmp_path / "b" / "train_log.jsonl").write_text("\n".join(lines[:2]) + "\n")

@@ -3,6 +3,7 @@ beats chance, evaluation bookkeeping, and `ask` / `evaluate` on bad input."""
 
 import dataclasses
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -337,18 +338,24 @@ def test_training_resumes_exactly(films_kb, tmp_path):
     cfg = TrainConfig(steps=4, batch_size=8, eval_every=2, checkpoint_every=2, dev_sample=0, bf16=False)
     args = (d / "index", d / "mentions", d / "train.txt", d / "dev.txt")
     kw = dict(model_config=SMALL, follow_config=FollowConfig(top_k=50), config=cfg, log=lambda *a: None)
+    from safetensors.torch import load_file
+
     train(*args, tmp_path / "a", **kw)
     train(*args, tmp_path / "b", **kw)
     b = tmp_path / "b"
-    checkpoints(b)[-1].unlink()  # step 4: as if killed after step 2's checkpoint
+    shutil.rmtree(checkpoints(b)[-1])  # step 4: as if killed after step 2's checkpoint
     (b / "done.json").unlink()
     messages = []
     train(*args, b, **{**kw, "log": messages.append})
     assert any("resuming" in m and "step 2" in m for m in messages)
-    sa = torch.load(checkpoints(tmp_path / "a")[-1], weights_only=False)["model"]
-    sb = torch.load(checkpoints(b)[-1], weights_only=False)["model"]
-    for k in sa:
-        torch.testing.assert_close(sa[k], sb[k], rtol=0, atol=0, msg=k)
+    for f in ("checkpoints/step-4/model.safetensors", "model/model.safetensors"):
+        sa, sb = load_file(str(tmp_path / "a" / f)), load_file(str(b / f))
+        assert sa.keys() == sb.keys()
+        for k in sa:
+            torch.testing.assert_close(sa[k], sb[k], rtol=0, atol=0, msg=f"{f}: {k}")
+    # checkpoints are safetensors and JSON: nothing on the resume path unpickles
+    for f in (b / "checkpoints").rglob("*"):
+        assert f.is_dir() or f.suffix in (".json", ".safetensors"), f
     steps = [json.loads(line)["step"] for line in (b / "train_log.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4]  # the records written after the checkpoint were replaced, not duplicated
     with pytest.raises(ConfigError, match=r"other settings \(train.steps: 4 in the run, 5 asked\)"):

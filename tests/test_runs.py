@@ -1,6 +1,7 @@
 """Run directories (`drkit.util.runs`) and seeded sampling (`drkit.util.sampling`): one helper each,
 used by pretraining, training, the experiments and the benchmarks."""
 
+import json
 import re
 from pathlib import Path
 
@@ -46,3 +47,92 @@ def test_step_rows_cover_each_pass_once():
     assert len(set(seen.tolist())) == 9
     assert np.array_equal(step_rows(10, 3, 4, seed=1), step_rows(10, 3, 4, seed=1))
     assert np.array_equal(step_rows(10, 3, 4, seed=1), np.random.default_rng([1, 1]).permutation(10)[3:6])
+
+
+# -- optimiser, schedule and checkpoints: one helper for pretraining and training -------------------------
+
+def test_optimiser_schedule_and_resume_have_one_home():
+    """pretrain.py and train.py build their optimiser, schedule and checkpoints through drkit.util.runs."""
+    for p in (PACKAGE / "dense" / "pretrain.py", PACKAGE / "reason" / "train.py"):
+        text = p.read_text()
+        for what in ("torch.optim.AdamW", "linear_schedule(", "torch.load", "load_state_dict(state",
+                     "set_rng_state", "truncate_log(", "clip_grad_norm_"):
+            assert what not in text, f"{p.name} does its own {what}"
+
+
+def _toy(seed=0):
+    import torch
+
+    from drkit.util.runs import adamw
+
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 1))
+    opt, sched = adamw([{"params": list(model[0].parameters()), "lr": 1e-2},
+                        {"params": list(model[2].parameters()), "lr": 1e-1, "weight_decay": 0.0}],
+                       weight_decay=0.01, steps=6, warmup=0.2)
+    return model, opt, sched
+
+
+def _steps(model, opt, sched, lo, hi):
+    import torch
+
+    from drkit.util.runs import optimizer_step
+
+    for s in range(lo, hi):
+        x = torch.arange(8 * 4, dtype=torch.float32).reshape(8, 4) / (s + 1)
+        optimizer_step(opt, model(x).pow(2).mean())
+        sched.step()
+
+
+def test_checkpoint_round_trip_is_exact_and_pickle_free(tmp_path):
+    import torch
+
+    from drkit.util.runs import checkpoints, load_checkpoint, save_checkpoint
+
+    a, opt_a, sched_a = _toy()
+    _steps(a, opt_a, sched_a, 0, 6)
+    b, opt_b, sched_b = _toy()
+    _steps(b, opt_b, sched_b, 0, 3)
+    save_checkpoint(tmp_path, 3, b, opt_b, sched_b, {"best": {"hits@1": 0.25, "step": 2}})
+    c, opt_c, sched_c = _toy(seed=1)  # other weights and dropout draws until the checkpoint is loaded
+    state = load_checkpoint(checkpoints(tmp_path)[-1], c, opt_c, sched_c)
+    assert state["step"] == 3 and state["best"] == {"hits@1": 0.25, "step": 2}
+    _steps(c, opt_c, sched_c, 3, 6)
+    for k, v in a.state_dict().items():
+        torch.testing.assert_close(c.state_dict()[k], v, rtol=0, atol=0, msg=k)
+    assert sched_c.get_last_lr() == sched_a.get_last_lr()
+    _assert_no_pickle(tmp_path / "checkpoints")
+
+
+def _assert_no_pickle(d):
+    files = [p for p in Path(d).rglob("*") if p.is_file()]
+    assert files
+    for p in files:
+        assert p.suffix in (".json", ".safetensors"), p
+        if p.suffix == ".json":
+            json.loads(p.read_text())
+        else:  # 8 bytes of header length, then the JSON header
+            assert p.read_bytes()[8:9] == b"{", p
+
+
+def test_checkpoints_keep_the_last_two(tmp_path):
+    from drkit.util.runs import checkpoints, save_checkpoint
+
+    model, opt, sched = _toy()
+    for step in (1, 2, 3):
+        save_checkpoint(tmp_path, step, model, opt, sched, {})
+    assert [p.name for p in checkpoints(tmp_path)] == ["step-2", "step-3"]
+    assert not [p for p in (tmp_path / "checkpoints").iterdir() if p.name.startswith(".")]
+
+
+def test_old_pickled_checkpoints_are_refused(tmp_path):
+    import pytest
+
+    from drkit.errors import ArtifactError
+    from drkit.util.runs import resume
+
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "step-2.pt").write_bytes(b"PK\x03\x04")
+    model, opt, sched = _toy()
+    with pytest.raises(ArtifactError, match="step-2.pt"):
+        resume(tmp_path, model, opt, sched, log=lambda *a: None)

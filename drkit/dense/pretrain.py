@@ -31,7 +31,7 @@ from drkit.dense.spans import log_probs_with_null, span_logits, span_nll
 from drkit.errors import ConfigError
 from drkit.index.sparse import SparseIndex
 from drkit.util.progress import progress
-from drkit.util.runs import checkpoints, linear_schedule, prepare_run, save_checkpoint, truncate_log
+from drkit.util.runs import adamw, checkpoints, optimizer_step, prepare_run, resume, save_checkpoint
 from drkit.util.sampling import generator, step_position, step_rows
 from drkit.util.warnlog import WarningLog
 
@@ -142,10 +142,8 @@ def _optimizer(model: DualEncoder, config: PretrainConfig):
         m.embeddings.word_embeddings.weight.requires_grad_(False)
     heads = [p for n, p in model.named_parameters() if not n.startswith(("passage_model.", "query_model.")) and p.requires_grad]
     body = [p for n, p in model.named_parameters() if n.startswith(("passage_model.", "query_model.")) and p.requires_grad]
-    opt = torch.optim.AdamW([{"params": body, "lr": config.lr}, {"params": heads, "lr": config.head_lr}],
-                            weight_decay=config.weight_decay)
-    sched = linear_schedule(opt, config.steps, config.warmup)
-    return opt, sched
+    return adamw([{"params": body, "lr": config.lr}, {"params": heads, "lr": config.head_lr}],
+                 config.weight_decay, config.steps, config.warmup)
 
 
 def pretrain(index_dir: str | Path, kb: str | Path, out: str | Path, config: PretrainConfig = PretrainConfig(),
@@ -178,18 +176,10 @@ def pretrain(index_dir: str | Path, kb: str | Path, out: str | Path, config: Pre
     model = DualEncoder.from_base(encoder_config)
     opt, sched = _optimizer(model, config)
     start = 0
-    found = checkpoints(run)
-    ckpt = found[-1] if found else None
-    if ckpt is not None:
-        state = torch.load(ckpt, weights_only=True)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        if "torch_rng" in state:
-            torch.set_rng_state(state["torch_rng"])  # dropout draws continue as if never interrupted
+    state = resume(run, model, opt, sched, log)  # dropout draws continue as if never interrupted
+    if state is not None:
         start = state["step"]
-        truncate_log(run / "train_log.jsonl", start)
-        log(f"resuming from {ckpt} (step {start} of {config.steps})")
+        log(f"resuming from {checkpoints(run)[-1]} (step {start} of {config.steps})")
     prep_s = time.perf_counter() - t0
 
     model.train()
@@ -200,10 +190,7 @@ def pretrain(index_dir: str | Path, kb: str | Path, out: str | Path, config: Pre
             t = time.perf_counter()
             batch = sample_batch(ds, config, step)
             out_ = batch_loss(model, ds, batch, config)
-            opt.zero_grad(set_to_none=True)
-            out_["loss"].backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], 1.0)
-            opt.step()
+            grad_norm = optimizer_step(opt, out_["loss"])
             sched.step()
             record = {"step": step + 1, "loss": round(out_["loss"].item(), 5), "pos_loss": round(out_["pos_loss"].item(), 5),
                       "neg_loss": round(out_["neg_loss"].item(), 5), "grad_norm": round(float(grad_norm), 4),
@@ -218,8 +205,7 @@ def pretrain(index_dir: str | Path, kb: str | Path, out: str | Path, config: Pre
             bar.set_postfix(loss=f"{record['loss']:.3f}", pos=f"{record['pos_loss']:.3f}", neg=f"{record['neg_loss']:.3f}")
             bar.update(1)
             if (step + 1) % config.checkpoint_every == 0 or step + 1 == config.steps:
-                save_checkpoint(run, {"step": step + 1, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                                      "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state()})
+                save_checkpoint(run, step + 1, model, opt, sched, {})
     train_s = time.perf_counter() - t_train
     model.eval()
     model.save(run / "encoder", overwrite=True, extra_manifest={

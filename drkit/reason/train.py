@@ -7,8 +7,10 @@ gives no gradient and is counted in the log as unreachable.
 
 The run directory holds ``run.json`` (settings; rerunning with the same settings resumes from the
 last checkpoint), ``train_log.jsonl`` (one record per step), ``dev_log.jsonl`` (Hits@1 on a fixed,
-seeded dev sample every `eval_every` steps), ``checkpoints/``, ``model/`` (the model of the best
-dev Hits@1 so far: model selection on dev) and ``curve.png`` (the training curve).
+seeded dev sample every `eval_every` steps), ``checkpoints/`` (safetensors and JSON, see
+`drkit.util.runs`), ``model/`` (the model of the best dev Hits@1 so far: model selection on dev;
+published with the checkpoint that follows it, so it always goes with the last checkpoint) and
+``curve.png`` (the training curve).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from drkit.reason.model import ModelConfig, MultiHopModel, model_dir_of
 from drkit.reason.predict import answer_batches, hits
 from drkit.reason.vkb import VirtualKB
 from drkit.util.progress import progress
-from drkit.util.runs import checkpoints, linear_schedule, prepare_run, read_log, save_checkpoint, truncate_log
+from drkit.util.runs import adamw, best_staging, checkpoints, optimizer_step, prepare_run, read_log, resume, save_checkpoint
 from drkit.util.sampling import sample_rows, step_rows
 
 
@@ -79,11 +81,9 @@ def _optimizer(model: MultiHopModel, config: TrainConfig):
     powers = [model.tfidf_power] if model.tfidf_power.requires_grad else []
     special = {id(p) for p in heads + powers}
     body = [p for p in model.parameters() if p.requires_grad and id(p) not in special]
-    opt = torch.optim.AdamW([{"params": body, "lr": config.lr}, {"params": heads, "lr": config.head_lr},
-                             {"params": powers, "lr": config.power_lr, "weight_decay": 0.0}],
-                            weight_decay=config.weight_decay)
-    sched = linear_schedule(opt, config.steps, config.warmup)
-    return opt, sched
+    return adamw([{"params": body, "lr": config.lr}, {"params": heads, "lr": config.head_lr},
+                  {"params": powers, "lr": config.power_lr, "weight_decay": 0.0}],
+                 config.weight_decay, config.steps, config.warmup)
 
 
 def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Path, dev_file: str | Path,
@@ -136,17 +136,11 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
     model.set_entities(vkb.entity_names)
     opt, sched = _optimizer(model, config)
     start, best = 0, {"hits@1": -1.0, "step": 0}
-    ckpts = checkpoints(run)
-    if ckpts:
-        state = torch.load(ckpts[-1], weights_only=False)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
+    state = resume(run, model, opt, sched, log, logs=("train_log.jsonl", "dev_log.jsonl"))
+    if state is not None:
         start, best = state["step"], state["best"]
-        truncate_log(run / "train_log.jsonl", start)
-        truncate_log(run / "dev_log.jsonl", start)
-        log(f"resuming from {ckpts[-1]} (step {start} of {config.steps}; best dev Hits@1 so far {best['hits@1']:.4f})")
+        log(f"resuming from {checkpoints(run)[-1]} (step {start} of {config.steps}; best dev Hits@1 so far "
+            f"{_score(best)})")
 
     identity = {"mentions": {"path": str(Path(mentions_dir).resolve()), "encoder_sha256": vkb.mentions.manifest["encoder"]["sha256"],
                              "index_mentions_sha256": vkb.mentions.manifest["index"]["mentions_sha256"]},
@@ -159,12 +153,21 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
         model.train()
         return float(hits(ids, dev_items, 1).mean())
 
-    if start == 0 and dev_items:
+    def stage_best(hits1: float | None, step: int) -> dict:
+        """Save the model as the run's new best; the next checkpoint takes it in and publishes it."""
+        best = {"hits@1": hits1, "step": step}
+        model.save(best_staging(run), overwrite=True,
+                   extra_manifest={**identity, "training": {"best": best, "settings": settings}})
+        return best
+
+    def checkpoint(step: int) -> None:
+        save_checkpoint(run, step, model, opt, sched, {"best": best})
+
+    if state is None and dev_items:
         h = dev_hits()
         _append(run / "dev_log.jsonl", {"step": 0, "hits@1": round(h, 5)})
         log(f"dev Hits@1 before training: {h:.4f} ({len(dev_items)} questions)")
-        best = {"hits@1": h, "step": 0}
-        model.save(run / "model", overwrite=True, extra_manifest={**identity, "training": {"best": best, "settings": settings}})
+        best = stage_best(h, 0)
 
     model.train()
     t_train = time.perf_counter()
@@ -178,39 +181,41 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
             record = {"step": step + 1, "reachable": int(reachable.sum()), "questions": len(batch),
                       "support": [round(len(o.z) / len(batch), 1) for o in outs]}
             if loss is not None:
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], 1.0)
-                opt.step()
-                record.update(loss=round(loss.item(), 5), grad_norm=round(float(grad_norm), 4))
+                grad_norm = optimizer_step(opt, loss)
+                record.update(loss=round(loss.item(), 5), grad_norm=round(grad_norm, 4))
                 if not math.isfinite(record["loss"]):
                     raise FloatingPointError(f"training loss is {record['loss']} at step {step + 1}")
             sched.step()
             record.update(lr=sched.get_last_lr()[0], step_s=round(time.perf_counter() - t, 3))
             logf.write(json.dumps(record) + "\n")
             logf.flush()
-            bar.set_postfix(loss=record.get("loss", "-"), best=f"{best['hits@1']:.3f}")
+            bar.set_postfix(loss=record.get("loss", "-"), best=_score(best))
             bar.update(1)
             done = step + 1 == config.steps
             if dev_items and ((step + 1) % config.eval_every == 0 or done):
                 h = dev_hits()
                 _append(run / "dev_log.jsonl", {"step": step + 1, "hits@1": round(h, 5)})
                 if h > best["hits@1"]:
-                    best = {"hits@1": h, "step": step + 1}
-                    model.save(run / "model", overwrite=True,
-                               extra_manifest={**identity, "training": {"best": best, "settings": settings}})
-                log(f"step {step + 1}: dev Hits@1 {h:.4f} (best {best['hits@1']:.4f} at step {best['step']})")
+                    best = stage_best(h, step + 1)
+                log(f"step {step + 1}: dev Hits@1 {h:.4f} (best {_score(best)} at step {best['step']})")
+            if done and not dev_items:  # no model selection: the last model
+                best = stage_best(None, step + 1)
             if (step + 1) % config.checkpoint_every == 0 or done:
-                save_checkpoint(run, {"step": step + 1, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                                       "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(), "best": best})
-    if not dev_items:
-        model.save(run / "model", overwrite=True, extra_manifest={**identity, "training": {"best": None, "settings": settings}})
+                checkpoint(step + 1)
+    if config.steps == 0 and state is None:
+        if not dev_items:
+            best = stage_best(None, 0)
+        checkpoint(0)
     train_s = time.perf_counter() - t_train
     plot_training_curve(run)
     (run / "done.json").write_text(json.dumps({"best": best, "this_session_train_s": round(train_s, 1)}, indent=2) + "\n")
-    log(f"wrote {run / 'model'} (best dev-sample Hits@1 {best['hits@1']:.4f} at step {best['step']}; "
+    log(f"wrote {run / 'model'} (best dev-sample Hits@1 {_score(best)} at step {best['step']}; "
         f"this session {train_s:.0f} s training)")
     return run / "model"
+
+
+def _score(best: dict) -> str:
+    return "-" if best["hits@1"] is None else f"{best['hits@1']:.4f}"
 
 
 def _append(path: Path, record: dict) -> None:

@@ -1,19 +1,40 @@
 """Resumable run directories, shared by pretraining and training.
 
-A run directory holds ``run.json`` (the settings), ``checkpoints/step-N.pt`` (the last few) and
+A run directory holds ``run.json`` (the settings), ``checkpoints/step-N/`` (the last few) and
 whatever the run writes. Running the same command again resumes it; other settings are refused
 unless the caller overwrites, and overwriting deletes only a directory that holds a run.
+
+A checkpoint is a directory (format ``drkit.checkpoint``) written under a temporary name and renamed
+when complete, never a pickle: ``model.safetensors`` (the model's state dict), ``optimizer.safetensors``
+(each parameter's optimiser tensors, keyed ``state.{parameter}.{name}``) and ``state.json`` (the
+step, the optimiser's parameter groups, the schedule, the torch RNG state as a list of bytes, and
+what the run adds, e.g. its best dev score).
+
+A run that selects a model on dev (`drkit.reason.train`) publishes it as ``model/``, paired with a
+checkpoint: a new best model is saved into `best_staging`; the next checkpoint moves it inside itself
+(``best/``) in the same rename that commits the checkpoint, records it (``best_model`` in
+``state.json``), then copies it to ``model/``. On resume, a staged model of a crashed run is dropped
+and ``model/`` is restored from the checkpoint unless it is the one the checkpoint records, so
+``model/`` is always the best model of the last checkpoint.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import torch
 
-from drkit.errors import ConfigError
+from drkit.errors import ArtifactError, ConfigError
+
+CHECKPOINT_FORMAT = "drkit.checkpoint"
+CHECKPOINT_VERSION = 1
+BEST_MODEL = "model"  # where a run publishes its selected model
 
 
 def settings_diff(previous: dict, settings: dict, prefix: str = "") -> list[str]:
@@ -43,20 +64,10 @@ def prepare_run(run: Path, settings: dict, overwrite: bool, what: str) -> None:
     (run / "run.json").write_text(json.dumps(settings, indent=2) + "\n")
 
 
-def checkpoints(run: Path) -> list[Path]:
-    """The run's checkpoints, oldest first."""
-    return sorted((run / "checkpoints").glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
-
-
-def save_checkpoint(run: Path, state: dict, keep: int = 2) -> None:
-    """Write ``checkpoints/step-{state['step']}.pt`` atomically and keep only the last `keep`."""
-    d = run / "checkpoints"
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / f".step-{state['step']}.pt.tmp"
-    torch.save(state, tmp)
-    tmp.replace(d / f"step-{state['step']}.pt")
-    for p in checkpoints(run)[:-keep]:
-        p.unlink()
+def adamw(groups: list[dict], weight_decay: float, steps: int, warmup: float):
+    """AdamW over the parameter `groups` (``{"params": [...], "lr": peak lr, ...}``), and `linear_schedule`."""
+    opt = torch.optim.AdamW(groups, weight_decay=weight_decay)
+    return opt, linear_schedule(opt, steps, warmup)
 
 
 def linear_schedule(opt: torch.optim.Optimizer, steps: int, warmup: float) -> torch.optim.lr_scheduler.LambdaLR:
@@ -64,6 +75,173 @@ def linear_schedule(opt: torch.optim.Optimizer, steps: int, warmup: float) -> to
     warm = max(1, int(warmup * steps))
     return torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))
+
+
+def optimizer_step(opt: torch.optim.Optimizer, loss: torch.Tensor, max_norm: float = 1.0) -> float:
+    """Back-propagate `loss`, clip the gradient norm of the optimised parameters to `max_norm`, step.
+    Returns the norm before clipping."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], max_norm)
+    opt.step()
+    return float(norm)
+
+
+# -- checkpoints ------------------------------------------------------------------------------------------
+
+def checkpoints(run: Path) -> list[Path]:
+    """The run's committed checkpoints, oldest first."""
+    found = [p for p in (Path(run) / "checkpoints").glob("step-*") if re.fullmatch(r"step-\d+", p.name) and p.is_dir()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
+def best_staging(run: Path) -> Path:
+    """Where a run saves a new best model; the next `save_checkpoint` takes it in."""
+    return Path(run) / "checkpoints" / ".best"
+
+
+def save_checkpoint(run: Path, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer, sched, extra: dict,
+                    keep: int = 2) -> Path:
+    """Write ``checkpoints/step-{step}/`` atomically (with the staged best model, if any, which is then
+    published as ``model/``) and keep only the last `keep` checkpoints. `extra`: JSON the run adds."""
+    from safetensors.torch import save_file
+
+    run = Path(run)
+    d = run / "checkpoints"
+    d.mkdir(parents=True, exist_ok=True)
+    previous = checkpoints(run)
+    best_model = _read_state(previous[-1]).get("best_model") if previous else None
+    tmp = Path(tempfile.mkdtemp(prefix=f".step-{step}.tmp-", dir=d))
+    try:
+        save_file(_tensors(model.state_dict()), str(tmp / "model.safetensors"))
+        opt_tensors, opt_json = _flatten_optimizer(opt)
+        save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
+        staged = best_staging(run)
+        if (staged / "manifest.json").exists():
+            os.replace(staged, tmp / "best")
+            best_model = {"checkpoint": f"step-{step}", "manifest_sha256": _sha256(tmp / "best" / "manifest.json")}
+        state = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION, **extra, "step": step,
+                 "best_model": best_model, "optimizer": opt_json, "scheduler": sched.state_dict(),
+                 "torch_rng": torch.get_rng_state().tolist()}
+        (tmp / "state.json").write_text(json.dumps(state) + "\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it 0700
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    final = d / f"step-{step}"
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)  # the commit
+    if (final / "best").exists():
+        _copy_dir_atomically(final / "best", run / BEST_MODEL)
+    for p in checkpoints(run)[:-keep]:
+        shutil.rmtree(p)
+    return final
+
+
+def load_checkpoint(path: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, sched) -> dict:
+    """Load a checkpoint into `model`, `opt`, `sched` and the torch RNG; returns its ``state.json``."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    state = _read_state(path)
+    model.load_state_dict(load_file(str(path / "model.safetensors")))
+    opt.load_state_dict(_unflatten_optimizer(load_file(str(path / "optimizer.safetensors")), state["optimizer"]))
+    sched.load_state_dict(state["scheduler"])
+    torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
+    return state
+
+
+def resume(run: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, sched, log=print,
+           logs: tuple[str, ...] = ("train_log.jsonl",)) -> dict | None:
+    """Load the run's last checkpoint (None if it has none): drop what a crash left half-written, put
+    back ``model/`` if it is not the best model of that checkpoint, and cut the step `logs` to its step."""
+    run = Path(run)
+    d = run / "checkpoints"
+    old = sorted(d.glob("step-*.pt"))
+    if old:
+        raise ArtifactError(f"{old[-1]} is a checkpoint of an older drkit (a pickle, which drkit no longer loads); "
+                            f"delete {d} to start this run again, or pass --overwrite")
+    for p in d.glob(".*"):  # a staged best model or a half-written checkpoint: after the last commit
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    found = checkpoints(run)
+    if not found:
+        return None
+    state = load_checkpoint(found[-1], model, opt, sched)
+    best = state.get("best_model")
+    published = run / BEST_MODEL / "manifest.json"
+    if best is not None and not (published.exists() and _sha256(published) == best["manifest_sha256"]):
+        source = d / best["checkpoint"] / "best"
+        if not (source / "manifest.json").exists():
+            raise ArtifactError(f"{run / BEST_MODEL} is not the best model recorded by {found[-1]} and {source} is gone; "
+                                "pass --overwrite to start this run again")
+        _copy_dir_atomically(source, run / BEST_MODEL)
+        log(f"{run / BEST_MODEL}: put back the best model of {found[-1]} (it had been replaced after that checkpoint)")
+    for name in logs:
+        truncate_log(run / name, state["step"])
+    return state
+
+
+def _read_state(path: Path) -> dict:
+    file = Path(path) / "state.json"
+    if not file.exists():
+        raise ArtifactError(f"{file} is missing; the checkpoint is incomplete")
+    state = json.loads(file.read_text())
+    if state.get("format") != CHECKPOINT_FORMAT or state.get("format_version", 0) > CHECKPOINT_VERSION:
+        raise ArtifactError(f"{file}: not a {CHECKPOINT_FORMAT} version <= {CHECKPOINT_VERSION}")
+    return state
+
+
+def _tensors(state: dict) -> dict:
+    """Own, contiguous copies (safetensors refuses tensors that share memory, such as tied weights)."""
+    return {k: v.detach().contiguous().clone() for k, v in state.items()}
+
+
+def _flatten_optimizer(opt: torch.optim.Optimizer) -> tuple[dict, dict]:
+    """The optimiser's state as ``{"state.{param}.{name}": tensor}`` and JSON for the rest."""
+    sd = opt.state_dict()
+    tensors, scalars = {}, {}
+    for i, per_param in sd["state"].items():
+        for name, v in per_param.items():
+            if torch.is_tensor(v):
+                tensors[f"state.{i}.{name}"] = v
+            else:
+                scalars[f"{i}.{name}"] = v
+    groups = [{k: list(v) if isinstance(v, tuple) else v for k, v in g.items()} for g in sd["param_groups"]]
+    return _tensors(tensors), {"param_groups": groups, "scalars": scalars}
+
+
+def _unflatten_optimizer(tensors: dict, meta: dict) -> dict:
+    state: dict = {}
+    for key, v in tensors.items():
+        _, i, name = key.split(".", 2)
+        state.setdefault(int(i), {})[name] = v
+    for key, v in meta["scalars"].items():
+        i, name = key.split(".", 1)
+        state.setdefault(int(i), {})[name] = v
+    groups = [{k: tuple(v) if isinstance(v, list) and k != "params" else v for k, v in g.items()}
+              for g in meta["param_groups"]]
+    return {"state": state, "param_groups": groups}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _copy_dir_atomically(src: Path, dst: Path) -> None:
+    """Replace `dst` by a copy of `src`, renamed into place when complete."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.tmp-", dir=dst.parent))
+    try:
+        shutil.copytree(src, tmp, dirs_exist_ok=True)
+        shutil.copystat(src, tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if dst.exists():
+        shutil.rmtree(dst)
+    os.replace(tmp, dst)
 
 
 def read_log(path: Path) -> list[dict]:

@@ -1,0 +1,67 @@
+"""A training run directory stays consistent through crashes: the best model in ``model/`` and the
+last checkpoint always go together."""
+
+import json
+
+import numpy as np
+import pytest
+from test_model import SMALL, films_kb  # noqa: F401  (films_kb is a fixture)
+
+from drkit.reason.follow import FollowConfig
+from drkit.reason.train import TrainConfig, train
+from drkit.util.runs import checkpoints
+
+
+class Crash(Exception):
+    pass
+
+
+def _best_of_model(run):
+    return json.loads((run / "model" / "manifest.json").read_text())["training"]["best"]
+
+
+def _best_of_checkpoint(ckpt):
+    state = ckpt / "state.json"
+    if state.exists():
+        return json.loads(state.read_text())["best"]
+    import torch
+
+    return torch.load(ckpt, weights_only=False)["best"]  # the format before safetensors checkpoints
+
+
+def test_crash_between_best_model_and_checkpoint(films_kb, tmp_path, monkeypatch):  # noqa: F811
+    """Killed after the step-4 best model is saved but before the step-4 checkpoint: the run directory
+    still pairs model/ with the last checkpoint, and resuming ends with the best model the log records."""
+    import drkit.reason.train as train_module
+
+    d, _ = films_kb
+    scores = iter(np.linspace(0.1, 0.9, 50))  # every dev evaluation is better than the last
+    monkeypatch.setattr(train_module, "hits", lambda ids, items, k: np.full(len(items), next(scores)))
+    real_save, calls = train_module.save_checkpoint, []
+
+    def save_then_crash(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # the step-4 checkpoint
+            raise Crash("killed")
+        return real_save(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "save_checkpoint", save_then_crash)
+    cfg = TrainConfig(steps=6, batch_size=8, eval_every=2, checkpoint_every=2, dev_sample=0, bf16=False)
+    args = (d / "index", d / "mentions", d / "train.txt", d / "dev.txt", tmp_path / "run")
+    kw = dict(model_config=SMALL, follow_config=FollowConfig(top_k=50), config=cfg, log=lambda *a: None)
+    with pytest.raises(Crash):
+        train(*args, **kw)
+    run = tmp_path / "run"
+    last = checkpoints(run)[-1]
+    assert last.name.startswith("step-2")
+    assert _best_of_model(run) == _best_of_checkpoint(last)  # model/ is the best model of the last checkpoint
+
+    monkeypatch.setattr(train_module, "save_checkpoint", real_save)
+    messages = []
+    train(*args, **{**kw, "log": messages.append})
+    assert any("resuming" in m and "step 2" in m for m in messages)
+    done = json.loads((run / "done.json").read_text())
+    assert _best_of_model(run) == done["best"] == _best_of_checkpoint(checkpoints(run)[-1])
+    assert done["best"]["step"] == 6
+    dev = [json.loads(line) for line in (run / "dev_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in dev] == [0, 2, 4, 6]
