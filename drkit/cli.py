@@ -18,11 +18,12 @@ from drkit.index.sparse import SparseConfig
 def add_config_flags(parser: argparse.ArgumentParser, config_cls, title: str) -> None:
     """One ``--field-name`` flag per field of the frozen dataclass `config_cls`, its help from the field's
     ``metadata["help"]``. A field whose default is None (meaning "keep what the artifact says") gives its
-    type in ``metadata["type"]``; ``metadata["choices"]`` restricts the values."""
+    type in ``metadata["type"]`` (and ``metadata["default_help"]`` says what it means);
+    ``metadata["choices"]`` restricts the values."""
     group = parser.add_argument_group(title)
     for f in dataclasses.fields(config_cls):
         flag, dest = "--" + f.name.replace("_", "-"), f"{config_cls.__name__}.{f.name}"
-        shown = "the model's" if f.default is None else f.default
+        shown = f.metadata.get("default_help", "the model's" if f.default is None else f.default)
         help_text = f"{f.metadata.get('help', '')} (default: {shown})"
         if isinstance(f.default, bool):
             group.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
@@ -86,15 +87,17 @@ def _pretrain_parser(sub) -> None:
 
     p = sub.add_parser(
         "pretrain",
-        help="pretrain the mention encoder on slot-filling queries made from a KB",
+        help="pretrain the mention encoder on slot-filling queries made from a KB (without one: the untrained encoder)",
         description="Pretrain the mention encoder f(m) and query encoder g(q) with distant supervision: each KB fact "
         "(e1, R, e2) gives the queries 'e1, R, ?' and 'e2, R^-1, ?', answered by spans of passages that mention both "
         "entities, against shared-entity, shared-relation and random negatives. Writes OUT/encoder (the encoder), "
         "OUT/train_log.jsonl, OUT/heldout.jsonl (held-out queries) and checkpoints; rerunning the same command "
-        "resumes from the last checkpoint. --steps 0 saves the encoder as it is before pretraining.",
+        "resumes from the last checkpoint. --steps 0 saves the encoder as it is before pretraining; without --kb "
+        "that is all it does (the encoder for 'drkit embed' when there is no KB to pretrain on).",
     )
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index built by 'drkit index'")
-    p.add_argument("--kb", required=True, metavar="PATH", help="KB file, subject|relation|object per line")
+    p.add_argument("--kb", metavar="PATH", default=None,
+                   help="KB file, subject|relation|object per line (default: none; only --steps 0 then)")
     p.add_argument("--out", required=True, metavar="DIR", help="run directory (resumed if it holds a run with the same settings)")
     p.add_argument("--overwrite", action="store_true", help="delete --out and start again")
     add_config_flags(p, PretrainConfig, "pretraining recipe")

@@ -10,6 +10,8 @@ plus `negative_weight` times that of the negative pairs (`drkit.dense.spans`).
 
 A run directory holds ``checkpoints/`` (resumed automatically), ``train_log.jsonl``, ``heldout.jsonl``
 (the held-out queries), ``run.json`` and, when done, ``encoder/`` (a `drkit.dense.encoder` artifact).
+Without a KB there is nothing to pretrain on: the run is ``encoder/`` untrained (steps 0), which
+``drkit embed`` takes as it takes a pretrained one.
 """
 
 from __future__ import annotations
@@ -35,12 +37,16 @@ from drkit.util.runs import adamw, checkpoints, optimizer_step, prepare_run, res
 from drkit.util.sampling import generator, step_position, step_rows
 from drkit.util.warnlog import WarningLog
 
+PRETRAIN_STEPS = 2600  # the default with a KB
+
 
 @dataclass(frozen=True)
 class PretrainConfig:
     """The pretraining recipe. The defaults take 45 minutes on the full MetaQA corpus on 2 CPU cores."""
 
-    steps: int = field(default=2600, metadata={"help": "optimiser steps (0 saves the encoder untrained)"})
+    steps: int | None = field(default=None, metadata={
+        "help": "optimiser steps (0 saves the encoder untrained, the only choice without a KB)", "type": int,
+        "default_help": f"{PRETRAIN_STEPS} with --kb, 0 without"})
     anchor_passages: int = field(default=8, metadata={"help": "positive passages per step"})
     queries_per_passage: int = field(default=6, metadata={"help": "training queries drawn per positive passage"})
     max_passages: int = field(default=20, metadata={"help": "passages per step, positives and hard negatives"})
@@ -54,7 +60,7 @@ class PretrainConfig:
     seed: int = field(default=0, metadata={"help": "seed of the sampling"})
 
     def __post_init__(self):
-        if self.steps < 0 or self.anchor_passages < 1 or self.queries_per_passage < 1:
+        if (self.steps is not None and self.steps < 0) or self.anchor_passages < 1 or self.queries_per_passage < 1:
             raise ConfigError("steps must be >= 0, anchor_passages and queries_per_passage >= 1")
         if self.max_passages < self.anchor_passages:
             raise ConfigError("max_passages must be at least anchor_passages")
@@ -146,20 +152,8 @@ def _optimizer(model: DualEncoder, config: PretrainConfig):
                  config.weight_decay, config.steps, config.warmup)
 
 
-def pretrain(index_dir: str | Path, kb: str | Path, out: str | Path, config: PretrainConfig = PretrainConfig(),
-             encoder_config: EncoderConfig = EncoderConfig(), distant_config: DistantConfig = DistantConfig(),
-             overwrite: bool = False, log=print) -> Path:
-    """Pretrain (or resume pretraining) and write ``out/encoder``. Returns that path."""
-    run = Path(out)
-    settings = {"pretrain": dataclasses.asdict(config), "encoder": dataclasses.asdict(encoder_config),
-                "distant": dataclasses.asdict(distant_config), "index": str(index_dir), "kb": str(kb)}
-    if (run / "encoder").exists() and not overwrite:
-        raise ConfigError(f"{run}/encoder already exists: pretraining is done; pass --overwrite to redo it")
-    prepare_run(run, settings, overwrite, "pretraining")
-    torch.manual_seed(config.seed)
-
-    t0 = time.perf_counter()
-    index = SparseIndex.load(index_dir)
+def _distant_data(index: SparseIndex, kb: str | Path, distant_config: DistantConfig, run: Path, log):
+    """The slot-filling queries of `kb` over `index`; writes ``heldout.jsonl`` and ``data.json`` to `run`."""
     warnings = WarningLog()
     ds = DistantSupervision(index, read_kb(kb), distant_config, warnings)
     summary = ds.summary()
@@ -172,6 +166,35 @@ def pretrain(index_dir: str | Path, kb: str | Path, out: str | Path, config: Pre
         for q in ds.heldout:
             f.write(json.dumps(ds.query_record(int(q)), ensure_ascii=False) + "\n")
     (run / "data.json").write_text(json.dumps({"summary": summary, "warnings": warnings.to_dict()}, indent=2) + "\n")
+    return ds, summary
+
+
+def pretrain(index_dir: str | Path, kb: str | Path | None, out: str | Path, config: PretrainConfig = PretrainConfig(),
+             encoder_config: EncoderConfig = EncoderConfig(), distant_config: DistantConfig = DistantConfig(),
+             overwrite: bool = False, log=print) -> Path:
+    """Pretrain (or resume pretraining) and write ``out/encoder``. Returns that path.
+
+    Without a `kb` there is nothing to pretrain on: ``out/encoder`` is the untrained encoder (steps 0,
+    the default then), ready for `drkit.dense.mentions.build_mention_index`."""
+    run = Path(out)
+    if config.steps is None:
+        config = dataclasses.replace(config, steps=PRETRAIN_STEPS if kb is not None else 0)
+    if kb is None and config.steps:
+        raise ConfigError(f"pretraining needs a KB (--kb): its facts are the slot-filling queries; without one only "
+                          f"--steps 0 (the untrained encoder) is possible, not --steps {config.steps}")
+    settings = {"pretrain": dataclasses.asdict(config), "encoder": dataclasses.asdict(encoder_config),
+                "distant": dataclasses.asdict(distant_config), "index": str(index_dir),
+                "kb": None if kb is None else str(kb)}
+    if (run / "encoder").exists() and not overwrite:
+        raise ConfigError(f"{run}/encoder already exists: pretraining is done; pass --overwrite to redo it")
+    prepare_run(run, settings, overwrite, "pretraining")
+    torch.manual_seed(config.seed)
+
+    t0 = time.perf_counter()
+    index = SparseIndex.load(index_dir)
+    ds, summary = None, None
+    if kb is not None:
+        ds, summary = _distant_data(index, kb, distant_config, run, log)
 
     model = DualEncoder.from_base(encoder_config)
     opt, sched = _optimizer(model, config)
