@@ -19,7 +19,7 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls, title: str) ->
     """One ``--field-name`` flag per field of the frozen dataclass `config_cls`, its help from the field's
     ``metadata["help"]``. A field whose default is None (meaning "keep what the artifact says") gives its
     type in ``metadata["type"]`` (and ``metadata["default_help"]`` says what it means);
-    ``metadata["choices"]`` restricts the values."""
+    ``metadata["choices"]`` restricts the values; ``metadata["nargs"]`` takes several (a tuple field)."""
     group = parser.add_argument_group(title)
     for f in dataclasses.fields(config_cls):
         flag, dest = "--" + f.name.replace("_", "-"), f"{config_cls.__name__}.{f.name}"
@@ -30,7 +30,7 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls, title: str) ->
             continue
         choices = f.metadata.get("choices")
         kind = f.metadata.get("type", str if choices else type(f.default))
-        group.add_argument(flag, dest=dest, type=kind, default=f.default, choices=choices,
+        group.add_argument(flag, dest=dest, type=kind, default=f.default, choices=choices, nargs=f.metadata.get("nargs"),
                            metavar=None if choices else kind.__name__.upper(), help=help_text)
 
 
@@ -317,41 +317,30 @@ def _run_ask(args) -> int:
 
 
 def _reproduce_parser(sub) -> None:
+    from drkit.experiments.metaqa import ReproduceConfig
+
     p = sub.add_parser(
         "reproduce-metaqa",
         help="run the whole MetaQA pipeline: index, pretrain, embed, train 1/2/3 hops, evaluate on dev",
         description="Run every step of the MetaQA experiment from a MetaQA folder (wiki.txt, kb.txt, N-hop/vanilla/"
         "qa_{train,dev}.txt): index, pretrain, embed, train a model per hop count, evaluate it on dev, and sweep K "
         "for the Hits@1 / questions-per-second plot. Each step is skipped when done and resumed when interrupted, so "
-        "rerun the same command after a crash. The 2-hop model starts from the 1-hop one and the 3-hop model from the "
-        "2-hop one (--no-curriculum: each from the pretrained encoder, as the paper). Writes OUT/results.md, OUT/results.json, OUT/figure3.png and "
-        "OUT/timings.json.",
+        "rerun the same command after a crash; a step done with other settings is redone (evaluations, samples) or "
+        "refused with the setting that differs (training runs). The 2-hop model starts from the 1-hop one and the "
+        "3-hop model from the 2-hop one (--no-curriculum: each from the pretrained encoder, as the paper). Writes "
+        "OUT/results.md, OUT/results.json, OUT/figure3.png and OUT/timings.json.",
     )
     p.add_argument("--data", default="../shared/data/metaqa", metavar="DIR", help="MetaQA folder (default: %(default)s)")
     p.add_argument("--out", default="runs/metaqa", metavar="DIR", help="output folder (default: %(default)s)")
-    p.add_argument("--hops", type=int, nargs="+", default=[1, 2, 3], help="hop counts to train (default: 1 2 3)")
-    p.add_argument("--steps", type=int, default=None, help="training steps per model (default: drkit train's)")
-    p.add_argument("--pretrain-steps", type=int, default=None, help="pretraining steps (default: drkit pretrain's)")
-    p.add_argument("--ablations", action="store_true", help="also train and evaluate the ablations of the paper's table")
-    p.add_argument("--ablation-steps", type=int, default=None, help="training steps per ablation model (default: --steps)")
-    p.add_argument("--ablation-questions", type=int, default=3000, metavar="N",
-                   help="score the ablations on a seeded sample of N dev lines per hop count (0: all; default: %(default)s)")
-    p.add_argument("--no-curriculum", action="store_true",
-                   help="train each hop count from the pretrained encoder (the paper) instead of the 2-hop model from "
-                   "the 1-hop one and the 3-hop model from the 2-hop one")
-    p.add_argument("--min-weight", type=float, default=None, metavar="W",
-                   help="restricted retrieval of every model skips the passages below W times a row's largest weight "
-                   "(default: drkit train's)")
+    add_config_flags(p, ReproduceConfig, "experiment")
     p.set_defaults(run=_run_reproduce)
 
 
 def _run_reproduce(args) -> int:
-    from drkit.experiments.metaqa import reproduce_metaqa
+    from drkit.experiments import metaqa
 
-    reproduce_metaqa(args.data, args.out, tuple(args.hops), {h: args.steps for h in args.hops} if args.steps else None,
-                     args.pretrain_steps, args.ablations, args.ablation_steps, args.ablation_questions or None,
-                     curriculum=not args.no_curriculum, min_weight=args.min_weight,
-                     log=lambda line: print(line, file=sys.stderr))
+    metaqa.reproduce_metaqa(args.data, args.out, config_from_args(args, metaqa.ReproduceConfig),
+                            log=lambda line: print(line, file=sys.stderr))
     print(f"wrote {args.out}/results.md")
     return 0
 

@@ -283,7 +283,7 @@ def test_cli_train_evaluate_ask(films_kb, tmp_path, capsys):
 
 def test_reproduce_pipeline_runs_and_resumes(films_kb, tmp_path):
     """The one-command pipeline on a MetaQA-shaped folder of the synthetic films (real encoder, tiny recipe)."""
-    from drkit.experiments.metaqa import ABLATIONS, reproduce_metaqa
+    from drkit.experiments.metaqa import ABLATIONS, ReproduceConfig, reproduce_metaqa
 
     d, films = films_kb
     data = tmp_path / "data"
@@ -294,8 +294,8 @@ def test_reproduce_pipeline_runs_and_resumes(films_kb, tmp_path):
     for f in ("wiki.txt", "kb.txt"):
         (data / f).write_text((d / f).read_text())
     out = tmp_path / "out"
-    results = reproduce_metaqa(data, out, hops=(1, 2), train_steps={1: 2, 2: 2}, pretrain_steps=0, k_sweep=(10, 100),
-                               sweep_questions=8, min_weight=0.005, log=lambda *a: None)
+    cfg = ReproduceConfig(hops=(1, 2), steps=2, pretrain_steps=0, k_sweep=(10, 100), sweep_questions=8, min_weight=0.005)
+    results = reproduce_metaqa(data, out, cfg, log=lambda *a: None)
     manifest = json.loads((out / "train-drkit-2hop" / "model" / "manifest.json").read_text())
     assert manifest["follow"]["min_weight"] == 0.005 and results["min_weight"] == 0.005
     assert set(results["main"]) == {1, 2} and len(results["k_sweep"][2]) == 4
@@ -304,16 +304,14 @@ def test_reproduce_pipeline_runs_and_resumes(films_kb, tmp_path):
         assert (out / f).stat().st_size > 0
     timings = json.loads((out / "timings.json").read_text())
     assert {"index", "pretrain", "embed", "train-drkit-1hop", "evaluate-drkit-2hop", "k-sweep-1hop"} <= set(timings)
-    again = reproduce_metaqa(data, out, hops=(1, 2), train_steps={1: 2, 2: 2}, pretrain_steps=0, k_sweep=(10, 100),
-                             sweep_questions=8, min_weight=0.005, log=lambda *a: None)
+    again = reproduce_metaqa(data, out, cfg, log=lambda *a: None)
     assert again["main"] == results["main"]
     assert json.loads((out / "timings.json").read_text()) == timings  # every step was found done
     assert json.loads((out / "train-drkit-2hop" / "run.json").read_text())["init"] == str(out / "train-drkit-1hop" / "model")
     assert "init" not in json.loads((out / "train-drkit-1hop" / "run.json").read_text())
     with pytest.raises(ConfigError, match="min_weight: 0.005 in the run, 0.001 asked"):  # a done run is not reused with other settings
-        reproduce_metaqa(data, out, hops=(1, 2), train_steps={1: 2, 2: 2}, pretrain_steps=0, log=lambda *a: None)
-    abl = reproduce_metaqa(data, out, hops=(1, 2), train_steps={1: 2, 2: 2}, pretrain_steps=0, k_sweep=(10, 100),
-                           sweep_questions=8, ablations=True, ablation_steps=1, ablation_questions=10, min_weight=0.005,
+        reproduce_metaqa(data, out, dataclasses.replace(cfg, min_weight=0.001), log=lambda *a: None)
+    abl = reproduce_metaqa(data, out, dataclasses.replace(cfg, ablations=True, ablation_steps=1, ablation_questions=10),
                            log=lambda *a: None)
     assert list(abl["ablations"]) == ["drkit", *ABLATIONS]
     assert abl["ablation_setup"] == {"steps": 1, "questions": {1: 10, 2: 10}}

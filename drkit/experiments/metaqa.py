@@ -19,10 +19,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from drkit.dense.pretrain import PRETRAIN_STEPS
 from drkit.errors import ConfigError
 from drkit.reason.follow import FollowConfig
 from drkit.reason.model import ModelConfig
@@ -42,6 +44,43 @@ ABLATIONS = {  # name: (what, follow settings, model settings, curriculum)
 }
 
 
+_FOLLOW = {f.name: f for f in dataclasses.fields(FollowConfig)}
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    """Settings of the MetaQA experiment (``drkit reproduce-metaqa``)."""
+
+    hops: tuple[int, ...] = field(default=HOPS, metadata={"help": "hop counts to train", "type": int, "nargs": "+",
+                                                          "default_help": " ".join(map(str, HOPS))})
+    steps: int = field(default=TrainConfig.steps, metadata={"help": "training steps of each model"})
+    pretrain_steps: int = field(default=PRETRAIN_STEPS, metadata={"help": "pretraining steps of the mention encoder"})
+    curriculum: bool = field(default=True, metadata={
+        "help": "train the 2-hop model from the 1-hop one and the 3-hop model from the 2-hop one (--no-curriculum: "
+        "each from the pretrained encoder, as the paper)"})
+    min_weight: float = field(default=_FOLLOW["min_weight"].default, metadata={
+        "help": _FOLLOW["min_weight"].metadata["help"] + "; for every model trained"})
+    k_sweep: tuple[int, ...] = field(default=K_SWEEP, metadata={
+        "help": "K of the K sweep (Figure 3)", "type": int, "nargs": "+", "default_help": " ".join(map(str, K_SWEEP))})
+    sweep_questions: int = field(default=2000, metadata={"help": "seeded sample of dev lines per hop count of the K sweep"})
+    ablations: bool = field(default=False, metadata={"help": "also train and score the ablations of the paper's table"})
+    ablation_steps: int | None = field(default=None, metadata={"help": "training steps of each ablation model",
+                                                               "type": int, "default_help": "--steps"})
+    ablation_questions: int = field(default=3000, metadata={
+        "help": "score the ablations on a seeded sample of this many dev lines per hop count (0: all)"})
+
+    def __post_init__(self):
+        object.__setattr__(self, "hops", tuple(self.hops))  # argparse gives lists
+        object.__setattr__(self, "k_sweep", tuple(self.k_sweep))
+        if not self.hops or any(h not in HOPS for h in self.hops) or len(set(self.hops)) != len(self.hops):
+            raise ConfigError(f"hops must be distinct hop counts among {HOPS}, got {self.hops}")
+        if min(self.steps, self.pretrain_steps, self.sweep_questions, self.ablation_questions,
+               self.ablation_steps or 0) < 0 or not self.k_sweep or min(self.k_sweep) < 1:
+            raise ConfigError("steps, pretrain_steps, sweep_questions, ablation_steps and ablation_questions must be "
+                              ">= 0 and every K of k_sweep >= 1")
+        FollowConfig(min_weight=self.min_weight)  # checks it
+
+
 class Timings:
     def __init__(self, path: Path):
         self.path = path
@@ -56,12 +95,9 @@ class Timings:
         return result
 
 
-def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: dict | None = None,
-                     pretrain_steps: int | None = None, ablations: bool = False, ablation_steps: int | None = None,
-                     ablation_questions: int | None = 3000, curriculum: bool = True, k_sweep=K_SWEEP,
-                     sweep_questions: int = 2000, min_weight: float | None = None, log=print) -> dict:
+def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig = ReproduceConfig(), log=print) -> dict:
     """The MetaQA pipeline in `out`: index, pretrain, embed, train and evaluate each hop count, K sweep,
-    and with `ablations` the ablation table (each ablation trained for `ablation_steps`, every row
+    and with `config.ablations` the ablation table (each ablation trained for `ablation_steps`, every row
     including a DrKIT row trained as long, scored on a seeded sample of `ablation_questions` dev lines).
 
     With `curriculum`, the h-hop model starts from the (h-1)-hop model of the same recipe where that one
@@ -74,17 +110,17 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
     from drkit.reason.train import train
 
     data, out = Path(data), Path(out)
+    hops, curriculum, ablation_steps = config.hops, config.curriculum, config.ablation_steps
     for f in ["wiki.txt", "kb.txt"] + [f"{h}-hop/vanilla/qa_{s}.txt" for h in hops for s in ("train", "dev")]:
         if not (data / f).exists():
             raise ConfigError(f"{data / f} is missing; --data must be a MetaQA folder (see ../shared/data/metaqa/README.md)")
     out.mkdir(parents=True, exist_ok=True)
     timings = Timings(out / "timings.json")
-    train_steps = train_steps or {}
 
     if not (out / "index" / "manifest.json").exists():
         timings.run("index", lambda: build_index(data / "wiki.txt", out / "index", kb=data / "kb.txt", overwrite=True,
                                                  log=log), log)
-    pcfg = PretrainConfig() if pretrain_steps is None else PretrainConfig(steps=pretrain_steps)
+    pcfg = PretrainConfig(steps=config.pretrain_steps)
     if not (out / "pretrain" / "encoder" / "manifest.json").exists():
         timings.run("pretrain", lambda: pretrain(out / "index", data / "kb.txt", out / "pretrain", pcfg, log=log), log)
     if not (out / "mentions" / "manifest.json").exists():
@@ -98,8 +134,8 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
                        chain: bool, questions: Path | None = None):
         run = out / f"train-{tag}-{h}hop"
         init = out / f"train-{tag}-{h - 1}hop" if chain and h - 1 in hops else None
-        tcfg = TrainConfig() if steps is None else TrainConfig(steps=steps)
-        follow_config = FollowConfig(**base_follow, **follow_kw)
+        tcfg = TrainConfig(steps=steps)
+        follow_config = FollowConfig(**{"min_weight": config.min_weight, **follow_kw})
         if (run / "done.json").exists():
             changed = settings_diff(json.loads((run / "run.json").read_text()).get("follow") or {},
                                     dataclasses.asdict(follow_config))
@@ -121,27 +157,27 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
             timings.run(ev.name.replace("eval-", "evaluate-", 1), run_eval, log)
         return json.loads((ev / "metrics.json").read_text())
 
-    base_follow = {} if min_weight is None else {"min_weight": min_weight}
-    results: dict = {"corpus": str(data), "curriculum": curriculum, "min_weight": FollowConfig(**base_follow).min_weight,
-                     "main": {}, "ablations": {}, "k_sweep": {}}
+    results: dict = {"corpus": str(data), "settings": dataclasses.asdict(config), "curriculum": curriculum,
+                     "min_weight": config.min_weight, "main": {}, "ablations": {}, "k_sweep": {}}
     for h in hops:
-        results["main"][h] = _summary(train_and_eval("drkit", h, out / "mentions", {}, {}, train_steps.get(h), curriculum))
+        results["main"][h] = _summary(train_and_eval("drkit", h, out / "mentions", {}, {}, config.steps, curriculum))
     for h in hops:
         sweep = out / f"ksweep-{h}hop.json"
         if not sweep.exists():
             timings.run(f"k-sweep-{h}hop", lambda: sweep.write_text(json.dumps(
                 k_sweep_points(out / "index", out / f"train-drkit-{h}hop" / "model", dev_file(h),
-                               k_sweep, sweep_questions), indent=2) + "\n"), log)
+                               config.k_sweep, config.sweep_questions), indent=2) + "\n"), log)
         results["k_sweep"][h] = json.loads(sweep.read_text())
-    if ablations:
-        short = ablation_steps is not None and any(train_steps.get(h) != ablation_steps for h in hops)
+    if config.ablations:
+        short = ablation_steps is not None and ablation_steps != config.steps
         suffix = f"-{ablation_steps}steps" if short else ""
-        samples = {h: dev_sample(dev_file(h), out / f"dev-sample-{h}hop.txt", ablation_questions) for h in hops}
-        results["ablation_setup"] = {"steps": ablation_steps or "as MultiHopModel", "questions": {
+        samples = {h: dev_sample(dev_file(h), out / f"dev-sample-{h}hop.txt", config.ablation_questions or None)
+                   for h in hops}
+        results["ablation_setup"] = {"steps": config.steps if ablation_steps is None else ablation_steps, "questions": {
             h: sum(1 for line in samples[h].read_text(encoding="utf-8").splitlines() if line.strip()) for h in hops}}
         results["ablations"]["drkit"] = {"what": "DrKIT" + (f", {ablation_steps} steps like the ablations" if short else ""),
                                          **{h: _summary(train_and_eval("drkit" + suffix, h, out / "mentions", {}, {},
-                                                                       ablation_steps or train_steps.get(h), curriculum,
+                                                                       config.steps if ablation_steps is None else ablation_steps, curriculum,
                                                                        samples[h])) for h in hops}}
         untrained = out / "pretrain-untrained"
         for name, (what, follow_kw, model_kw, chain) in ABLATIONS.items():
@@ -155,7 +191,7 @@ def reproduce_metaqa(data: str | Path, out: str | Path, hops=HOPS, train_steps: 
                     timings.run("embed-untrained", lambda: build_mention_index(out / "index", untrained, mentions,
                                                                                overwrite=True, log=log), log)
             results["ablations"][name] = {"what": what, **{h: _summary(train_and_eval(
-                name + suffix, h, mentions, follow_kw, model_kw, ablation_steps or train_steps.get(h),
+                name + suffix, h, mentions, follow_kw, model_kw, config.steps if ablation_steps is None else ablation_steps,
                 chain and curriculum, samples[h])) for h in hops}}
             (out / "results-partial.json").write_text(json.dumps(results, indent=2) + "\n")
     results["timings_s"] = timings.data
