@@ -137,8 +137,7 @@ def test_pretraining_resumes_exactly(tiny_base, toy_index, toy_files, tmp_path):
     log = [json.loads(line) for line in (tmp_path / "b" / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2, 3, 4]
     assert (tmp_path / "b" / "heldout.jsonl").exists()
-    with pytest.raises(ConfigError, match="already exists"):
-        pretrain(toy_index.path, toy_files / "kb.txt", tmp_path / "b", cfg, enc, log=quiet)
+    assert pretrain(toy_index.path, toy_files / "kb.txt", tmp_path / "b", cfg, enc, log=quiet) == tmp_path / "b" / "encoder"
     with pytest.raises(ConfigError, match=r"other settings \(pretrain.steps: 4 in the run, 5 asked\)"):
         shutil.rmtree(tmp_path / "b" / "encoder")
         pretrain(toy_index.path, toy_files / "kb.txt", tmp_path / "b", PretrainConfig(steps=5, **FAST), enc, log=quiet)

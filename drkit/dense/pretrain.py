@@ -185,9 +185,10 @@ def pretrain(index_dir: str | Path, kb: str | Path | None, out: str | Path, conf
     settings = {"pretrain": dataclasses.asdict(config), "encoder": dataclasses.asdict(encoder_config),
                 "distant": dataclasses.asdict(distant_config), "index": str(index_dir),
                 "kb": None if kb is None else str(kb)}
-    if (run / "encoder").exists() and not overwrite:
-        raise ConfigError(f"{run}/encoder already exists: pretraining is done; pass --overwrite to redo it")
-    prepare_run(run, settings, overwrite, "pretraining")
+    prepare_run(run, settings, overwrite, "pretraining", paths=("index", "kb"))
+    if (run / "encoder" / "manifest.json").exists():
+        log(f"{run} is already pretrained ({run / 'encoder'}); pass --overwrite to pretrain again")
+        return run / "encoder"
     torch.manual_seed(config.seed)
 
     t0 = time.perf_counter()

@@ -2,7 +2,11 @@
 
 Steps, each skipped when its output is complete and resumed when it was interrupted (the index,
 mention index and evaluations are written atomically; pretraining and training resume from their
-checkpoints):
+checkpoints). Nothing stale is reused: pretraining and training are always called, and refuse a run
+made with other settings, naming the setting (``train.steps: 500 in the run, 1500 asked``); a mention
+index of another encoder is embedded again; an evaluation, a K sweep or a dev sample records what it
+was made from (the model's weights checksum and settings, the question file's checksum, the sample
+size) in ``made_with`` and is made again when that differs:
 
     index -> pretrain -> embed -> train 1/2/3 hops (curriculum: 2 from 1, 3 from 2) -> evaluate on dev
     -> K sweep (Figure 3)
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,10 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from drkit.dense.pretrain import PRETRAIN_STEPS
-from drkit.errors import ConfigError
+from drkit.errors import ArtifactError, ConfigError
 from drkit.reason.follow import FollowConfig
 from drkit.reason.model import ModelConfig
 from drkit.reason.train import TrainConfig
+from drkit.util.artifact import file_checksum
 from drkit.util.runs import settings_diff
 from drkit.util.sampling import sample_rows
 
@@ -102,58 +108,78 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
 
     With `curriculum`, the h-hop model starts from the (h-1)-hop model of the same recipe where that one
     is trained here (a 2-hop model from the 1-hop one, a 3-hop model from the 2-hop one)."""
-    from drkit.dense.mentions import build_mention_index
+    from drkit.dense.mentions import MentionIndex, build_mention_index
     from drkit.dense.pretrain import PretrainConfig, pretrain
     from drkit.index.build import build_index
+    from drkit.index.sparse import SparseIndex
     from drkit.qa.evaluate import evaluate
     from drkit.qa.pipeline import DrKIT
     from drkit.reason.train import train
 
     data, out = Path(data), Path(out)
-    hops, curriculum, ablation_steps = config.hops, config.curriculum, config.ablation_steps
+    hops, curriculum = config.hops, config.curriculum
+    ablation_steps = config.steps if config.ablation_steps is None else config.ablation_steps
     for f in ["wiki.txt", "kb.txt"] + [f"{h}-hop/vanilla/qa_{s}.txt" for h in hops for s in ("train", "dev")]:
         if not (data / f).exists():
             raise ConfigError(f"{data / f} is missing; --data must be a MetaQA folder (see ../shared/data/metaqa/README.md)")
     out.mkdir(parents=True, exist_ok=True)
     timings = Timings(out / "timings.json")
 
+    def step(name: str, done: bool, fn):
+        """Run `fn`: timed, or only to check its settings and find it done when its output exists."""
+        return fn() if done else timings.run(name, fn, log)
+
+    def embed(encoder_run: Path, mentions: Path, name: str) -> None:
+        """The mention index of `encoder_run`, embedded again if the one in `mentions` is of another encoder or index."""
+        if (mentions / "manifest.json").exists():
+            try:
+                MentionIndex.load(mentions).check_compatible(SparseIndex.load(out / "index"), encoder_run)
+                return
+            except ArtifactError as exc:
+                log(f"{exc}; embedding again")
+        timings.run(name, lambda: build_mention_index(out / "index", encoder_run, mentions, overwrite=True, log=log), log)
+
     if not (out / "index" / "manifest.json").exists():
         timings.run("index", lambda: build_index(data / "wiki.txt", out / "index", kb=data / "kb.txt", overwrite=True,
                                                  log=log), log)
-    pcfg = PretrainConfig(steps=config.pretrain_steps)
-    if not (out / "pretrain" / "encoder" / "manifest.json").exists():
-        timings.run("pretrain", lambda: pretrain(out / "index", data / "kb.txt", out / "pretrain", pcfg, log=log), log)
-    if not (out / "mentions" / "manifest.json").exists():
-        timings.run("embed", lambda: build_mention_index(out / "index", out / "pretrain", out / "mentions",
-                                                         overwrite=True, log=log), log)
+    step("pretrain", (out / "pretrain" / "encoder" / "manifest.json").exists(), lambda: pretrain(
+        out / "index", data / "kb.txt", out / "pretrain", PretrainConfig(steps=config.pretrain_steps), log=log))
+    embed(out / "pretrain", out / "mentions", "embed")
 
     def dev_file(h: int) -> Path:
         return data / f"{h}-hop/vanilla/qa_dev.txt"
 
-    def train_and_eval(tag: str, h: int, mentions: Path, follow_kw: dict, model_kw: dict, steps: int | None,
+    def made_again(path: Path, made_with: dict) -> bool:
+        """Whether the JSON result `path` must be made (again): missing, or made from other inputs."""
+        if not path.exists():
+            return True
+        before = json.loads(path.read_text())
+        before = before.get("made_with") if isinstance(before, dict) else None
+        if before == made_with:
+            return False
+        changed = [line.split(":")[0] for line in settings_diff(before or {}, made_with)]
+        log(f"{path} was made from another {', '.join(changed)}; making it again")
+        return True
+
+    def train_and_eval(tag: str, h: int, mentions: Path, follow_kw: dict, model_kw: dict, steps: int,
                        chain: bool, questions: Path | None = None):
         run = out / f"train-{tag}-{h}hop"
         init = out / f"train-{tag}-{h - 1}hop" if chain and h - 1 in hops else None
-        tcfg = TrainConfig(steps=steps)
-        follow_config = FollowConfig(**{"min_weight": config.min_weight, **follow_kw})
-        if (run / "done.json").exists():
-            changed = settings_diff(json.loads((run / "run.json").read_text()).get("follow") or {},
-                                    dataclasses.asdict(follow_config))
-            if changed:  # only the follow settings: the paths may be spelt differently from the run's
-                raise ConfigError(f"{run} was trained with other follow settings ({'; '.join(changed)}); "
-                                  "pass the same settings or use another --out")
-        else:
-            timings.run(f"train-{tag}-{h}hop", lambda: train(
-                out / "index", mentions, data / f"{h}-hop/vanilla/qa_train.txt", dev_file(h), run,
-                model_config=ModelConfig(hops=h, **model_kw), follow_config=follow_config, config=tcfg,
-                init=init, log=log), log)
+        step(run.name, (run / "done.json").exists(), lambda: train(  # refuses a run with other settings
+            out / "index", mentions, data / f"{h}-hop/vanilla/qa_train.txt", dev_file(h), run,
+            model_config=ModelConfig(hops=h, **model_kw), follow_config=FollowConfig(**{"min_weight": config.min_weight,
+                                                                                        **follow_kw}),
+            config=TrainConfig(steps=steps), init=init, log=log))
         ev = out / (f"eval-{tag}-{h}hop" if questions is None else f"eval-sample-{tag}-{h}hop")
-        if not (ev / "metrics.json").exists():
+        questions = questions or dev_file(h)
+        qtypes = data / f"{h}-hop/qa_dev_qtype.txt"
+        qtypes = qtypes if questions == dev_file(h) and qtypes.exists() else None
+        made_with = {"model": model_identity(run / "model"), "questions_sha256": file_checksum(questions)["sha256"],
+                     "qtypes_sha256": qtypes and file_checksum(qtypes)["sha256"]}
+        if made_again(ev / "metrics.json", made_with):
             def run_eval():
-                kit = DrKIT.load(out / "index", run / "model")
-                qtypes = data / f"{h}-hop/qa_dev_qtype.txt"
-                evaluate(kit, questions or dev_file(h), ev,
-                         qtypes if questions is None and qtypes.exists() else None, log=log)
+                metrics = evaluate(DrKIT.load(out / "index", run / "model"), questions, ev, qtypes, log=log)
+                _write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
             timings.run(ev.name.replace("eval-", "evaluate-", 1), run_eval, log)
         return json.loads((ev / "metrics.json").read_text())
 
@@ -162,37 +188,35 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
     for h in hops:
         results["main"][h] = _summary(train_and_eval("drkit", h, out / "mentions", {}, {}, config.steps, curriculum))
     for h in hops:
-        sweep = out / f"ksweep-{h}hop.json"
-        if not sweep.exists():
-            timings.run(f"k-sweep-{h}hop", lambda: sweep.write_text(json.dumps(
-                k_sweep_points(out / "index", out / f"train-drkit-{h}hop" / "model", dev_file(h),
-                               config.k_sweep, config.sweep_questions), indent=2) + "\n"), log)
-        results["k_sweep"][h] = json.loads(sweep.read_text())
+        sweep, model = out / f"ksweep-{h}hop.json", out / f"train-drkit-{h}hop" / "model"
+        made_with = {"model": model_identity(model), "questions_sha256": file_checksum(dev_file(h))["sha256"],
+                     "k": list(config.k_sweep), "sample": config.sweep_questions}
+        if made_again(sweep, made_with):
+            timings.run(f"k-sweep-{h}hop", lambda: _write_json(sweep, {"made_with": made_with, "points": k_sweep_points(
+                out / "index", model, dev_file(h), config.k_sweep, config.sweep_questions)}), log)
+        results["k_sweep"][h] = json.loads(sweep.read_text())["points"]
     if config.ablations:
-        short = ablation_steps is not None and ablation_steps != config.steps
+        short = ablation_steps != config.steps
         suffix = f"-{ablation_steps}steps" if short else ""
-        samples = {h: dev_sample(dev_file(h), out / f"dev-sample-{h}hop.txt", config.ablation_questions or None)
+        samples = {h: dev_sample(dev_file(h), out / f"dev-sample-{h}hop.txt", config.ablation_questions, log=log)
                    for h in hops}
-        results["ablation_setup"] = {"steps": config.steps if ablation_steps is None else ablation_steps, "questions": {
+        results["ablation_setup"] = {"steps": ablation_steps, "questions": {
             h: sum(1 for line in samples[h].read_text(encoding="utf-8").splitlines() if line.strip()) for h in hops}}
         results["ablations"]["drkit"] = {"what": "DrKIT" + (f", {ablation_steps} steps like the ablations" if short else ""),
                                          **{h: _summary(train_and_eval("drkit" + suffix, h, out / "mentions", {}, {},
-                                                                       config.steps if ablation_steps is None else ablation_steps, curriculum,
-                                                                       samples[h])) for h in hops}}
+                                                                       ablation_steps, curriculum, samples[h]))
+                                            for h in hops}}
         untrained = out / "pretrain-untrained"
         for name, (what, follow_kw, model_kw, chain) in ABLATIONS.items():
             mentions = out / "mentions"
             if name == "no_pretraining":
-                if not (untrained / "encoder" / "manifest.json").exists():
-                    timings.run("pretrain-untrained", lambda: pretrain(out / "index", data / "kb.txt", untrained,
-                                                                        PretrainConfig(steps=0), log=log), log)
+                step("pretrain-untrained", (untrained / "encoder" / "manifest.json").exists(), lambda: pretrain(
+                    out / "index", data / "kb.txt", untrained, PretrainConfig(steps=0), log=log))
                 mentions = out / "mentions-untrained"
-                if not (mentions / "manifest.json").exists():
-                    timings.run("embed-untrained", lambda: build_mention_index(out / "index", untrained, mentions,
-                                                                               overwrite=True, log=log), log)
+                embed(untrained, mentions, "embed-untrained")
             results["ablations"][name] = {"what": what, **{h: _summary(train_and_eval(
-                name + suffix, h, mentions, follow_kw, model_kw, config.steps if ablation_steps is None else ablation_steps,
-                chain and curriculum, samples[h])) for h in hops}}
+                name + suffix, h, mentions, follow_kw, model_kw, ablation_steps, chain and curriculum, samples[h]))
+                for h in hops}}
             (out / "results-partial.json").write_text(json.dumps(results, indent=2) + "\n")
     results["timings_s"] = timings.data
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -203,13 +227,40 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
     return results
 
 
-def dev_sample(questions: Path, path: Path, n: int | None, seed: int = 0) -> Path:
-    """A seeded sample of `n` lines of a question file (all of it when `n` is None or not smaller), in file order."""
+def model_identity(model_dir: Path) -> dict:
+    """What an evaluation was made with: the model's weights (their checksum) and settings."""
+    manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
+    return {"weights_sha256": file_checksum(Path(model_dir) / "model.safetensors")["sha256"],
+            "model": manifest["model"], "follow": manifest["follow"]}
+
+
+def _write_json(path: Path, obj) -> None:
+    """Write `path` whole or not at all (a temporary file renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def dev_sample(questions: Path, path: Path, n: int | None, seed: int = 0, log=print) -> Path:
+    """A seeded sample of `n` lines of a question file, in file order (the file itself when `n` is 0, None
+    or not smaller). ``path.json`` says what the sample in `path` was drawn from; it is drawn again when
+    that differs (another `n`, seed or question file)."""
     lines = [line for line in questions.read_text(encoding="utf-8").splitlines() if line.strip()]
-    if n is None or n >= len(lines):
+    if not n or n >= len(lines):
         return questions
-    if not path.exists():
-        path.write_text("".join(lines[i] + "\n" for i in sample_rows(len(lines), n, seed)), encoding="utf-8")
+    meta = path.with_suffix(".json")
+    made_with = {"questions_sha256": file_checksum(questions)["sha256"], "lines": n, "seed": seed}
+    if path.exists():
+        before = json.loads(meta.read_text()) if meta.exists() else {}
+        if before == made_with:
+            return path
+        changed = [line.split(":")[0] for line in settings_diff(before, made_with)]
+        log(f"{path} was drawn with another {', '.join(changed)}; drawing it again")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(lines[i] + "\n" for i in sample_rows(len(lines), n, seed)), encoding="utf-8")
+    os.replace(tmp, path)
+    _write_json(meta, made_with)
     return path
 
 

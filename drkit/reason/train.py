@@ -105,8 +105,15 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
         if not (init / "model.safetensors").exists():
             raise ConfigError(f"--init {init}: not a DrKIT model or training run")
         settings["init"] = str(init)
-    prepare_run(run, settings, overwrite, "training")
+    prepare_run(run, settings, overwrite, "training",
+                paths=("index", "mentions", "encoder", "train_file", "dev_file", "init"))
     if (run / "done.json").exists():
+        trained_over = json.loads((run / "model" / "manifest.json").read_text()).get("mentions", {})
+        for key, now in (("encoder_sha256", mentions.manifest["encoder"]["sha256"]),
+                         ("index_mentions_sha256", mentions.manifest["index"]["mentions_sha256"])):
+            if trained_over.get(key) != now:
+                raise ConfigError(f"{run} was trained over another mention index than {mentions_dir} is now "
+                                  f"(mentions.{key} differs); pass --overwrite to train again")
         log(f"{run} is already trained ({run / 'model'}); pass --overwrite to train again")
         return run / "model"
     torch.manual_seed(config.seed)

@@ -37,28 +37,32 @@ CHECKPOINT_VERSION = 1
 BEST_MODEL = "model"  # where a run publishes its selected model
 
 
-def settings_diff(previous: dict, settings: dict, prefix: str = "") -> list[str]:
-    """The settings that differ, nested keys dotted: ``["follow.min_weight: 0.01 in the run, 0.001 asked"]``."""
+def settings_diff(previous: dict, settings: dict, prefix: str = "", paths: tuple[str, ...] = ()) -> list[str]:
+    """The settings that differ, nested keys dotted: ``["follow.min_weight: 0.01 in the run, 0.001 asked"]``.
+    The dotted keys in `paths` are file paths: the same file spelt differently is no difference."""
     out = []
     for k in sorted(previous.keys() | settings.keys()):
         old, new = previous.get(k), settings.get(k)
         if isinstance(old, dict) and isinstance(new, dict):
-            out += settings_diff(old, new, f"{prefix}{k}.")
-        elif old != new:
+            out += settings_diff(old, new, f"{prefix}{k}.", paths)
+        elif old != new and not (f"{prefix}{k}" in paths and isinstance(old, str) and isinstance(new, str)
+                                 and os.path.realpath(old) == os.path.realpath(new)):
             out.append(f"{prefix}{k}: {old} in the run, {new} asked")
     return out
 
 
-def prepare_run(run: Path, settings: dict, overwrite: bool, what: str) -> None:
-    """Create `run` for `settings`, or check that it holds a run with the same settings (to resume)."""
+def prepare_run(run: Path, settings: dict, overwrite: bool, what: str, paths: tuple[str, ...] = ()) -> None:
+    """Create `run` for `settings`, or check that it holds a run with the same settings (to resume); the
+    settings named in `paths` are file paths, compared as files (see `settings_diff`)."""
     if run.exists() and overwrite:
         if any(run.iterdir()) and not (run / "run.json").exists():
             raise ConfigError(f"{run} is not empty and holds no {what} run; --overwrite deletes only a run directory")
         shutil.rmtree(run)
     if (run / "run.json").exists():
         previous = json.loads((run / "run.json").read_text())
-        if previous != settings:
-            raise ConfigError(f"{run} holds a run with other settings ({'; '.join(settings_diff(previous, settings))}); "
+        changed = settings_diff(previous, settings, paths=paths)
+        if changed:
+            raise ConfigError(f"{run} holds a run with other settings ({'; '.join(changed)}); "
                               "use another --out, the same settings to resume, or --overwrite")
     run.mkdir(parents=True, exist_ok=True)
     (run / "run.json").write_text(json.dumps(settings, indent=2) + "\n")
