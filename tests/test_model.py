@@ -322,7 +322,7 @@ def test_reproduce_pipeline_runs_and_resumes(films_kb, tmp_path):
     assert json.loads((out / "train-no_tfidf-1steps-2hop" / "run.json").read_text())["follow"]["tfidf"] is False
     assert (out / "mentions-untrained" / "manifest.json").exists()
     table = (out / "results.md").read_text()
-    assert "Ablations (training steps: 1; scored on a seeded sample of 10 1-hop, 10 2-hop dev lines)" in table
+    assert "Ablations (training steps: 1; scored on a seeded sample of 10 1-hop, 10 2-hop dev lines; " in table
     assert "| - sum over the mentions of an entity instead of max |" in table
     with pytest.raises(Exception, match="missing"):
         reproduce_metaqa(tmp_path / "nowhere", out, log=lambda *a: None)

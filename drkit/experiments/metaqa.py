@@ -51,6 +51,10 @@ ABLATIONS = {  # name: (what, follow settings, model settings, curriculum)
 
 
 _FOLLOW = {f.name: f for f in dataclasses.fields(FollowConfig)}
+# Every Hits@k of the results (main table, ablations, K sweep) has the same denominator:
+DENOMINATOR = ("all lines of the question file (or of its seeded sample): a line that cannot be scored (malformed, or "
+               "its question entity is not an entity of the index) counts as a miss")
+DENOMINATOR_CAPTION = "over all lines, an unscorable line counted as a miss"
 
 
 @dataclass(frozen=True)
@@ -184,13 +188,14 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
         return json.loads((ev / "metrics.json").read_text())
 
     results: dict = {"corpus": str(data), "settings": dataclasses.asdict(config), "curriculum": curriculum,
-                     "min_weight": config.min_weight, "main": {}, "ablations": {}, "k_sweep": {}}
+                     "min_weight": config.min_weight, "denominator": DENOMINATOR, "main": {}, "ablations": {},
+                     "k_sweep": {}}
     for h in hops:
         results["main"][h] = _summary(train_and_eval("drkit", h, out / "mentions", {}, {}, config.steps, curriculum))
     for h in hops:
         sweep, model = out / f"ksweep-{h}hop.json", out / f"train-drkit-{h}hop" / "model"
         made_with = {"model": model_identity(model), "questions_sha256": file_checksum(dev_file(h))["sha256"],
-                     "k": list(config.k_sweep), "sample": config.sweep_questions}
+                     "k": list(config.k_sweep), "sample": config.sweep_questions, "denominator": "all lines"}
         if made_again(sweep, made_with):
             timings.run(f"k-sweep-{h}hop", lambda: _write_json(sweep, {"made_with": made_with, "points": k_sweep_points(
                 out / "index", model, dev_file(h), config.k_sweep, config.sweep_questions)}), log)
@@ -271,7 +276,9 @@ def _summary(metrics: dict) -> dict:
 
 def k_sweep_points(index_dir, model_dir, questions, ks=K_SWEEP, n_questions: int = 2000, seed: int = 0) -> list[dict]:
     """Hits@1 and questions/s (batch 64) of one model for several K, with the model's retrieval and
-    with the other one (global retrieval searches by exact MIPS), on a seeded sample of questions."""
+    with the other one (global retrieval searches by exact MIPS), on a seeded sample of `n_questions`
+    lines of `questions`. Hits@1 is over all the sampled lines, a line that cannot be scored counting as
+    a miss (`DENOMINATOR`, as in `drkit.qa.evaluate`); questions/s is over the lines answered."""
     from drkit.data.questions import load_questions
     from drkit.qa.pipeline import DrKIT
     from drkit.reason.follow import RETRIEVALS
@@ -279,17 +286,20 @@ def k_sweep_points(index_dir, model_dir, questions, ks=K_SWEEP, n_questions: int
 
     kit = DrKIT.load(index_dir, model_dir)
     model, vkb = kit.model, kit.vkb
-    items = [it for it in load_questions(questions, vkb.index.entities) if it.problem is None]
+    items = load_questions(questions, vkb.index.entities)
     items = [items[i] for i in sample_rows(len(items), n_questions, seed)]
-    texts, topics = [it.text for it in items], np.array([it.topic for it in items])
+    ok = np.array([r for r, it in enumerate(items) if it.problem is None], dtype=np.int64)
+    texts, topics = [items[r].text for r in ok], np.array([items[r].topic for r in ok])
     points = []
     base = model.follow_config
     for retrieval in sorted(RETRIEVALS, key=lambda r: r != base.retrieval):
         for k in ks:
             model.follow_config = dataclasses.replace(base, top_k=k, retrieval=retrieval)
-            ids, _, seconds = answer_batches(model, vkb, texts, topics, 64, top=1)
+            ids = np.full((len(items), 1), -1, dtype=np.int64)  # an unscorable line: no answer, a miss
+            ids[ok], _, seconds = answer_batches(model, vkb, texts, topics, 64, top=1)
             points.append({"retrieval": retrieval, "K": k, "hits@1": round(float(hits(ids, items, 1).mean()), 4),
-                           "questions_per_s": round(len(items) / seconds, 1), "questions": len(items)})
+                           "questions_per_s": round(len(ok) / seconds, 1) if seconds else None,
+                           "lines": len(items), "scored": len(ok)})
     model.follow_config = base
     return points
 
@@ -300,13 +310,15 @@ def results_markdown(results: dict) -> list[str]:
     rule = "|---|" + "---|" * len(hops)
     pruning = (f"; restricted retrieval skips passages below {results['min_weight']:g} of a row's best weight"
                if "min_weight" in results else "")
-    lines = [f"DrKIT on {results['corpus']} (dev split{pruning}; Hits@1, Hits@5 in brackets)", "", head, rule]
+    lines = [f"DrKIT on {results['corpus']} (dev split{pruning}; Hits@1, Hits@5 in brackets, {DENOMINATOR_CAPTION})",
+             "", head, rule]
     lines.append("| DrKIT | " + " | ".join(f"{results['main'][h]['hits@1']:.3f} ({results['main'][h]['hits@5']:.3f})"
                                             for h in hops) + " |")
     if results.get("ablations"):
         setup = results.get("ablation_setup", {})
         lines += ["", f"Ablations (training steps: {setup.get('steps', 'as DrKIT')}; scored on a seeded sample of "
-                      + ", ".join(f"{n} {h}-hop" for h, n in setup.get("questions", {}).items()) + " dev lines):",
+                      + ", ".join(f"{n} {h}-hop" for h, n in setup.get("questions", {}).items())
+                      + f" dev lines; Hits@1, Hits@5 in brackets, {DENOMINATOR_CAPTION}):",
                   "", head, rule]
         for name, row in results["ablations"].items():
             lines.append(f"| {'' if name == 'drkit' else '- '}{row['what']} | " + " | ".join(
@@ -316,7 +328,10 @@ def results_markdown(results: dict) -> list[str]:
         lines.append(f"| {key.replace('_questions_per_s', '').replace('_', ' ')} | "
                      + " | ".join(str(results["main"][h].get(key, "")) for h in hops) + " |")
     if results.get("k_sweep"):
-        lines += ["", "K sweep (Hits@1 / questions per s at batch 64):", ""]
+        sizes = ", ".join(f"{pts[0].get('lines', pts[0].get('questions'))} {h}-hop"
+                          for h, pts in sorted(results["k_sweep"].items(), key=lambda kv: int(kv[0])) if pts)
+        lines += ["", f"K sweep (Hits@1 / questions per s at batch 64; on a seeded sample of {sizes} dev lines, "
+                      f"{DENOMINATOR_CAPTION}):", ""]
         for h in hops:
             pts = results["k_sweep"].get(h, [])
             for retrieval in dict.fromkeys(p.get("retrieval", "") for p in pts):

@@ -1,0 +1,40 @@
+"""One denominator for every results table of ``drkit reproduce-metaqa`` (all lines, an unscorable
+line counted as a miss), stated in each table's caption and in results.json."""
+
+from test_model import films_kb  # noqa: F401  (a fixture)
+from test_reproduce import metaqa_folder  # noqa: F401  (a fixture)
+
+
+def test_k_sweep_counts_unscorable_lines_as_misses(metaqa_folder, tmp_path):  # noqa: F811
+    from drkit.experiments.metaqa import ReproduceConfig, k_sweep_points, reproduce_metaqa
+    from drkit.qa.evaluate import evaluate
+    from drkit.qa.pipeline import DrKIT, QueryConfig
+
+    data, films = metaqa_folder
+    out = tmp_path / "out"
+    dev = data / "1-hop/vanilla/qa_dev.txt"
+    dev.write_text(dev.read_text() + "who directed [No Such Film]\tSomebody\nthis line has no tab\n")
+    results = reproduce_metaqa(data, out, ReproduceConfig(hops=(1,), steps=2, pretrain_steps=0, k_sweep=(10,),
+                                                          sweep_questions=100), log=lambda *a: None)
+    points = k_sweep_points(out / "index", out / "train-drkit-1hop", dev, ks=(10,), n_questions=100)
+    kit = DrKIT.load(out / "index", out / "train-drkit-1hop")
+    for p in points:
+        assert p["lines"] == 26 and p["scored"] == 24
+        query = QueryConfig(top_k=p["K"], retrieval=p["retrieval"])
+        metrics = evaluate(kit, dev, None, qps_sample=0, query=query, log=lambda *a: None)
+        assert p["hits@1"] == round(metrics["hits@1"], 4)  # the same denominator as the main table
+    assert "all lines" in results["denominator"] and "miss" in results["denominator"]
+
+
+def test_every_results_table_states_its_denominator():
+    from drkit.experiments.metaqa import DENOMINATOR_CAPTION, results_markdown
+
+    row = {"hits@1": 0.5, "hits@5": 0.75, "questions": 10, "batch_64_questions_per_s": 100.0}
+    results = {"corpus": "c", "min_weight": 0.001, "main": {1: row}, "ablations": {"drkit": {"what": "DrKIT", 1: row}},
+               "ablation_setup": {"steps": 5, "questions": {1: 10}},
+               "k_sweep": {1: [{"retrieval": "restricted", "K": 10, "hits@1": 0.5, "questions_per_s": 3.0}]}}
+    lines = results_markdown(results)
+    captions = [line for line in lines if line.startswith(("DrKIT on", "Ablations", "K sweep"))]
+    assert len(captions) == 3
+    for caption in captions:
+        assert DENOMINATOR_CAPTION in caption, caption
