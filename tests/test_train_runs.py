@@ -21,12 +21,7 @@ def _best_of_model(run):
 
 
 def _best_of_checkpoint(ckpt):
-    state = ckpt / "state.json"
-    if state.exists():
-        return json.loads(state.read_text())["best"]
-    import torch
-
-    return torch.load(ckpt, weights_only=False)["best"]  # the format before safetensors checkpoints
+    return json.loads((ckpt / "state.json").read_text())["best"]
 
 
 def test_crash_between_best_model_and_checkpoint(films_kb, tmp_path, monkeypatch):  # noqa: F811
