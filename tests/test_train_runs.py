@@ -2,6 +2,7 @@
 last checkpoint always go together."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -60,3 +61,33 @@ def test_crash_between_best_model_and_checkpoint(films_kb, tmp_path, monkeypatch
     assert done["best"]["step"] == 6
     dev = [json.loads(line) for line in (run / "dev_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in dev] == [0, 2, 4, 6]
+
+
+def test_resume_puts_back_a_lost_best_model(films_kb, tmp_path):  # noqa: F811
+    """Killed while model/ was being replaced (after the checkpoint's commit): resuming puts the
+    checkpoint's best model back."""
+    from safetensors.torch import load_file
+
+    d, _ = films_kb
+    cfg = TrainConfig(steps=2, batch_size=8, eval_every=2, checkpoint_every=2, dev_sample=0, bf16=False)
+    args = (d / "index", d / "mentions", d / "train.txt", d / "dev.txt", tmp_path / "run")
+    kw = dict(model_config=SMALL, follow_config=FollowConfig(top_k=50), config=cfg, log=lambda *a: None)
+    run = train(*args, **kw).parent
+    want = load_file(str(run / "model" / "model.safetensors"))
+    shutil.rmtree(run / "model")
+    (run / "done.json").unlink()
+    messages = []
+    train(*args, **{**kw, "log": messages.append})
+    assert any("put back" in m for m in messages), messages
+    got = load_file(str(run / "model" / "model.safetensors"))
+    assert all(got[k].equal(v) for k, v in want.items())
+    assert _best_of_model(run) == _best_of_checkpoint(checkpoints(run)[-1])
+
+
+def test_zero_steps_publishes_the_starting_model(films_kb, tmp_path):  # noqa: F811
+    d, _ = films_kb
+    cfg = TrainConfig(steps=0, dev_sample=0, bf16=False)
+    model = train(d / "index", d / "mentions", d / "train.txt", d / "dev.txt", tmp_path / "run", model_config=SMALL,
+                  config=cfg, log=lambda *a: None)
+    assert (model / "manifest.json").exists() and _best_of_model(tmp_path / "run")["step"] == 0
+    assert [p.name for p in checkpoints(tmp_path / "run")] == ["step-0"]
