@@ -280,24 +280,32 @@ def check_linked(linked: LinkedCorpus, articles: list[Article], linker: EntityLi
     assert np.all(np.diff(linked.passage_article) >= 0)
     assert linked.mentions.shape[1] == 6 and linked.mentions.dtype == np.int32
 
-    # passages: slices of their article, at most max_pieces pieces, re-tokenizing gives the stored pieces,
-    # and the passages of an article together hold exactly the article's pieces
+    # passages: slices of their article (after the first, behind the carried title line), at most max_pieces
+    # pieces, re-tokenizing gives the stored pieces, and the passages of an article together hold exactly the
+    # article's pieces
+    assert linked.passage_title_chars.shape == (P,)
     for a_id, article in enumerate(articles):
         content = article.content
         ps = np.flatnonzero(linked.passage_article == a_id)
         full = tok(content, add_special_tokens=False)["input_ids"]
         got = []
         prev_end = 0
-        for p in ps:
+        for i, p in enumerate(ps):
             text, c0 = linked.passage_texts[p], int(linked.passage_char_start[p])
+            k = int(linked.passage_title_chars[p])  # the carried title line
+            if i == 0:
+                assert k == 0
+            if k:
+                assert text[:k] == article.title + "\n" and k == len(article.title) + 1
+            body = text[k:]
             assert c0 >= prev_end
-            assert content[c0 : c0 + len(text)] == text
+            assert content[c0 : c0 + len(body)] == body
             assert tok(content[prev_end:c0], add_special_tokens=False)["input_ids"] == []  # nothing lost between
-            prev_end = c0 + len(text)
+            prev_end = c0 + len(body)
             pieces = passage_pieces(linked, p)
             assert 1 <= len(pieces) <= max_pieces
             assert pieces == tok(text, add_special_tokens=False)["input_ids"], text
-            got += pieces
+            got += pieces[len(tok(text[:k], add_special_tokens=False)["input_ids"]):]
         assert tok(content[prev_end:], add_special_tokens=False)["input_ids"] == []
         assert got == full
 
@@ -322,14 +330,26 @@ def check_linked(linked: LinkedCorpus, articles: list[Article], linker: EntityLi
         offsets = tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
         assert offsets[ps_][0] == cs and offsets[pe][1] == ce
 
-    if expect_all_mentions:  # every mention the linker finds in an article is stored, once
+    # a carried title line holds exactly the title mentions of the article's first passage
+    first_passage = {}
+    for p in range(P):
+        first_passage.setdefault(int(linked.passage_article[p]), p)
+    carried = np.array([r[4] < linked.passage_title_chars[r[1]] for r in m.tolist()], dtype=bool).reshape(-1)
+    for p in np.flatnonzero(linked.passage_title_chars):
+        k = int(linked.passage_title_chars[p])
+        first = first_passage[int(linked.passage_article[p])]
+        want_rows = [[e, p, *rest] for e, q, *rest in m.tolist() if q == first and rest[3] <= k - 1]
+        assert [r for r, c in zip(m.tolist(), carried) if c and r[1] == p] == want_rows
+
+    if expect_all_mentions:  # every mention the linker finds in an article is stored once (and its title's are carried)
         want = set()
         for a_id, article in enumerate(articles):
             for s, e, entity in linker.find(article.content):
                 want.add((a_id, s, e, entity))
-        got_set = {(int(linked.passage_article[p]), int(linked.passage_char_start[p]) + cs,
-                    int(linked.passage_char_start[p]) + ce, entity) for entity, p, _, _, cs, ce in m.tolist()}
-        assert len(got_set) == len(m)
+        shift = linked.passage_char_start - linked.passage_title_chars
+        got_set = {(int(linked.passage_article[p]), int(shift[p]) + cs, int(shift[p]) + ce, entity)
+                   for entity, p, _, _, cs, ce in m[~carried].tolist()}
+        assert len(got_set) == int((~carried).sum())
         assert got_set == want
 
 
@@ -432,7 +452,8 @@ def test_name_at_the_passage_boundary_stays_whole(tok, name_start, name_len):
     assert pe - ps + 1 == name_len
     straddles = name_start < max_pieces <= name_start + name_len - 1
     if straddles:  # the cut moved to just before the name
-        assert p == 1 and ps == 0
+        assert p == 1 and ps == 1  # right after the carried title 't'
+        assert linked.passage_texts[1].startswith("T\n" + name)
         assert len(passage_pieces(linked, 0)) == name_start
     else:
         assert passage_pieces(linked, 0) == passage_pieces(plain, 0)
@@ -495,3 +516,55 @@ def test_batch_size_does_not_change_the_result(tok):
     for field in ("passage_article", "passage_char_start", "piece_offsets", "pieces", "mentions"):
         assert np.array_equal(getattr(a, field), getattr(b, field)), field
     check_linked(a, articles, linker, keys, tok, 16)
+
+
+# ---------------------------------------------------------------------------------------------
+# The title in every passage of a long article
+
+
+def test_every_passage_of_a_long_article_carries_its_title(tok):
+    """Cut into passages, each passage of an article starts with its title line, and where the title is a
+    linked mention in the first passage, it is the same mention (same pieces, same characters) in every one."""
+    max_pieces = 16
+    words = single_piece_text(tok, 60)
+    names = ["Kismet", words[20], f"{words[30]} {words[31]}"]
+    keys = [fold(n) for n in names]
+    linker = EntityLinker(keys, 3)
+    body = ". ".join(" ".join(words[i : i + 6]) for i in range(0, 60, 6)) + "."
+    articles = [Article("1", "Kismet", body, 1), Article("2", "Zorro Rides", body, 9)]
+    log = WarningLog()
+    linked = link_corpus(articles, linker, LinkConfig(max_passage_pieces=max_pieces), log)
+    assert len(log) == 0
+    check_linked(linked, articles, linker, keys, tok, max_pieces)
+    title_pieces = {a.key: tok(a.title, add_special_tokens=False)["input_ids"] for a in articles}
+    for a_id, article in enumerate(articles):
+        ps = np.flatnonzero(linked.passage_article == a_id).tolist()
+        assert len(ps) >= 4  # really cut
+        for p in ps:
+            text = linked.passage_texts[p]
+            assert text.startswith(article.title + "\n"), text
+            assert passage_pieces(linked, p)[: len(title_pieces[article.key])] == title_pieces[article.key]
+            assert len(passage_pieces(linked, p)) <= max_pieces
+            rows = linked.mentions[linked.mentions[:, 1] == p].tolist()
+            title_rows = [r for r in rows if r[4] < len(article.title)]
+            if article.title == "Kismet":  # a linked title: its mention is in every passage, whole
+                assert title_rows == [[0, p, 0, 2, 0, 6]]
+            else:
+                assert title_rows == []
+    # the body mentions are all there, once each, at their characters
+    body_mentions = [(int(linked.passage_article[p]), names[e], linked.passage_texts[p][cs:ce])
+                     for e, p, _, _, cs, ce in linked.mentions.tolist() if cs >= len(linked.article_titles[linked.passage_article[p]]) + 1]
+    for a_id in (0, 1):
+        assert [(n, t) for a, n, t in body_mentions if a == a_id] == [(names[1], names[1]), (names[2], names[2])]
+
+
+def test_a_title_too_long_to_carry_is_a_counted_warning(tok):
+    words = single_piece_text(tok, 60)
+    title = " ".join(words[:9])  # 9 pieces: more than half of a 16-piece passage
+    article = Article("1", title, " ".join(words[10:60]), 1)
+    log = WarningLog()
+    linked = link_corpus([article], EntityLinker([fold(title)], 3), LinkConfig(max_passage_pieces=16), log)
+    assert log.count("title_not_carried") == 1
+    assert linked.passage_title_chars.tolist() == [0] * linked.n_passages
+    assert not linked.passage_texts[1].startswith(title)
+    check_linked(linked, [article], EntityLinker([fold(title)], 3), [fold(title)], tok, 16)

@@ -11,7 +11,9 @@ self-describing directory:
     passage_text.bin             UTF-8 passage texts, concatenated
     passage_text_offsets.npy     (P+1,) int64 byte offsets into passage_text.bin
     passage_article.npy          (P,) int32
-    passage_char_start.npy       (P,) int64 offset of the passage in its article's content
+    passage_char_start.npy       (P,) int64 offset in its article's content of the passage's slice
+    passage_title_chars.npy      (P,) int32 characters of the title line carried in front of that slice
+                                 (0 for an article's first passage; see `drkit.index.linking`)
     pieces.npy, piece_offsets.npy  word-piece ids of each passage (no [CLS]/[SEP])
     mentions.npy                 (M, 6) int32: entity, passage, piece_start, piece_end (inclusive),
                                  char_start, char_end (in the passage text); sorted by passage
@@ -160,6 +162,7 @@ def _write_arrays(w: ArtifactWriter, table: EntityTable, linked: LinkedCorpus, m
     w.save_array("passage_text_offsets", offsets)
     w.save_array("passage_article", linked.passage_article)
     w.save_array("passage_char_start", linked.passage_char_start)
+    w.save_array("passage_title_chars", linked.passage_title_chars, note="the carried title line, title + newline")
     w.save_array("pieces", linked.pieces, note="word-piece ids, no special tokens")
     w.save_array("piece_offsets", linked.piece_offsets)
     w.save_array("mentions", linked.mentions, note="columns: " + ", ".join(LinkedCorpus.MENTION_COLUMNS))

@@ -5,6 +5,13 @@ longest name first at each position, matches never overlapping (Aho-Corasick ove
 `link_corpus` links every article, tokenizes it with the encoder's word pieces, cuts it into
 passages of at most `max_passage_pieces` pieces without cutting a mention, and records each mention
 as (entity, passage, first piece, last piece, first char, end char).
+
+Every passage of an article is about the article's entity: the first passage starts with the title
+line (``Article.content`` does), and each later one gets the same title line, ``title + "\n"``, in
+front of its slice of the article, with the title's mentions as they are in the first passage (same
+pieces, same characters), so TF-IDF and mention context see the title in every passage. The budget
+of later passages is `max_passage_pieces` minus the title's pieces; a title of more than half a
+passage is not carried (a counted warning, ``title_not_carried``).
 """
 
 from __future__ import annotations
@@ -81,12 +88,19 @@ class LinkedCorpus:
     article_titles: list[str]
     passage_texts: list[str]
     passage_article: np.ndarray  # (P,) int32
-    passage_char_start: np.ndarray  # (P,) int64, offset of the passage in its article's content
+    passage_char_start: np.ndarray  # (P,) int64, offset in its article's content of the passage's slice
     piece_offsets: np.ndarray  # (P+1,) int64, passage p owns pieces[piece_offsets[p]:piece_offsets[p+1]]
     pieces: np.ndarray  # (total pieces,) int32 word-piece ids
     mentions: np.ndarray  # (M, 6) int32: entity, passage, piece_start, piece_end (inclusive), char_start, char_end
+    # (P,) int32: characters of the carried title line in front of the passage's slice (0 for an article's
+    # first passage): passage_texts[p][k:] == content[passage_char_start[p]:][:len(passage_texts[p]) - k]
+    passage_title_chars: np.ndarray | None = None
 
     MENTION_COLUMNS = ("entity", "passage", "piece_start", "piece_end", "char_start", "char_end")
+
+    def __post_init__(self):
+        if self.passage_title_chars is None:
+            self.passage_title_chars = np.zeros(len(self.passage_texts), dtype=np.int32)
 
     @property
     def n_passages(self) -> int:
@@ -101,25 +115,25 @@ class LinkedCorpus:
         return self.mentions[:, 1]
 
 
-def _cut_points(n: int, max_len: int, legal: np.ndarray, preferred: np.ndarray) -> list[int]:
+def _cut_points(n: int, max_len: int, legal: np.ndarray, preferred: np.ndarray, later_max_len: int | None = None) -> list[int]:
     """Passage boundaries for a sequence of `n` pieces: ``[0, c1, ..., n]``.
 
     ``legal[i]`` says a passage may start at piece i; ``preferred[i]`` that it starts a sentence
-    or a line. Each passage gets at most `max_len` pieces; a preferred cut in the second half of the
-    window wins over a later legal one.
+    or a line. The first passage gets at most `max_len` pieces, the others at most `later_max_len`
+    (default `max_len`); a preferred cut in the second half of the window wins over a later legal one.
     """
     cuts = [0]
-    start = 0
-    while n - start > max_len:
-        window = slice(start + 1, start + max_len + 1)
+    start, limit = 0, max_len
+    while n - start > limit:
+        window = slice(start + 1, start + limit + 1)
         ok = np.flatnonzero(legal[window]) + start + 1
         if len(ok) == 0:
-            cut = start + max_len  # only possible when one mention is longer than a passage
+            cut = start + limit  # only possible when one mention is longer than a passage
         else:
-            pref = ok[preferred[ok] & (ok > start + max_len // 2)]
+            pref = ok[preferred[ok] & (ok > start + limit // 2)]
             cut = int(pref[-1]) if len(pref) else int(ok[-1])
         cuts.append(cut)
-        start = cut
+        start, limit = cut, later_max_len or max_len
     cuts.append(n)
     return cuts
 
@@ -136,7 +150,8 @@ def link_corpus(
     warnings = warnings if warnings is not None else WarningLog()
     tokenizer = load_tokenizer(config.encoder)
     keys, titles, texts = [], [], []
-    passage_article, passage_char_start, piece_chunks, piece_lengths, mention_rows = [], [], [], [], []
+    passage_article, passage_char_start, passage_title_chars = [], [], []
+    piece_chunks, piece_lengths, mention_rows = [], [], []
 
     def process(batch: list[Article]) -> None:
         contents = [a.content for a in batch]
@@ -148,18 +163,20 @@ def link_corpus(
             keys.append(article.key)
             titles.append(article.title)
 
-    def _split_points(content, tok_start, tok_end, spans):
+    def _split_points(content, tok_start, tok_end, spans, title_pieces):
         n = len(tok_start)
-        # A passage may start at piece i unless i continues a word or lies inside a mention.
+        # A passage may start at piece i unless i continues a word, lies inside a mention or inside a carried title.
         legal = np.array([i == 0 or is_token_boundary(content, int(tok_start[i])) or tok_start[i] > tok_end[i - 1]
                           for i in range(n)], dtype=bool)
         for ps, pe, *_ in spans:
             legal[ps + 1 : pe + 1] = False
+        legal[1:title_pieces] = False
         preferred = np.zeros(n, dtype=bool)
         for i in range(1, n):
             between = content[tok_end[i - 1] : tok_start[i]]
             preferred[i] = "\n" in between or content[tok_end[i - 1] - 1] in _SENTENCE_END
-        return _cut_points(n, config.max_passage_pieces, legal, preferred)
+        return _cut_points(n, config.max_passage_pieces, legal, preferred,
+                           later_max_len=config.max_passage_pieces - title_pieces)
 
     def _split_article(article_id, article, content, ids, offsets):
         n = len(ids)
@@ -176,23 +193,40 @@ def link_corpus(
                 warnings.add("mention_without_pieces", f"article {article.key!r}: {content[cs:ce]!r} covers no word piece")
                 continue
             spans.append((ps, pe, cs, ce, entity_id))
-        cuts = [0, n] if n <= config.max_passage_pieces else _split_points(content, tok_start, tok_end, spans)
+        if n <= config.max_passage_pieces:
+            cuts, t = [0, n], 0
+        else:
+            # the title line (content = title + "\n" + text) is carried into every later passage: its t pieces
+            t = int(np.searchsorted(tok_start, len(article.title), side="left")) if article.text else 0
+            if t > config.max_passage_pieces // 2:
+                warnings.add("title_not_carried", f"article {article.key!r} (line {article.source_line}): its title "
+                             f"has {t} word pieces, more than half a passage; only its first passage holds it")
+                t = 0
+            cuts = _split_points(content, tok_start, tok_end, spans, t)
+        prefix = content[: len(article.title) + 1] if t else ""  # title + "\n"
+        title_spans = [sp for sp in spans if sp[3] <= len(article.title)] if t else []
         span_i = 0
         for a, b in zip(cuts[:-1], cuts[1:]):
             passage_id = len(texts)
             c0, c1 = int(tok_start[a]), int(tok_end[b - 1])
-            texts.append(content[c0:c1])
+            carried, shift, k = (a > 0 and t > 0), 0, 0
+            if carried:  # pieces ids[:t] and chars prefix in front; the title's mentions as in the first passage
+                shift, k = t, len(prefix)
+                for ps, pe, cs, ce, entity_id in title_spans:
+                    mention_rows.append((entity_id, passage_id, ps, pe, cs, ce))
+            texts.append(prefix + content[c0:c1] if carried else content[c0:c1])
             passage_article.append(article_id)
             passage_char_start.append(c0)
-            piece_chunks.append(ids[a:b])
-            piece_lengths.append(b - a)
+            passage_title_chars.append(k)
+            piece_chunks.append(np.concatenate([ids[:t], ids[a:b]]) if carried else ids[a:b])
+            piece_lengths.append(b - a + shift)
             while span_i < len(spans) and spans[span_i][0] < b:
                 ps, pe, cs, ce, entity_id = spans[span_i]
                 span_i += 1
                 if pe >= b:
                     warnings.add("mention_cut_by_passage", f"article {article.key!r}: {content[cs:ce]!r} is longer than a passage")
                     continue
-                mention_rows.append((entity_id, passage_id, ps - a, pe - a, cs - c0, ce - c0))
+                mention_rows.append((entity_id, passage_id, ps - a + shift, pe - a + shift, cs - c0 + k, ce - c0 + k))
 
     batch: list[Article] = []
     for article in progress(articles, desc="link", unit="article", total=total):
@@ -214,4 +248,5 @@ def link_corpus(
         piece_offsets=piece_offsets,
         pieces=np.concatenate(piece_chunks) if piece_chunks else np.zeros(0, dtype=np.int32),
         mentions=np.asarray(mention_rows, dtype=np.int32).reshape(-1, 6),
+        passage_title_chars=np.asarray(passage_title_chars, dtype=np.int32),
     )
