@@ -7,6 +7,11 @@ every line starts with its number within the article, counting from 1; line 1 is
     2 Kismet is a 1944 film directed by William Dieterle.
 
 JSONL format, for users' own corpora: one object per line, ``{"id": str, "title": str, "text": str}``.
+
+Both are UTF-8 (`drkit.data.lines`: a byte-order mark is allowed, CRLF line endings too). Lines of only
+whitespace are skipped: in ``wiki.txt`` they end an article, in JSONL they are nothing. Anything else
+that cannot be read is an `InputFormatError` naming the file, the line and, where one is at fault,
+the field; what is read but not indexed (an empty article) is a counted warning.
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from drkit.data.lines import read_lines
 from drkit.errors import ConfigError, InputFormatError
 from drkit.util.warnlog import WarningLog
 
 CORPUS_FORMATS = ("wikimovies", "jsonl")
-_NUMBERED_LINE = re.compile(r"^(\d+)(?:[ \t]+(.*))?$")
+_NUMBERED_LINE = re.compile(r"^([0-9]+)(?:[ \t]+(.*))?$")
 
 
 @dataclass(frozen=True)
@@ -70,60 +76,73 @@ def read_wikimovies(path: str | Path, warnings: WarningLog) -> Iterator[Article]
             warnings.add("article_without_text", f"{path}:{start_line}: article {title!r} has a title and no text")
         return Article(key=str(start_line), title=title, text="\n".join(body), source_line=start_line)
 
-    with open(path, encoding="utf-8") as f:
-        for line_no, raw in enumerate(f, 1):
-            line = raw.rstrip("\r\n")
-            if not line.strip():
-                article = finish()
-                if article is not None:
-                    yield article
-                title, body = None, []
-                continue
-            match = _NUMBERED_LINE.match(line)
-            if match is None:
-                raise InputFormatError(
-                    path, line_no, f"expected '<line number> <text>' (WikiMovies format), got {line[:60]!r}"
-                )
-            number, content = int(match.group(1)), (match.group(2) or "").strip()
-            if number == 1 or title is None:
-                article = finish()
-                if article is not None:
-                    yield article
-                if number != 1:
-                    warnings.add("article_not_numbered_from_1", f"{path}:{line_no}: article starts at line number {number}")
-                if not content:
-                    raise InputFormatError(path, line_no, "empty article title", field="title")
-                title, body, start_line, last_number = content, [], line_no, number
-                continue
-            if number != last_number + 1:
-                warnings.add(
-                    "line_number_gap", f"{path}:{line_no}: line number {number} follows {last_number}"
-                )
-            last_number = number
-            if content:
-                body.append(content)
-            else:
-                warnings.add("empty_line_text", f"{path}:{line_no}: numbered line with no text")
+    for line_no, line in read_lines(path, "corpus"):
+        if not line.strip():
+            article = finish()
+            if article is not None:
+                yield article
+            title, body = None, []
+            continue
+        match = _NUMBERED_LINE.match(line)
+        if match is None:
+            raise InputFormatError(
+                path, line_no, f"expected '<line number> <text>' (WikiMovies format), got {line[:60]!r}"
+            )
+        number, content = int(match.group(1)), (match.group(2) or "").strip()
+        if number == 1 or title is None:
+            article = finish()
+            if article is not None:
+                yield article
+            if number != 1:
+                warnings.add("article_not_numbered_from_1", f"{path}:{line_no}: article starts at line number {number}")
+            if not content:
+                raise InputFormatError(path, line_no, "empty article title", field="title")
+            title, body, start_line, last_number = content, [], line_no, number
+            continue
+        if number != last_number + 1:
+            warnings.add(
+                "line_number_gap", f"{path}:{line_no}: line number {number} follows {last_number}"
+            )
+        last_number = number
+        if content:
+            body.append(content)
+        else:
+            warnings.add("empty_line_text", f"{path}:{line_no}: numbered line with no text")
     article = finish()
     if article is not None:
         yield article
 
 
-def iter_json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
+def iter_json_objects(path: str | Path, what: str = "JSONL file") -> Iterator[tuple[int, dict]]:
     """``(line number, object)`` for each non-blank line of a JSONL file; a line that is not a JSON
-    object is an `InputFormatError` naming the file and line."""
+    object (or holds a string that is not text: an unpaired surrogate escape such as ``"\\ud800"``)
+    is an `InputFormatError` naming the file and line."""
     path = Path(path)
-    with open(path, encoding="utf-8") as f:
-        for line_no, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise InputFormatError(path, line_no, f"not valid JSON: {exc.msg} at column {exc.colno}") from None
-            if not isinstance(obj, dict):
-                raise InputFormatError(path, line_no, f"expected a JSON object, got {type(obj).__name__}")
-            yield line_no, obj
+    for line_no, line in read_lines(path, what):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputFormatError(path, line_no, f"not valid JSON: {exc.msg} at column {exc.colno}") from None
+        except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits; nesting too deep
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+            raise InputFormatError(path, line_no, f"not valid JSON: {reason}") from None
+        if not isinstance(obj, dict):
+            raise InputFormatError(path, line_no, f"expected a JSON object, got {type(obj).__name__}")
+        if "\\u" in line and not _is_text(obj):
+            raise InputFormatError(path, line_no, "a string holds an unpaired surrogate escape (\\ud800-\\udfff), "
+                                   "which is not a character")
+        yield line_no, obj
+
+
+def _is_text(obj) -> bool:
+    """True when every string in `obj` (keys too) can be written as UTF-8."""
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def read_jsonl_corpus(path: str | Path, warnings: WarningLog) -> Iterator[Article]:
@@ -140,6 +159,8 @@ def read_jsonl_corpus(path: str | Path, warnings: WarningLog) -> Iterator[Articl
             if not isinstance(obj[field], str):
                 raise InputFormatError(path, line_no, f"must be a string, got {type(obj[field]).__name__}", field=field)
         key = str(obj["id"])
+        if not key.strip():
+            raise InputFormatError(path, line_no, "empty", field="id")
         if key in seen:
             raise InputFormatError(path, line_no, f"duplicate id {key!r} (first on line {seen[key]})", field="id")
         seen[key] = line_no

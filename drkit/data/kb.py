@@ -1,6 +1,8 @@
 """KB and entity readers, and the entity table.
 
 A KB file has one fact per line, ``subject|relation|object``. An entity list has one name per line.
+Both are UTF-8 (`drkit.data.lines`); lines of only whitespace are skipped, and a line that cannot be
+read is an `InputFormatError` naming the file, the line and, where one is at fault, the field.
 Entity names are matched case-insensitively, so names that differ only in case (the MetaQA KB has
 both ``Brian Cox`` the actor and ``brian cox`` the tag) are one entity with several aliases; its
 display name is the alias seen most often.
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from drkit.data.lines import read_lines
 from drkit.data.text import fold
 from drkit.errors import InputFormatError
 
@@ -28,29 +31,26 @@ class Triple:
 def read_kb(path: str | Path) -> Iterator[Triple]:
     """Yield the facts of a ``subject|relation|object`` file. Blank lines are allowed."""
     path = Path(path)
-    with open(path, encoding="utf-8") as f:
-        for line_no, raw in enumerate(f, 1):
-            line = raw.rstrip("\r\n")
-            if not line.strip():
-                continue
-            parts = line.split("|")
-            if len(parts) != 3:
-                raise InputFormatError(
-                    path, line_no, f"expected 'subject|relation|object' (exactly two '|'), found {len(parts) - 1}: {line[:80]!r}"
-                )
-            for field, value in zip(("subject", "relation", "object"), parts):
-                if not value.strip():
-                    raise InputFormatError(path, line_no, "empty", field=field)
-            yield Triple(parts[0].strip(), parts[1].strip(), parts[2].strip(), line_no)
+    for line_no, line in read_lines(path, "KB file"):
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) != 3:
+            raise InputFormatError(
+                path, line_no, f"expected 'subject|relation|object' (exactly two '|'), found {len(parts) - 1}: {line[:80]!r}"
+            )
+        for field, value in zip(("subject", "relation", "object"), parts):
+            if not value.strip():
+                raise InputFormatError(path, line_no, "empty", field=field)
+        yield Triple(parts[0].strip(), parts[1].strip(), parts[2].strip(), line_no)
 
 
 def read_entity_list(path: str | Path) -> Iterator[str]:
     """Yield the names of a one-name-per-line file. Blank lines are allowed."""
-    with open(path, encoding="utf-8") as f:
-        for raw in f:
-            name = raw.strip()
-            if name:
-                yield name
+    for _, line in read_lines(path, "entity list"):
+        name = line.strip()
+        if name:
+            yield name
 
 
 class EntityTable:

@@ -9,7 +9,8 @@ from typing import Iterator
 
 import numpy as np
 
-from drkit.errors import ConfigError, InputFormatError
+from drkit.data.lines import decode_line, open_binary, read_lines
+from drkit.errors import InputFormatError
 
 _TOPIC = re.compile(r"\[([^\[\]]+)\]")
 _HOPS_IN_PATH = re.compile(r"(\d)-hop")
@@ -43,10 +44,9 @@ def parse_question_line(line: str, path: str | Path = "<input>", line_no: int = 
 
 def read_questions(path: str | Path) -> Iterator[Question]:
     """Yield the questions of a MetaQA-format file; a malformed line raises `InputFormatError`."""
-    with open(path, encoding="utf-8") as f:
-        for line_no, raw in enumerate(f, 1):
-            if raw.strip():
-                yield parse_question_line(raw, path, line_no)
+    for line_no, line in read_lines(path, "question file"):
+        if line.strip():
+            yield parse_question_line(line, path, line_no)
 
 
 def hops_from_path(path: str | Path) -> int | None:
@@ -72,18 +72,15 @@ def load_questions(path: str | Path, entities) -> list[QAItem]:
 
     Malformed lines and unknown question entities become items with a `problem`, not exceptions."""
     items = []
-    try:
-        f = open(path, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read the question file {path}: {exc.strerror}") from exc
-    with f:
+    with open_binary(path, "question file") as f:
         for line_no, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
             try:
-                q = parse_question_line(raw, path, line_no)
+                q = parse_question_line(decode_line(raw, path, line_no), path, line_no)
             except InputFormatError as exc:
-                items.append(QAItem(line_no, text=raw.strip(), problem=str(exc), problem_kind="malformed_line"))
+                text = raw.decode("utf-8", errors="replace").strip()
+                items.append(QAItem(line_no, text=text, problem=str(exc), problem_kind="malformed_line"))
                 continue
             topic = entities.lookup(q.topic)
             answer_ids = np.array(sorted({i for i in map(entities.lookup, q.answers) if i is not None}), dtype=np.int64)

@@ -35,7 +35,7 @@ from drkit.data.corpus import guess_corpus_format, read_corpus
 from drkit.data.kb import EntityTable, entities_from_kb, read_entity_list, read_kb
 from drkit.data.questions import hops_from_path, read_questions
 from drkit.data.tokenizer import tokenizer_fingerprint
-from drkit.errors import ConfigError
+from drkit.errors import ConfigError, InputFormatError
 from drkit.index.linking import EntityLinker, LinkConfig, LinkedCorpus, link_corpus
 from drkit.index.sparse import FORMAT, FORMAT_VERSION, SparseConfig, SparseIndex, build_sparse_matrices
 from drkit.index.stats import index_counts, kb_coverage, sparse_reachability_sets
@@ -95,7 +95,16 @@ def build_index(
 
     t = time.perf_counter()
     articles = list(read_corpus(corpus, corpus_format, warnings))
+    if not articles:
+        empty = warnings.count("empty_article")
+        raise InputFormatError(corpus, None, f"no article to index in this {corpus_format} corpus"
+                               + (f" ({empty} read, all without title and text)" if empty else "")
+                               + ("; expected a {'id', 'title', 'text'} object per line" if corpus_format == "jsonl"
+                                  else "; expected articles of numbered lines, '1 <title>' then '2 <text>', ..."))
     linked = link_corpus(articles, linker, link_config, warnings, total=len(articles))
+    if linked.n_passages == 0:
+        raise InputFormatError(corpus, None, f"no passage to index: none of its {len(articles)} articles has a "
+                               f"word piece of the tokenizer {link_config.encoder!r}")
     timings["read_and_link"] = time.perf_counter() - t
 
     t = time.perf_counter()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from drkit.data.lines import open_binary, read_lines
 from drkit.data.questions import load_questions
 from drkit.errors import ConfigError, InputFormatError
 from drkit.qa.pipeline import DrKIT, QueryConfig
@@ -39,9 +40,8 @@ class EvaluateConfig:
 
 def read_qtypes(path: str | Path, question_path: str | Path) -> dict[int, str]:
     """Question type of each line number of the aligned question file."""
-    with open(path, encoding="utf-8") as f:
-        types = [line.strip() for line in f]
-    with open(question_path, encoding="utf-8") as f:
+    types = [line.strip() for _, line in read_lines(path, "question type file")]
+    with open_binary(question_path, "question file") as f:
         n_lines = sum(1 for _ in f)
     while types and not types[-1]:
         types.pop()
