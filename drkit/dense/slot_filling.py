@@ -24,20 +24,32 @@ from drkit.util.progress import progress
 
 def read_slot_queries(path: str | Path, index: SparseIndex) -> list[dict]:
     """Queries from a JSONL file of ``{"text", "subject", "answers", ...}`` (``heldout.jsonl`` of a
-    pretraining run), with entity ids resolved in `index`."""
+    pretraining run), with entity ids resolved in `index`: "text" a non-blank string, "subject" the name
+    of an entity, "answers" a non-empty list of entity names, "relation" (a non-blank string) and
+    "inverse" (a boolean) where given. Blank lines are skipped; anything else is an `InputFormatError`
+    naming the file, line and field, checked in that order."""
     out = []
-    for line_no, rec in iter_json_objects(path):
-        for key, kind in (("text", str), ("subject", str), ("answers", list)):
-            if not isinstance(rec.get(key), kind) or not rec[key]:
-                raise InputFormatError(path, line_no, f"missing or empty (expected a non-empty {kind.__name__})", field=key)
-        subject = index.entities.lookup(rec["subject"])
-        if subject is None:
-            raise InputFormatError(path, line_no, f"{rec['subject']!r} is not an entity of {index.path}", field="subject")
-        answers = [index.entities.lookup(a) for a in rec["answers"]]
-        unknown = [a for a, i in zip(rec["answers"], answers) if i is None]
+    for line_no, rec in iter_json_objects(path, "slot-filling query file"):
+        def bad(field, message):
+            return InputFormatError(path, line_no, message, field=field)
+        for key in ("text", "subject"):
+            if not isinstance(rec.get(key), str) or not rec[key].strip():
+                raise bad(key, "missing or empty (expected a non-empty string)")
+            if key == "subject" and index.entities.lookup(rec[key]) is None:
+                raise bad(key, f"{rec['subject']!r} is not an entity of {index.path}")
+        answers = rec.get("answers")
+        if not isinstance(answers, list) or not answers or not all(isinstance(a, str) for a in answers):
+            raise bad("answers", "missing or empty (expected a non-empty list of strings)")
+        answer_ids = [index.entities.lookup(a) for a in answers]
+        unknown = [a for a, i in zip(answers, answer_ids) if i is None]
         if unknown:
-            raise InputFormatError(path, line_no, f"{unknown[:3]} are not entities of {index.path}", field="answers")
-        out.append({**rec, "line": line_no, "subject_id": subject, "answer_ids": sorted(set(answers))})
+            raise bad("answers", f"{unknown[:3]} are not entities of {index.path}")
+        if "relation" in rec and (not isinstance(rec["relation"], str) or not rec["relation"].strip()):
+            raise bad("relation", "expected a non-empty string")
+        if "inverse" in rec and not isinstance(rec["inverse"], bool):
+            raise bad("inverse", "expected true or false")
+        out.append({**rec, "line": line_no, "subject_id": index.entities.lookup(rec["subject"]),
+                    "answer_ids": sorted(set(answer_ids))})
     return out
 
 
