@@ -262,7 +262,7 @@ def _evaluate_parser(sub) -> None:
         "questions/s at batch 64 and batch 1. Writes OUT/metrics.json and OUT/predictions.jsonl.",
     )
     _model_flags(p)
-    p.add_argument("--questions", required=True, metavar="FILE", help="questions, 'text with [entity]<TAB>a1|a2|...' per line")
+    p.add_argument("--questions", required=True, metavar="FILE", help="questions, 'text with [entity]<TAB>a1|a2|...' per line (the brackets may be left out)")
     p.add_argument("--qtypes", metavar="FILE", default=None, help="question type of each line of FILE")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for metrics.json and predictions.jsonl")
     add_config_flags(p, EvaluateConfig, "evaluation")

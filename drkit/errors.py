@@ -32,3 +32,7 @@ class ArtifactError(DrkitError):
 
 class ConfigError(DrkitError):
     """A setting has a value that cannot be used."""
+
+
+class QuestionError(DrkitError):
+    """A question that cannot be answered as given (no entity found, unknown entity, empty)."""

@@ -212,25 +212,37 @@ def test_end_to_end_training_beats_chance(films_kb, tmp_path):
 
 def test_evaluate_accounts_for_every_line(films_kb, tmp_path):
     d, films = films_kb
+    t0, t1, t2 = films[0]["title"], films[1]["title"], films[2]["title"]
     f = tmp_path / "q.txt"
-    f.write_text(f"who directed [{films[0]['title']}]\t{films[0]['director']}\n"
-                 "this line has no tab\n"
-                 "\n"
-                 "who directed [No Such Film]\tSomebody\n"
-                 f"when was [{films[1]['title']}] released\t{films[1]['year']}|1066\n", encoding="utf-8")
+    f.write_text(f"who directed [{t0}]\t{films[0]['director']}\n"           # 1 scored
+                 "this line has no tab\n"                                     # 2 malformed
+                 "\n"                                                         # 3 blank: not a question
+                 "who directed [No Such Film]\tSomebody\n"                   # 4 unknown question entity
+                 f"when was [{t1}] released\t{films[1]['year']}|1066\n"      # 5 scored; 1066 is not an entity
+                 f"who directed {t2}\t{films[2]['director']}\n"              # 6 plain, linked: scored
+                 "what is the meaning of life\tforty-two\n"                  # 7 plain, naming no entity
+                 f"did [{t0}] star [{films[0]['actors'][0]}]\tyes\n"         # 8 two brackets: malformed
+                 "who directed []\tNobody\n", encoding="utf-8")              # 9 empty brackets: malformed
     vkb = VirtualKB.load(d / "index", d / "mentions")
     model = MultiHopModel.from_encoder(DualEncoder.load(d / "enc" / "encoder"), SMALL)
     model.set_entities(vkb.entity_names)
     metrics = evaluate(DrKIT(model, vkb), f, tmp_path / "out", qps_sample=2, log=lambda *a: None)
-    assert metrics["lines"] == 4 and metrics["scored"] == 2
-    assert metrics["not_scored"] == {"malformed_line": 1, "unknown_question_entity": 1}
-    assert metrics["answers_not_entities"] == 1
+    assert metrics["lines"] == 8 and metrics["scored"] == 3
+    assert metrics["not_scored"] == {"malformed_line": 3, "unknown_question_entity": 1, "unlinked_question_entity": 1}
+    assert metrics["answers_not_entities"] == 1 and metrics["no_answer_is_an_entity"] == 0
     preds = [json.loads(line) for line in (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()]
-    assert [p["line"] for p in preds] == [1, 2, 4, 5]
+    assert [p["line"] for p in preds] == [1, 2, 4, 5, 6, 7, 8, 9]
+    assert [("predictions" in p, p.get("question_entity"), p.get("found_by")) for p in preds] == [
+        (True, t0, "bracketed"), (False, "", ""), (False, "No Such Film", "bracketed"), (True, t1, "bracketed"),
+        (True, t2, "linked"), (False, "", ""), (False, "", ""), (False, "", "")]
+    assert preds[4]["question"] == f"who directed {t2}"
     assert "q.txt:2" in preds[1]["not_scored"] and "No Such Film" in preds[2]["not_scored"]
+    assert "q.txt:7" in preds[5]["not_scored"] and "no entity of the index is named" in preds[5]["not_scored"]
+    assert "2 bracketed entities" in preds[6]["not_scored"] and "empty [topic entity]" in preds[7]["not_scored"]
     assert set(metrics["throughput"]) >= {"batch_64_questions_per_s", "batch_1_questions_per_s"}
-    # Hits@1 over all lines counts the unscored ones as misses
-    assert np.isclose(metrics["hits@1"], sum(p.get("hit@1", False) for p in preds) / 4)
+    # Hits@1 over all 8 lines counts the 5 unscored ones as misses
+    assert np.isclose(metrics["hits@1"], sum(p.get("hit@1", False) for p in preds) / 8)
+    assert np.isclose(metrics["hits@1"] * 8, metrics["hits@1_scored"] * 3)
 
 
 def test_question_entity_parsing(films_kb):

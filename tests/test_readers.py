@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
+from types import SimpleNamespace
 
 import pytest
 
 from drkit.data.corpus import Article, guess_corpus_format, read_corpus, read_jsonl_corpus, read_wikimovies
 from drkit.data.kb import EntityTable, Triple, entities_from_kb, read_entity_list, read_kb
-from drkit.data.questions import Question, hops_from_path, parse_question_line, read_questions
-from drkit.errors import ConfigError, DrkitError, InputFormatError
+from drkit.data.questions import Question, hops_from_path, load_questions, parse_question_line, read_questions, split_topic
+from drkit.errors import ConfigError, DrkitError, InputFormatError, QuestionError
 from drkit.util.warnlog import WarningLog
 
 
@@ -376,10 +378,39 @@ def test_parse_question_line_strips_answers_and_topic():
     assert q.text == "who directed  Kismet ?"
 
 
+def test_parse_question_line_without_brackets_has_no_topic():
+    q = parse_question_line("what films did Brian Cox act in\tThe Escapist|Red Eye\r\n", "q.txt", 4)
+    assert q == Question("what films did Brian Cox act in", None, ("The Escapist", "Red Eye"), 4)
+
+
+@pytest.mark.parametrize("question,text,topic", [
+    ("who directed [Kismet]", "who directed Kismet", "Kismet"),
+    ("[ Kismet ] was directed by whom", "Kismet  was directed by whom", "Kismet"),
+    ("who directed Kismet", "who directed Kismet", None),
+    ("who directed [Kismet", "who directed [Kismet", None),  # an unmatched bracket is text
+    ("who directed Kismet]?", "who directed Kismet]?", None),
+    ("  who [directed] Kismet  ", "who directed Kismet", "directed"),
+    ("[[Kismet]]", "[Kismet]", "Kismet"),  # the innermost pair is the mark
+])
+def test_split_topic(question, text, topic):
+    assert split_topic(question) == (text, topic)
+
+
+@pytest.mark.parametrize("question,what", [
+    ("did [Brian Cox] act with [Kismet]", "2 bracketed entities; mark at most one"),
+    ("[a] [b] [c]", "3 bracketed entities"),
+    ("what films did [] act in", "empty [topic entity]"),
+    ("what films did [ \t ] act in", "empty [topic entity]"),
+    ("[] and [Kismet]", "2 bracketed entities"),
+])
+def test_split_topic_errors(question, what):
+    with pytest.raises(QuestionError, match=re.escape(what)):
+        split_topic(question)
+
+
 @pytest.mark.parametrize("line,field,what", [
-    ("what films did Brian Cox act in\tA", "question", "no [topic entity]"),
     ("did [Brian Cox] act with [Kismet]\tA", "question", "2 bracketed entities"),
-    ("what films did [] act in\tA", "question", "no [topic entity]"),
+    ("what films did [] act in\tA", "question", "empty [topic entity]"),
     ("what films did [  ] act in\tA", "question", "empty [topic entity]"),
     ("what films did [Brian Cox] act in\t", "answers", "no answer"),
     ("what films did [Brian Cox] act in\t | |", "answers", "no answer"),
@@ -407,7 +438,7 @@ def test_read_questions(tmp_path):
 
 
 def test_read_questions_error_names_file_and_line(tmp_path):
-    path = write(tmp_path, "qa_dev.txt", "who directed [Kismet]\tWilliam Dieterle\n\nwho acted in Kismet\tA\n")
+    path = write(tmp_path, "qa_dev.txt", "who directed [Kismet]\tWilliam Dieterle\n\nwho acted in [Kismet] [A]\tA\n")
     with pytest.raises(InputFormatError) as info:
         list(read_questions(path))
     assert info.value.line == 3
@@ -418,3 +449,53 @@ def test_hops_from_path():
     assert hops_from_path("MetaQA/2-hop/vanilla/qa_dev.txt") == 2
     assert hops_from_path("1-hop/3-hop/qa.txt") == 3
     assert hops_from_path("qa_dev.txt") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# load_questions: the items `drkit train` and `drkit evaluate` answer
+
+
+ENTITIES = EntityTable.from_names(["Kismet", "William Dieterle", "Marlene Dietrich", "Moon Over Miami", "Walter Lang"])
+
+
+def link_by_name(text: str):
+    """A stand-in for `VirtualKB.parse` on a plain question: the first entity named in it, or QuestionError."""
+    for name in ENTITIES.names:
+        if name.lower() in text.lower():
+            return SimpleNamespace(text=text, topic=ENTITIES.lookup(name), topic_name=name, how=f"linked ({name})")
+    raise QuestionError(f"no entity of the index is named in the question {text!r}")
+
+
+def test_load_questions_links_plain_questions_and_counts_what_it_cannot(tmp_path):
+    path = write(tmp_path, "qa.txt", (
+        "who directed [Kismet]\tWilliam Dieterle\n"          # 1 bracketed
+        "who directed moon over miami\tWalter Lang\n"        # 2 plain, linked
+        "\n"                                                  # 3 blank: skipped
+        "who directed the film nobody saw\tWalter Lang\n"    # 4 plain, no entity named
+        "who directed [Zorro]\tRouben Mamoulian\n"           # 5 bracketed, not an entity
+        "did [Kismet] star [Marlene Dietrich]\tyes\n"        # 6 two brackets: malformed
+        "this line has no tab\n"                              # 7 malformed
+        "who starred in Kismet\tMarlene Dietrich|Nobody\n"   # 8 plain, linked
+    ))
+    items = load_questions(path, ENTITIES, link_by_name)
+    got = [(it.line, it.text, it.topic_name, it.topic, it.how, it.answer_ids.tolist(), it.problem_kind) for it in items]
+    assert got == [
+        (1, "who directed Kismet", "Kismet", 0, "bracketed", [1], None),
+        (2, "who directed moon over miami", "Moon Over Miami", 3, "linked (Moon Over Miami)", [4], None),
+        (4, "who directed the film nobody saw", "", -1, "", [4], "unlinked_question_entity"),
+        (5, "who directed Zorro", "Zorro", -1, "bracketed", [], "unknown_question_entity"),
+        (6, "did [Kismet] star [Marlene Dietrich]\tyes", "", -1, "", [], "malformed_line"),
+        (7, "this line has no tab", "", -1, "", [], "malformed_line"),
+        (8, "who starred in Kismet", "Kismet", 0, "linked (Kismet)", [2], None),
+    ]
+    problems = {it.line: it.problem for it in items if it.problem}
+    assert problems[4].startswith(f"{path}:4: ") and "no entity of the index is named" in problems[4]
+    assert problems[5].startswith(f"{path}:5: ") and "[Zorro]" in problems[5]
+    assert problems[6].startswith(f"{path}:6 (field 'question'): ") and "2 bracketed entities" in problems[6]
+
+
+def test_load_questions_without_a_linker_counts_plain_questions(tmp_path):
+    path = write(tmp_path, "qa.txt", "who directed [Kismet]\tWilliam Dieterle\nwho directed Kismet\tWilliam Dieterle\n")
+    items = load_questions(path, ENTITIES)
+    assert [(it.line, it.topic, it.problem_kind) for it in items] == [(1, 0, None), (2, -1, "unlinked_question_entity")]
+    assert "no [question entity] and no linker" in items[1].problem

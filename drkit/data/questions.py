@@ -1,45 +1,66 @@
-"""MetaQA question files: ``text with [topic entity]<TAB>answer1|answer2|...``."""
+"""MetaQA question files: ``question<TAB>answer1|answer2|...``, one question per line.
+
+The question entity may be marked in brackets, ``who directed [Kismet]`` (MetaQA marks every one);
+`split_topic` is the one place that reads the mark. A question without brackets is a plain question:
+its entity is found by the caller's linker (`drkit.reason.vkb.VirtualKB.parse`: exact name match, the
+least frequent entity). More than one bracketed name, or an empty one, is an error.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
 from drkit.data.lines import decode_line, open_binary, read_lines
-from drkit.errors import InputFormatError
+from drkit.errors import InputFormatError, QuestionError
 
-_TOPIC = re.compile(r"\[([^\[\]]+)\]")
+_TOPIC = re.compile(r"\[([^\[\]]*)\]")
 _HOPS_IN_PATH = re.compile(r"(\d)-hop")
+
+
+def split_topic(question: str) -> tuple[str, str | None]:
+    """``(the question without its brackets, the bracketed name or None)``; both stripped.
+
+    A bracketed name is ``[`` + text without brackets + ``]``; a bracket that pairs with none is text.
+    `QuestionError` when more than one name is bracketed or the bracketed one is blank."""
+    names = _TOPIC.findall(question)
+    if len(names) > 1:
+        raise QuestionError(f"{len(names)} bracketed entities; mark at most one: {question.strip()!r}")
+    if names and not names[0].strip():
+        raise QuestionError(f"empty [topic entity]: {question.strip()!r}")
+    if not names:
+        return question.strip(), None
+    return _TOPIC.sub(lambda m: m.group(1), question).strip(), names[0].strip()
 
 
 @dataclass(frozen=True)
 class Question:
     text: str  # with the brackets removed
-    topic: str  # the bracketed entity name
+    topic: str | None  # the bracketed entity name; None for a plain question
     answers: tuple[str, ...]
     line: int
 
 
 def parse_question_line(line: str, path: str | Path = "<input>", line_no: int = 1) -> Question:
+    """One line of a question file; `InputFormatError` naming file, line and field when it is malformed."""
     parts = line.rstrip("\r\n").split("\t")
     if len(parts) != 2:
         raise InputFormatError(path, line_no, f"expected 'question<TAB>answers', found {len(parts) - 1} tabs")
     raw, answers_field = parts
-    topics = _TOPIC.findall(raw)
-    if len(topics) != 1:
-        what = "no [topic entity]" if not topics else f"{len(topics)} bracketed entities"
-        raise InputFormatError(path, line_no, f"expected exactly one [topic entity], found {what}", field="question")
+    try:
+        text, topic = split_topic(raw)
+    except QuestionError as exc:
+        raise InputFormatError(path, line_no, str(exc), field="question") from None
+    if not text:
+        raise InputFormatError(path, line_no, "empty question", field="question")
     answers = tuple(a.strip() for a in answers_field.split("|") if a.strip())
     if not answers:
         raise InputFormatError(path, line_no, "no answer", field="answers")
-    topic = topics[0].strip()
-    if not topic:
-        raise InputFormatError(path, line_no, "empty [topic entity]", field="question")
-    return Question(text=_TOPIC.sub(lambda m: m.group(1), raw).strip(), topic=topic, answers=answers, line=line_no)
+    return Question(text=text, topic=topic, answers=answers, line=line_no)
 
 
 def read_questions(path: str | Path) -> Iterator[Question]:
@@ -65,12 +86,16 @@ class QAItem:
     answer_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     problem: str | None = None  # why the line cannot be scored
     problem_kind: str | None = None
+    how: str = ""  # how the question entity was found: "bracketed", or the linker's account
 
 
-def load_questions(path: str | Path, entities) -> list[QAItem]:
-    """Every non-blank line of a MetaQA-format file, resolved against the index's `entities`.
+def load_questions(path: str | Path, entities, parse: Callable | None = None) -> list[QAItem]:
+    """Every non-blank line of a question file, resolved against the index's `entities`.
 
-    Malformed lines and unknown question entities become items with a `problem`, not exceptions."""
+    A plain question (no brackets) is given to `parse` (`VirtualKB.parse`), which returns an object with
+    ``text``, ``topic`` (entity id), ``topic_name`` and ``how``, or raises `QuestionError`. Malformed
+    lines, unknown bracketed entities and plain questions whose entity cannot be found (or that have no
+    `parse`) become items with a `problem` and a `problem_kind`, never exceptions and never dropped."""
     items = []
     with open_binary(path, "question file") as f:
         for line_no, raw in enumerate(f, 1):
@@ -82,11 +107,26 @@ def load_questions(path: str | Path, entities) -> list[QAItem]:
                 text = raw.decode("utf-8", errors="replace").strip()
                 items.append(QAItem(line_no, text=text, problem=str(exc), problem_kind="malformed_line"))
                 continue
-            topic = entities.lookup(q.topic)
             answer_ids = np.array(sorted({i for i in map(entities.lookup, q.answers) if i is not None}), dtype=np.int64)
-            item = QAItem(line_no, q.text, q.topic, -1 if topic is None else topic, q.answers, answer_ids)
-            if topic is None:
-                item.problem = f"{path}:{line_no}: the question entity [{q.topic}] is not an entity of the index"
-                item.problem_kind = "unknown_question_entity"
+            item = QAItem(line_no, q.text, answers=q.answers, answer_ids=answer_ids)
+            if q.topic is not None:
+                topic = entities.lookup(q.topic)
+                item.topic_name, item.how = q.topic, "bracketed"
+                if topic is None:
+                    item.problem = f"{path}:{line_no}: the question entity [{q.topic}] is not an entity of the index"
+                    item.problem_kind = "unknown_question_entity"
+                else:
+                    item.topic = topic
+            elif parse is None:
+                item.problem = f"{path}:{line_no}: no [question entity] and no linker to find one in {q.text!r}"
+                item.problem_kind = "unlinked_question_entity"
+            else:
+                try:
+                    parsed = parse(q.text)
+                except QuestionError as exc:
+                    item.problem, item.problem_kind = f"{path}:{line_no}: {exc}", "unlinked_question_entity"
+                else:
+                    item.text, item.topic, item.topic_name, item.how = (parsed.text, int(parsed.topic),
+                                                                        parsed.topic_name, parsed.how)
             items.append(item)
     return items

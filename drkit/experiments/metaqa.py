@@ -286,7 +286,7 @@ def k_sweep_points(index_dir, model_dir, questions, ks=K_SWEEP, n_questions: int
 
     kit = DrKIT.load(index_dir, model_dir)
     model, vkb = kit.model, kit.vkb
-    items = load_questions(questions, vkb.index.entities)
+    items = load_questions(questions, vkb.index.entities, vkb.parse)
     items = [items[i] for i in sample_rows(len(items), n_questions, seed)]
     ok = np.array([r for r, it in enumerate(items) if it.problem is None], dtype=np.int64)
     texts, topics = [items[r].text for r in ok], np.array([items[r].topic for r in ok])

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -33,10 +34,10 @@ import numpy as np
 
 from drkit.data.corpus import guess_corpus_format, read_corpus
 from drkit.data.kb import EntityTable, entities_from_kb, read_entity_list, read_kb
-from drkit.data.questions import hops_from_path, read_questions
+from drkit.data.questions import Question, hops_from_path, read_questions
 from drkit.data.tokenizer import tokenizer_fingerprint
 from drkit.errors import ConfigError, InputFormatError
-from drkit.index.linking import EntityLinker, LinkConfig, LinkedCorpus, link_corpus
+from drkit.index.linking import EntityLinker, LinkConfig, LinkedCorpus, link_corpus, link_question
 from drkit.index.sparse import FORMAT, FORMAT_VERSION, SparseConfig, SparseIndex, build_sparse_matrices
 from drkit.index.stats import index_counts, kb_coverage, sparse_reachability_sets
 from drkit.util.artifact import ArtifactWriter, file_checksum
@@ -128,6 +129,8 @@ def build_index(
     timings["coverage"] = time.perf_counter() - t
     if question_specs:
         t = time.perf_counter()
+        frequency = np.bincount(linked.mention_entity, minlength=len(table))
+        question_sets = [(hops, [_link_plain(q, table, linker, frequency) for q in qs]) for hops, qs in question_sets]
         results = sparse_reachability_sets(table, question_sets, matrices.entity_passage_indptr,
                                            matrices.entity_passage, linked.mention_entity, linked.mention_passage,
                                            linked.n_passages)
@@ -155,6 +158,15 @@ def build_index(
     for line in format_report(report):
         log(line)
     return SparseIndex.load(out)
+
+
+def _link_plain(q: Question, table: EntityTable, linker: EntityLinker, frequency: np.ndarray) -> Question:
+    """A plain question (no [brackets]) with its question entity as `VirtualKB.parse` finds it; unchanged
+    (topic None, counted as not an entity) when it names none."""
+    if q.topic is not None:
+        return q
+    entity, _ = link_question(q.text, linker, frequency)
+    return q if entity is None else replace(q, topic=table.names[entity])
 
 
 def _write_arrays(w: ArtifactWriter, table: EntityTable, linked: LinkedCorpus, m) -> None:

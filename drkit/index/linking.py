@@ -80,6 +80,18 @@ class EntityLinker:
         return mentions
 
 
+def link_question(question: str, linker: EntityLinker, entity_frequency: np.ndarray) -> tuple[int | None, list[int]]:
+    """The question entity of a plain question, and every entity named in it (ids, ascending).
+
+    The names are found as `linker` finds them in the corpus; of several, the one least frequent in the
+    corpus (`entity_frequency`: mentions per entity) is the question entity, the lower id on a tie
+    (paper, Appendix A). None when no name is found."""
+    found = sorted({e for _, _, e in linker.find(question)})
+    if not found:
+        return None, []
+    return int(min(found, key=lambda e: (entity_frequency[e], e))), found
+
+
 @dataclass
 class LinkedCorpus:
     """Articles cut into passages, with their word pieces and entity mentions (all arrays row-aligned)."""

@@ -112,7 +112,7 @@ def _reachability(entities: EntityTable, questions: Sequence[Question], hops: in
     reachable = unknown_topic = unknown_answers = 0
     sizes = []
     for q in questions:
-        topic = entities.lookup(q.topic)
+        topic = entities.lookup(q.topic) if q.topic is not None else None  # None: a plain question not linked
         if topic is None:
             unknown_topic += 1
             continue

@@ -1,7 +1,8 @@
 """Answering question files in batches, and scoring them (the ``drkit evaluate`` command).
 
-Every line of a question file is accounted for. A line that cannot be scored (malformed, or its
-bracketed entity is not in the index) is kept in the predictions with its reason, counts as a miss
+Every line of a question file is accounted for. A plain question (no [brackets]) gets its question
+entity as `drkit ask` finds it (`VirtualKB.parse`). A line that cannot be scored (malformed, its
+bracketed entity is not in the index, or a plain question naming none) is kept in the predictions with its reason, counts as a miss
 in Hits@k over all lines, and is counted by reason in the metrics; nothing is dropped silently.
 """
 
@@ -54,12 +55,12 @@ def evaluate(kit: DrKIT, questions: str | Path, out: str | Path | None = None, q
              batch_size: int = 64, qps_sample: int = 200, query: QueryConfig = QueryConfig(), log=print) -> dict:
     """Hits@1/5 of `kit` on a MetaQA-format file; writes metrics.json and predictions.jsonl to `out`."""
     model, vkb = kit.model, kit.vkb
-    items = load_questions(questions, vkb.index.entities)
+    items = load_questions(questions, vkb.index.entities, vkb.parse)
     if not items:
         raise ConfigError(f"{questions} holds no question")
     types = read_qtypes(qtypes, questions) if qtypes else None
     ok = [r for r, it in enumerate(items) if it.problem is None]
-    parsed = [ParsedQuestion(items[r].text, items[r].topic, items[r].topic_name, "bracketed") for r in ok]
+    parsed = [ParsedQuestion(items[r].text, items[r].topic, items[r].topic_name, items[r].how) for r in ok]
     pred_ids = np.full((len(items), 5), -1, dtype=np.int64)
     pred_probs = np.zeros((len(items), 5), dtype=np.float32)
     ids, probs, seconds = _answer_ids(kit, parsed, batch_size, query, desc="evaluate")
@@ -103,7 +104,8 @@ def evaluate(kit: DrKIT, questions: str | Path, out: str | Path | None = None, q
         names = vkb.entity_names
         with open(out / "predictions.jsonl", "w", encoding="utf-8") as f:
             for r, it in enumerate(items):
-                rec = {"line": it.line, "question": it.text, "question_entity": it.topic_name, "answers": list(it.answers)}
+                rec = {"line": it.line, "question": it.text, "question_entity": it.topic_name, "found_by": it.how,
+                       "answers": list(it.answers)}
                 if it.problem:
                     rec["not_scored"] = it.problem
                 else:

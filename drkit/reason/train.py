@@ -120,14 +120,14 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
     vkb = VirtualKB(SparseIndex.load(index_dir), mentions)
 
     entities = vkb.index.entities
-    train_items = load_questions(train_file, entities)
+    train_items = load_questions(train_file, entities, vkb.parse)  # a plain question: its entity linked as ask does
     usable = [it for it in train_items if it.problem is None and len(it.answer_ids)]
     dropped = len(train_items) - len(usable)
     log(f"training questions: {len(usable):,} of {len(train_items):,} lines usable"
         + (f" ({dropped:,} without a known question entity or any answer that is an entity)" if dropped else ""))
     if not usable:
         raise ConfigError(f"no usable training question in {train_file}")
-    dev_items = [it for it in load_questions(dev_file, entities) if it.problem is None]
+    dev_items = [it for it in load_questions(dev_file, entities, vkb.parse) if it.problem is None]
     dev_items = [dev_items[i] for i in sample_rows(len(dev_items), config.dev_sample or None, config.seed)]
 
     encoder = DualEncoder.load(encoder_dir)

@@ -13,16 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-from drkit.data.questions import _TOPIC
+from drkit.data.questions import split_topic
 from drkit.dense.mentions import MentionIndex
 from drkit.dense.mips import ExactMIPS
-from drkit.errors import ConfigError, DrkitError
+from drkit.errors import ConfigError, QuestionError
+from drkit.index.linking import link_question
 from drkit.index.sparse import SparseIndex
 from drkit.reason.follow import FollowGraph
-
-
-class QuestionError(DrkitError):
-    """A question that cannot be answered as given (no entity found, unknown entity, empty)."""
 
 
 @dataclass(frozen=True)
@@ -78,21 +75,16 @@ class VirtualKB:
         question = question.strip()
         if not question:
             raise QuestionError("the question is empty")
-        brackets = _TOPIC.findall(question)
-        if len(brackets) > 1:
-            raise QuestionError(f"the question has {len(brackets)} bracketed entities; mark at most one: {question!r}")
-        if brackets:
-            name = brackets[0].strip()
+        text, name = split_topic(question)
+        if name is not None:
             entity = self.index.entities.lookup(name)
             if entity is None:
                 raise QuestionError(f"the bracketed entity [{name}] is not an entity of the index {self.index.path}")
-            return ParsedQuestion(_TOPIC.sub(lambda m: m.group(1), question).strip(), entity,
-                                  self.index.entities.names[entity], "bracketed")
-        found = sorted({e for _, _, e in self.linker.find(question)})
-        if not found:
+            return ParsedQuestion(text, entity, self.index.entities.names[entity], "bracketed")
+        entity, found = link_question(question, self.linker, self.entity_frequency)
+        if entity is None:
             raise QuestionError(f"no entity of the index is named in the question {question!r}; "
                                 "mark the question entity in brackets, e.g. 'who directed [Kismet]'")
-        entity = min(found, key=lambda e: (self.entity_frequency[e], e))
         others = [self.index.entities.names[e] for e in found if e != entity]
         how = "linked" + (f" (least frequent; also found {others})" if others else "")
         return ParsedQuestion(question, int(entity), self.index.entities.names[entity], how)
