@@ -1,4 +1,6 @@
-"""Every reader of drkit's input files, fuzzed with hypothesis against a small reference reader.
+"""Every reader of drkit's input files, fuzzed with hypothesis against a small reference reader: the KB,
+the entity list, the corpus (WikiMovies and JSONL), slot-filling queries and question files (MetaQA
+format, as `drkit index --questions` reads them and as `drkit train` / `evaluate` load them).
 
 Each generated file is a mix of good lines, near misses (wrong field counts, empty fields, wrong JSON
 types), random bytes, invalid UTF-8, byte-order marks, CRLF, blank and huge lines. The reader must
@@ -9,7 +11,8 @@ numbering, the line endings and the decoding are checked independently of `drkit
 
 What the readers legitimately skip, and the references too: lines of only whitespace (``str.isspace``)
 everywhere (in ``wiki.txt`` they end an article), and a JSONL corpus article with neither title nor text
-(a counted ``empty_article`` warning).
+(a counted ``empty_article`` warning). `load_questions` raises on nothing in a file: a line it cannot
+read or parse is an item with its problem, checked line by line against the reference.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from hypothesis import strategies as st
 
 from drkit.data.corpus import Article, read_jsonl_corpus, read_wikimovies
 from drkit.data.kb import EntityTable, Triple, read_entity_list, read_kb
+from drkit.data.questions import Question, load_questions, read_questions
 from drkit.dense.slot_filling import read_slot_queries
-from drkit.errors import DrkitError, InputFormatError
+from drkit.errors import DrkitError, InputFormatError, QuestionError
 from drkit.util.warnlog import WarningLog
 
 FUZZ = settings(max_examples=120, deadline=None, database=None,
@@ -39,23 +43,29 @@ class Refused(Exception):
         self.line, self.field = line, field
 
 
-def ref_lines(data: bytes):
-    """``(line number, text)``: lines end at b"\\n", one "\\r" before it goes too; a BOM opens line 1 only;
-    a line that is not UTF-8 is refused where it is reached."""
+def ref_raw_lines(data: bytes):
+    """``(line number, bytes without the line's ending)``: lines end at b"\\n", one "\\r" before it goes too."""
     pieces = data.split(b"\n")
-    terminated = [True] * (len(pieces) - 1) + [False]
+    ended = [True] * (len(pieces) - 1) + [False]
     if pieces[-1] == b"":
-        pieces, terminated = pieces[:-1], terminated[:-1]
-    for n, (raw, ended) in enumerate(zip(pieces, terminated), 1):
-        if ended and raw.endswith(b"\r"):
-            raw = raw[:-1]
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise Refused(n) from None
-        if n == 1 and text.startswith("\ufeff"):
-            text = text[1:]
-        yield n, text
+        pieces, ended = pieces[:-1], ended[:-1]
+    for n, (raw, e) in enumerate(zip(pieces, ended), 1):
+        yield n, raw[:-1] if e and raw.endswith(b"\r") else raw
+
+
+def ref_decode(n: int, raw: bytes) -> str:
+    """The text of line `n`; a BOM opens line 1 only; not UTF-8 is refused."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Refused(n) from None
+    return text[1:] if n == 1 and text.startswith("\ufeff") else text
+
+
+def ref_lines(data: bytes):
+    """``(line number, text)`` of each line, refusing the first that is not UTF-8 where it is reached."""
+    for n, raw in ref_raw_lines(data):
+        yield n, ref_decode(n, raw)
 
 
 def blank(text: str) -> bool:
@@ -393,7 +403,7 @@ def test_fuzz_slot_queries(fuzz_dir, data):
 
 
 def test_reference_lines_split_like_grep():
-    assert list(ref_lines(b"\xef\xbb\xbfa\r\nb\rc\n\n")) == [(1, "a"), (2, "b\rc"), (3, "")]
+    assert list(ref_lines(b"\xef\xbb\xbfa\r\nb\rc\n\n\xef\xbb\xbf")) == [(1, "a"), (2, "b\rc"), (3, ""), (4, "\ufeff")]
     assert list(ref_lines(b"a\r")) == [(1, "a\r")]
     with pytest.raises(Refused) as r:
         list(ref_lines(b"ok\n\xff\n"))
@@ -410,3 +420,125 @@ def test_reference_lines_split_like_grep():
 def test_jsonl_corpus_twists(tmp_path, line, field):
     path = put(tmp_path, "c.jsonl", (line + "\n").encode())
     assert outcome(lambda: read_jsonl(path), path) == ("refused", 1, field)
+
+
+# ---------------------------------------------------------------------------------------------
+# Question files (MetaQA format): read_questions (index --questions) and load_questions (train, evaluate)
+
+
+def ref_brackets(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each ``[name]`` with no bracket inside, left to right, not overlapping."""
+    pairs, i = [], 0
+    while i < len(text):
+        if text[i] == "[":
+            j = i + 1
+            while j < len(text) and text[j] not in "[]":
+                j += 1
+            if j < len(text) and text[j] == "]":
+                pairs.append((i, j + 1))
+                i = j + 1
+                continue
+            i = j
+            continue
+        i += 1
+    return pairs
+
+
+def ref_question(n: int, line: str) -> Question:
+    """A question line: exactly one tab; at most one non-blank [name]; a non-blank question; an answer."""
+    if line.count("\t") != 1:
+        raise Refused(n)
+    question, answers_field = line.split("\t")
+    pairs = ref_brackets(question)
+    if len(pairs) > 1 or (pairs and blank(question[pairs[0][0] + 1 : pairs[0][1] - 1])):
+        raise Refused(n, "question")
+    topic = None
+    if pairs:
+        (a, b), = pairs
+        topic = question[a + 1 : b - 1].strip()
+        question = question[:a] + question[a + 1 : b - 1] + question[b:]
+    if blank(question):
+        raise Refused(n, "question")
+    answers = tuple(x.strip() for x in answers_field.split("|") if not blank(x))
+    if not answers:
+        raise Refused(n, "answers")
+    return Question(question.strip(), topic, answers, n)
+
+
+def ref_read_questions(data: bytes) -> list[Question]:
+    return [ref_question(n, line) for n, line in ref_lines(data) if not blank(line)]
+
+
+def ref_load_questions(data: bytes, link) -> list[tuple]:
+    """``(line, text, topic name, topic id, how, answer ids, problem kind)`` of every line that is not blank;
+    a line that cannot be read or parsed is a malformed item, not an exception."""
+    items = []
+    for n, raw in ref_raw_lines(data):
+        try:
+            line = ref_decode(n, raw)
+        except Refused:
+            items.append((n, None, "", -1, "", [], "malformed_line"))
+            continue
+        if blank(line):
+            continue
+        try:
+            q = ref_question(n, line)
+        except Refused:
+            items.append((n, None, "", -1, "", [], "malformed_line"))
+            continue
+        answer_ids = sorted({ENTITIES.lookup(a) for a in q.answers} - {None})
+        if q.topic is not None:
+            topic = ENTITIES.lookup(q.topic)
+            items.append((n, q.text, q.topic, -1 if topic is None else topic, "bracketed", answer_ids,
+                          "unknown_question_entity" if topic is None else None))
+            continue
+        try:
+            topic, name, how = link(q.text)
+        except QuestionError:
+            items.append((n, q.text, "", -1, "", answer_ids, "unlinked_question_entity"))
+            continue
+        items.append((n, q.text, name, topic, how, answer_ids, None))
+    return items
+
+
+def link_first_name(text: str) -> tuple[int, str, str]:
+    """A deterministic stand-in for `VirtualKB.parse` on a plain question."""
+    for name in ENTITIES.names:
+        if name.lower() in text.lower():
+            return ENTITIES.lookup(name), name, "linked"
+    raise QuestionError(f"no entity named in {text!r}")
+
+
+QUESTION_LINE = st.builds(
+    lambda words, mark, tabs, answers: (" ".join(words[:1] + [mark] + words[1:]) + tabs + "|".join(answers)).encode(
+        "utf-8", "surrogatepass"),
+    st.lists(mostly(WORD, NASTY_TEXT), max_size=3),
+    mostly(st.one_of(st.just(""), ENTITY_NAMES.map(lambda n: f"[{n}]"), ENTITY_NAMES, WORD.map(lambda w: f"[{w}]")),
+           st.sampled_from(["[]", "[ ]", "[Kismet] [Zoë]", "[Kismet", "Kismet]", "[[Kismet]]", "[\t]"])),
+    mostly(st.just("\t"), st.sampled_from(["", "\t\t", " "])),
+    st.lists(mostly(ENTITY_NAMES, NASTY_TEXT), min_size=1, max_size=3))
+
+
+@FUZZ
+@given(data=files(QUESTION_LINE))
+def test_fuzz_read_questions(fuzz_dir, data):
+    path = put(fuzz_dir, "qa.txt", data)
+    assert outcome(lambda: list(read_questions(path)), path) == reference(lambda: ref_read_questions(data))
+
+
+@FUZZ
+@given(data=files(QUESTION_LINE))
+def test_fuzz_load_questions(fuzz_dir, data):
+    path = put(fuzz_dir, "qa.txt", data)
+
+    def parse(text):
+        topic, name, how = link_first_name(text)
+        return SimpleNamespace(text=text, topic=topic, topic_name=name, how=how)
+
+    items = load_questions(path, ENTITIES, parse)  # never raises on the contents of the file
+    got = [(it.line, None if it.problem_kind == "malformed_line" else it.text, it.topic_name, it.topic, it.how,
+            it.answer_ids.tolist(), it.problem_kind) for it in items]
+    assert got == ref_load_questions(data, link_first_name)
+    for it in items:
+        assert (it.problem is None) == (it.problem_kind is None)
+        assert it.problem is None or it.problem.startswith(f"{path}:{it.line}")

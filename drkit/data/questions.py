@@ -99,10 +99,11 @@ def load_questions(path: str | Path, entities, parse: Callable | None = None) ->
     items = []
     with open_binary(path, "question file") as f:
         for line_no, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
             try:
-                q = parse_question_line(decode_line(raw, path, line_no), path, line_no)
+                line = decode_line(raw, path, line_no)
+                if not line.strip():
+                    continue  # blank lines are not questions
+                q = parse_question_line(line, path, line_no)
             except InputFormatError as exc:
                 text = raw.decode("utf-8", errors="replace").strip()
                 items.append(QAItem(line_no, text=text, problem=str(exc), problem_kind="malformed_line"))
