@@ -5,16 +5,12 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from follow_reference import dense_follow_reference
 
-from drkit.reason.follow import (
-    EntitySet,
-    FollowConfig,
-    FollowGraph,
-    PassageWeights,
-    dense_follow_reference,
-    entity_set_mean,
-    follow,
-)
+from drkit.reason.entity_set import EntitySet, entity_set_mean
+from drkit.reason.expansion import PassageWeights
+from drkit.reason.follow import FollowConfig, follow
+from drkit.reason.graph import FollowGraph
 
 
 def random_graph(seed, n_entities=7, n_passages=6, n_mentions=30, dim=5, mu=3, dtype=torch.float64):
@@ -167,14 +163,14 @@ def test_two_hops_gradcheck():
 
 
 def test_passage_weights_dense_and_sparse_paths_agree(monkeypatch):
-    import drkit.reason.follow as follow_module
+    import drkit.reason.expansion as expansion_module
 
     graph, A = random_graph(2)
     z = random_z(2, 4, graph.n_entities)
     rows = np.repeat(np.arange(4), graph.n_passages)
     passages = np.tile(np.arange(graph.n_passages), 4)
     dense = PassageWeights(z, graph, FollowConfig().tfidf_power)
-    monkeypatch.setattr(follow_module, "_DENSE_LIMIT", 0)
+    monkeypatch.setattr(expansion_module, "_DENSE_LIMIT", 0)
     sparse = PassageWeights(z, graph, FollowConfig().tfidf_power)
     assert dense.dense and not sparse.dense
     (p1, w1), (p2, w2) = dense.lookup(rows, passages), sparse.lookup(rows, passages)
@@ -210,10 +206,10 @@ def test_follow_config_is_checked():
 @pytest.mark.parametrize("dense_limit", [None, 0])
 def test_passage_weights_without_self_loops(monkeypatch, dense_limit):
     """lookup(..., entities) equals Z^T A with A's self-loops (A[e, m] for m a mention of e) set to 0."""
-    import drkit.reason.follow as follow_module
+    import drkit.reason.expansion as expansion_module
 
     if dense_limit is not None:
-        monkeypatch.setattr(follow_module, "_DENSE_LIMIT", dense_limit)
+        monkeypatch.setattr(expansion_module, "_DENSE_LIMIT", dense_limit)
     graph, A_rel = random_graph(4, n_mentions=40)
     A = weighted(A_rel, 2.0)
     A[torch.as_tensor(graph.mention_entity), torch.arange(A.shape[1])] = 0

@@ -18,7 +18,8 @@ from drkit.errors import ConfigError
 from drkit.index.sparse import SparseConfig
 from drkit.qa.evaluate import evaluate
 from drkit.qa.pipeline import DrKIT
-from drkit.reason.follow import EntitySet, FollowConfig
+from drkit.reason.entity_set import EntitySet
+from drkit.reason.follow import FollowConfig
 from drkit.reason.model import ModelConfig, MultiHopModel
 from drkit.reason.train import TrainConfig, answer_set_loss, train
 from drkit.reason.vkb import QuestionError, VirtualKB

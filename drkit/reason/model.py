@@ -32,7 +32,8 @@ from torch import nn
 
 from drkit.dense.encoder import load_weights, mean_pool
 from drkit.errors import ConfigError
-from drkit.reason.follow import EntitySet, FollowConfig, FollowTrace, entity_set_mean, follow
+from drkit.reason.entity_set import EntitySet, entity_set_mean
+from drkit.reason.follow import FollowConfig, FollowTrace, follow
 from drkit.util.artifact import ArtifactWriter, read_manifest
 
 FORMAT = "drkit.model"

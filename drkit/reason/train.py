@@ -30,9 +30,11 @@ from drkit.dense.encoder import DualEncoder
 from drkit.dense.mentions import MentionIndex, resolve_encoder_dir
 from drkit.errors import ConfigError
 from drkit.index.sparse import SparseIndex
-from drkit.reason.follow import EntitySet, FollowConfig, segment_logsumexp
+from drkit.reason.entity_set import EntitySet
+from drkit.reason.follow import FollowConfig
 from drkit.reason.model import ModelConfig, MultiHopModel, model_dir_of
 from drkit.reason.predict import answer_batches, hits
+from drkit.reason.segment import segment_logsumexp
 from drkit.reason.vkb import VirtualKB
 from drkit.util.progress import progress
 from drkit.util.runs import adamw, best_staging, checkpoints, optimizer_step, prepare_run, read_log, resume, save_checkpoint

@@ -19,7 +19,7 @@ from drkit.dense.mips import ExactMIPS
 from drkit.errors import ConfigError, QuestionError
 from drkit.index.linking import link_question
 from drkit.index.sparse import SparseIndex
-from drkit.reason.follow import FollowGraph
+from drkit.reason.graph import FollowGraph
 
 
 @dataclass(frozen=True)
