@@ -10,10 +10,10 @@ import pytest
 from drkit.data.corpus import Article
 from drkit.data.kb import EntityTable, Triple
 from drkit.data.questions import Question
-from drkit.errors import DrkitError
+from drkit.errors import ConfigError
 from drkit.index.linking import EntityLinker, LinkConfig, link_corpus
 from drkit.index.sparse import SparseConfig, build_sparse_matrices
-from drkit.index.stats import index_counts, kb_coverage, sparse_reachability
+from drkit.index.stats import index_counts, kb_coverage, sparse_reachability, sparse_reachability_sets
 
 # ---------------------------------------------------------------------------------------------
 # References
@@ -231,13 +231,16 @@ def test_reachability_is_exactly_hops_steps():
     assert all(sparse_reachability(table, q, h, ep_indptr, ep, me, mp, 3)["reachable"] == 0 for h in (1, 2, 3))
 
 
-def test_reachability_with_zero_hops_is_refused_or_exact():
+def test_reachability_with_zero_hops_is_refused():
+    """A question needs at least one hop (the answer is not the question entity), so hops < 1 is refused,
+    by name, for one question set and for several."""
     table = EntityTable.from_names(["e0", "e1"])
     ep_indptr, ep = np.array([0, 1, 1]), np.array([0], dtype=np.int32)
     me, mp = np.array([1], dtype=np.int32), np.array([0], dtype=np.int32)
     q = [Question("q", "e0", ("e1",), 1)]
-    try:
-        got = sparse_reachability(table, q, 0, ep_indptr, ep, me, mp, 1)
-    except (DrkitError, ValueError):
-        return
-    assert got["reachable"] == 0  # e1 is one step away, not zero
+    for hops in (0, -1):
+        with pytest.raises(ConfigError, match=rf"^hops must be at least 1, got {hops}$"):
+            sparse_reachability(table, q, hops, ep_indptr, ep, me, mp, 1)
+        with pytest.raises(ConfigError, match=rf"^hops must be at least 1, got {hops}$"):
+            sparse_reachability_sets(table, [(1, q), (hops, q)], ep_indptr, ep, me, mp, 1)
+    assert sparse_reachability(table, q, 1, ep_indptr, ep, me, mp, 1)["reachable"] == 1  # e1 is one hop away

@@ -272,13 +272,15 @@ def test_top_passages_on_tfidf_of_a_tiny_corpus():
     assert cols[indptr[0] : indptr[1]].tolist() == [int(np.argmax(S[0]))]
 
 
-def test_negative_epsilon_is_refused_or_honoured():
-    try:
+def test_negative_epsilon_is_refused():
+    """S(e, d) = 0 for a passage sharing no n-gram with e, and the sparse product never stores it, so
+    epsilon < 0 (which would keep such passages) cannot be honoured: it is refused, in the config and in
+    top_passages itself."""
+    with pytest.raises(ConfigError, match=r"epsilon must be at least 0.*got -0.5"):
         SparseConfig(epsilon=-0.5)
-    except ConfigError:
-        return
     G = sp.csr_matrix(np.array([[1, 0]], dtype=np.float32))
     F = sp.csr_matrix(np.array([[0, 1], [1, 0], [0, 2]], dtype=np.float32))
-    indptr, cols, vals = top_passages(G, F, mu=3, epsilon=-0.5)
-    want = dense_top(G, F, 3, -0.5)
-    assert cols.tolist() == want[1].tolist() == [0, 1, 2]
+    with pytest.raises(ConfigError, match=r"epsilon must be at least 0.*got -0.5"):
+        top_passages(G, F, mu=3, epsilon=-0.5)
+    assert dense_top(G, F, 3, -0.5)[1].tolist() == [0, 1, 2]  # what honouring it would mean: passages 0 and 2 too
+    assert top_passages(G, F, mu=3, epsilon=0.0)[1].tolist() == dense_top(G, F, 3, 0.0)[1].tolist() == [1]

@@ -80,8 +80,10 @@ def top_passages(G: sp.csr_matrix, F: sp.csr_matrix, mu: int, epsilon: float, bl
     `linked` (rows of G x passages, non-zero where the entity was linked in the passage): in a row
     with a linked passage, S of every other passage is multiplied by `unlinked_weight`.
     Ties are broken by the lower passage id. Returns CSR arrays (indptr, passage ids sorted within
-    each row, scores).
+    each row, scores). A negative `epsilon` is refused: a zero score is never stored, so it cannot be kept.
     """
+    if epsilon < 0:
+        raise ConfigError(f"epsilon must be at least 0 (passages sharing no n-gram score 0), got {epsilon}")
     FT = sp.csr_matrix(F.T)
     indptr = [np.zeros(1, dtype=np.int64)]
     cols, vals = [], []
