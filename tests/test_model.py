@@ -246,18 +246,58 @@ def test_evaluate_accounts_for_every_line(films_kb, tmp_path):
     assert np.isclose(metrics["hits@1"] * 8, metrics["hits@1_scored"] * 3)
 
 
-def test_question_entity_parsing(films_kb):
-    d, films = films_kb
-    vkb = VirtualKB.load(d / "index", d / "mentions")
-    title = films[0]["title"]
-    p = vkb.parse(f"who directed [{title}]")
-    assert p.how == "bracketed" and vkb.entity_names[p.topic] == title and "[" not in p.text
-    # plain question: the least frequent linked entity (the film, not a director of several films)
-    director = films[0]["director"]
-    p = vkb.parse(f"{director} directed {title}, who starred in it")
-    assert vkb.entity_names[p.topic] == min((title, director), key=lambda n: vkb.entity_frequency[vkb.index.entities.lookup(n)])
-    for bad, message in (("   ", "empty"), ("who directed [Nothing Like This]", "not an entity"),
-                         ("what is the meaning of life", "no entity"), ("[a] and [b]", "2 bracketed")):
+def test_question_entity_parsing(tiny_base, tmp_path):
+    """Question entities on a hand-made index, each expected outcome written out. Mentions per entity:
+    Kismet 2, William Dieterle 3, Marlene Dietrich 1, Juarez 2, The Devil and Daniel Webster 2."""
+    from drkit.index.build import build_index
+
+    (tmp_path / "wiki.txt").write_text(
+        "1 Kismet\n2 Kismet is a 1944 film directed by William Dieterle.\n3 It stars Marlene Dietrich.\n\n"
+        "1 Juarez\n2 Juarez is a 1939 film directed by William Dieterle.\n\n"
+        "1 The Devil and Daniel Webster\n2 William Dieterle directed The Devil and Daniel Webster in 1941.\n",
+        encoding="utf-8")
+    (tmp_path / "kb.txt").write_text(
+        "Kismet|directed_by|William Dieterle\nKismet|starred_actors|Marlene Dietrich\n"
+        "Juarez|directed_by|William Dieterle\nThe Devil and Daniel Webster|directed_by|William Dieterle\n",
+        encoding="utf-8")
+    build_index(tmp_path / "wiki.txt", tmp_path / "index", kb=tmp_path / "kb.txt", log=lambda *a: None)
+    pretrain(tmp_path / "index", tmp_path / "kb.txt", tmp_path / "enc", PretrainConfig(steps=0, bf16=False),
+             EncoderConfig(base=str(tiny_base), dim=32), log=lambda *a: None)
+    build_mention_index(tmp_path / "index", tmp_path / "enc", tmp_path / "mentions", EmbedConfig(bf16=False),
+                        log=lambda *a: None)
+    vkb = VirtualKB.load(tmp_path / "index", tmp_path / "mentions")
+    assert vkb.entity_names == ["Kismet", "William Dieterle", "Marlene Dietrich", "Juarez", "The Devil and Daniel Webster"]
+    assert vkb.entity_frequency.tolist() == [2, 3, 1, 2, 2]
+
+    def parsed(question):
+        p = vkb.parse(question)
+        return p.text, vkb.entity_names[p.topic], p.topic_name, p.how
+
+    # bracketed: the marked name, whatever else the question names; the display name of the entity
+    assert parsed("who directed [Kismet]") == ("who directed Kismet", "Kismet", "Kismet", "bracketed")
+    assert parsed("  who directed [ kismet ]? ") == ("who directed  kismet ?", "Kismet", "Kismet", "bracketed")
+    assert parsed("which films did [William Dieterle] direct after Kismet") == (
+        "which films did William Dieterle direct after Kismet", "William Dieterle", "William Dieterle", "bracketed")
+    # plain: the only entity named, matched whole words and case-insensitively
+    assert parsed("who directed Kismet") == ("who directed Kismet", "Kismet", "Kismet", "linked")
+    assert parsed("which films did william dieterle direct") == (
+        "which films did william dieterle direct", "William Dieterle", "William Dieterle", "linked")
+    # plain, several entities: the least frequent one in the corpus
+    assert parsed("William Dieterle directed Kismet, who starred in it") == (
+        "William Dieterle directed Kismet, who starred in it", "Kismet", "Kismet",
+        "linked (least frequent; also found ['William Dieterle'])")
+    assert parsed("did Marlene Dietrich star in Kismet")[1] == "Marlene Dietrich"
+    # a tie (Kismet 2, Juarez 2): the lower entity id
+    assert parsed("Juarez or Kismet: which came first")[1:] == (
+        "Kismet", "Kismet", "linked (least frequent; also found ['Juarez'])")
+    # the longest name at a position
+    assert parsed("who directed The Devil and Daniel Webster")[1] == "The Devil and Daniel Webster"
+    for bad, message in (("   ", "the question is empty"),
+                         ("who directed [Nothing Like This]", r"\[Nothing Like This\] is not an entity"),
+                         ("who directed Kismets", "no entity of the index is named"),  # not a whole word
+                         ("what is the meaning of life", "no entity of the index is named"),
+                         ("[Kismet] and [Juarez]", "2 bracketed entities"),
+                         ("who directed []", r"empty \[topic entity\]")):
         with pytest.raises(QuestionError, match=message):
             vkb.parse(bad)
 
