@@ -79,13 +79,14 @@ def test_malformed_kb_line_is_a_clear_error(tiny, capsys):
     assert not (tiny / "idx").exists()
 
 
-def test_question_without_brackets_is_a_clear_error(tiny, capsys):
-    (tiny / "q.txt").write_text(QUESTIONS + "who directed Kismet\tWilliam Dieterle\n", encoding="utf-8")
+def test_question_with_two_brackets_is_a_clear_error(tiny, capsys):
+    (tiny / "q.txt").write_text(QUESTIONS + "who directed Kismet\tWilliam Dieterle\n"  # plain: linked, fine
+                                + "did [Kismet] star [Marlene Dietrich]\tyes\n", encoding="utf-8")
     code = main(["index", "--corpus", str(tiny / "wiki.txt"), "--kb", str(tiny / "kb.txt"), "--out", str(tiny / "idx"),
                  "--questions", f"1:{tiny / 'q.txt'}"])
     assert code == 2
     err = capsys.readouterr().err
-    assert f"{tiny / 'q.txt'}:3" in err and "[topic entity]" in err
+    assert f"{tiny / 'q.txt'}:4 (field 'question')" in err and "2 bracketed entities" in err
 
 
 def test_existing_output_needs_overwrite(tiny, capsys):
