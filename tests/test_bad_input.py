@@ -4,6 +4,7 @@ a missing file. Every reader answers with a typed error naming the file and line
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -158,3 +159,18 @@ def test_question_types_not_utf8_are_named_by_file_and_line(tmp_path):
         read_qtypes(types, questions)
     types = write(tmp_path, "qtypes.txt", "\ufeffmovie_to_director\r\nactor_to_movie\n\n".encode())
     assert read_qtypes(types, questions) == {1: "movie_to_director", 2: "actor_to_movie"}
+
+
+@pytest.mark.parametrize("data,what", [
+    (b'["directed_by"]', "expected a JSON object"),
+    (b'{"directed_by": ["directed by", "directed"]}\xff', "not UTF-8: byte 0xff"),
+    (b'{"directed_by": "directed by"}', "expected [forward text, inverse text]"),
+])
+def test_relation_descriptions_file_errors_name_the_file(tmp_path, data, what):
+    from drkit.dense.distant import relation_descriptions
+    from drkit.util.warnlog import WarningLog
+
+    path = write(tmp_path, "relations.json", data)
+    with pytest.raises(InputFormatError, match=re.escape(what)) as info:
+        relation_descriptions(["directed_by"], path, WarningLog())
+    assert info.value.path == str(path)

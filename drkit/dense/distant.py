@@ -93,6 +93,10 @@ def relation_descriptions(relations: Iterable[str], path: str | Path | None, war
             user = json.loads(Path(path).read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise InputFormatError(path, exc.lineno, f"not valid JSON: {exc.msg}") from exc
+        except UnicodeDecodeError as exc:
+            raise InputFormatError(path, None, f"not UTF-8: byte 0x{exc.object[exc.start]:02x} at byte {exc.start}") from None
+        if not isinstance(user, dict):
+            raise InputFormatError(path, None, "expected a JSON object {relation: [forward text, inverse text]}")
         for rel, texts in user.items():
             if not (isinstance(texts, list) and len(texts) == 2 and all(isinstance(t, str) and t.strip() for t in texts)):
                 raise InputFormatError(path, None, "expected [forward text, inverse text]", field=rel)
