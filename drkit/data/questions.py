@@ -4,6 +4,8 @@ The question entity may be marked in brackets, ``who directed [Kismet]`` (MetaQA
 `split_topic` is the one place that reads the mark. A question without brackets is a plain question:
 its entity is found by the caller's linker (`drkit.reason.vkb.VirtualKB.parse`: exact name match, the
 least frequent entity). More than one bracketed name, or an empty one, is an error.
+
+Files are UTF-8 (`drkit.data.lines`); lines of only whitespace are skipped, they are no question.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ def parse_question_line(line: str, path: str | Path = "<input>", line_no: int = 
 
 
 def read_questions(path: str | Path) -> Iterator[Question]:
-    """Yield the questions of a MetaQA-format file; a malformed line raises `InputFormatError`."""
+    """Yield the questions of a MetaQA-format file, blank lines skipped; a malformed line raises
+    `InputFormatError` naming the file, line and field."""
     for line_no, line in read_lines(path, "question file"):
         if line.strip():
             yield parse_question_line(line, path, line_no)
