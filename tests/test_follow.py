@@ -175,7 +175,8 @@ def test_passage_weights_dense_and_sparse_paths_agree(monkeypatch):
     assert dense.dense and not sparse.dense
     (p1, w1), (p2, w2) = dense.lookup(rows, passages), sparse.lookup(rows, passages)
     assert np.array_equal(p1, p2)
-    torch.testing.assert_close(w1, w2)
+    # the same sums in the same order, bit for bit: a batch too large for the dense vector scores as a small one
+    assert torch.equal(w1, w2)
     # and both equal Z^T A read at any mention of the passage
     expansion = z.to_dense(graph.n_entities) @ weighted(A, FollowConfig().tfidf_power)
     for i, (r, p, present) in enumerate(zip(rows, passages, p1)):
@@ -236,17 +237,95 @@ def test_no_self_loops_blocks_copying():
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_pair_scores_gather_and_dense_paths_agree(dtype):
+def test_pair_scores_are_dot_products(dtype):
+    """float64: the exact dot product; float32: that of the bf16-rounded vectors, rounded to bf16."""
     graph, _ = random_graph(9, n_mentions=50, dim=16, dtype=torch.float16 if dtype == torch.float32 else dtype)
     rng = np.random.default_rng(0)
     q = torch.from_numpy(rng.normal(size=(3, 16))).to(dtype)
     rows, mentions = rng.integers(0, 3, 40), rng.integers(0, 50, 40)
-    gathered = graph.pair_scores(q, rows, mentions, dense=False, chunk=7)
-    dense = graph.pair_scores(q, rows, mentions, dense=True)
-    want = (graph.vectors.double()[mentions] * q.double()[rows]).sum(-1).numpy()
+    got = graph.pair_scores(q, rows, mentions, chunk=7)
+    assert got.dtype == (np.float64 if dtype == torch.float64 else np.float32)
     if dtype == torch.float64:
-        np.testing.assert_allclose(gathered, want, rtol=1e-12)
-        np.testing.assert_allclose(dense, want, rtol=1e-12)
-    else:  # bf16 inputs, as exact MIPS: both paths within bf16 rounding of the exact score
-        np.testing.assert_allclose(gathered, dense, rtol=1e-2, atol=1e-2)
-        np.testing.assert_allclose(gathered, want, rtol=3e-2, atol=5e-2)
+        want = (graph.vectors[mentions] * q[rows]).sum(-1).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    else:
+        terms = graph.vectors.bfloat16().double()[mentions] * q.bfloat16().double()[rows]  # (40, 16), exact
+        want = terms.sum(-1).numpy()
+        assert np.array_equal(torch.from_numpy(got).bfloat16().float().numpy(), got)  # a bf16 value
+        assert np.all(np.abs(got - want) <= 2.0 ** -8 * np.abs(want) + 1e-6 * terms.abs().sum(-1).numpy())
+
+
+# -- a question gets the same scores alone and in any batch ------------------------------------------
+
+def cancelling_graph(seed=0, n_passages=20, per_passage=20, n_entities=60, dim=64):
+    """A graph whose scores are as sensitive as possible to how a dot product is summed.
+
+    Each f(m) holds large bf16-exact components that cancel (+x and -x, about 2^20) and small ones
+    (about 1) that carry the score; with a query of equal components, float32 partial sums round the
+    small ones away in an order-dependent way, so any change in the order of summation changes the
+    bf16-rounded score. Entities 0..9 reach two passages each (together all of them), the others one."""
+    rng = np.random.default_rng(seed)
+    n_mentions = n_passages * per_passage
+    big = rng.integers(128, 256, size=(n_mentions, dim // 4)) * 2.0 ** 12
+    small = rng.integers(-128, 128, size=(n_mentions, dim // 2)) * 2.0 ** -6
+    v = np.concatenate([big, -big, small], 1)
+    v = np.take_along_axis(v, rng.permuted(np.tile(np.arange(dim), (n_mentions, 1)), axis=1), 1)
+    ep = [[2 * e, 2 * e + 1] for e in range(10)] + [[e % n_passages] for e in range(10, n_entities)]
+    graph = FollowGraph(np.concatenate([[0], np.cumsum([len(r) for r in ep])]), np.concatenate(ep),
+                        np.repeat(np.arange(n_passages), per_passage), rng.integers(0, n_entities, n_mentions),
+                        n_entities, n_passages, torch.from_numpy(v.astype(np.float32)))
+    graph.set_passage_scores(rng.random(sum(len(r) for r in ep)) + 0.05)
+    return graph
+
+
+def test_pair_scores_depend_on_the_pair_only():
+    """A pair's score is the same computed alone, in a large batch, in another order or among other pairs."""
+    graph = cancelling_graph()
+    batch, n_mentions = 8, len(graph.mention_entity)
+    q = torch.ones(batch, 64) * torch.tensor([2.0 ** (b % 3 - 1) for b in range(batch)])[:, None]  # (batch, p)
+    rows = np.repeat(np.arange(batch), n_mentions)
+    mentions = np.tile(np.arange(n_mentions), batch)
+    together = graph.pair_scores(q, rows, mentions)  # every (row, mention) pair: a dense batch
+    for b in (0, 5):
+        alone = graph.pair_scores(q[b : b + 1], np.zeros(n_mentions, np.int64), np.arange(n_mentions))
+        assert np.array_equal(alone, together[rows == b])
+    few = np.random.default_rng(1).permutation(len(rows))[:50]
+    assert np.array_equal(graph.pair_scores(q, rows[few], mentions[few]), together[few])
+    assert np.array_equal(graph.pair_scores(q, rows[few], mentions[few], chunk=7), together[few])
+    for i in few[:5]:
+        assert graph.pair_scores(q, rows[i : i + 1], mentions[i : i + 1]) == together[i]
+    # and each is a bf16-rounded float32 dot product of the bf16-rounded vectors (the sums are
+    # inexact here by design, so only to within the cancelled terms' rounding)
+    exact = (graph.vectors.double()[mentions] * q.double()[rows]).sum(-1).numpy()
+    assert np.abs(together - exact).max() < 64
+
+
+@pytest.mark.parametrize("retrieval", ["restricted", "global"])
+def test_a_question_gets_the_same_answer_alone_and_in_a_batch(retrieval):
+    """Row 0 (a large Z_{t-1}, every mention co-occurs with it) alone and in a batch of 64 whose other
+    rows each reach one passage: the same entities, probabilities and mention logits, bit for bit."""
+    graph = cancelling_graph()
+    batch = 64
+    rows = np.concatenate([np.zeros(10, np.int64), np.arange(1, batch)])
+    ids = np.concatenate([np.arange(10), 10 + np.arange(batch - 1) % 50])
+    probs = np.concatenate([np.full(10, 0.1), np.ones(batch - 1)]).astype(np.float32)
+    z = EntitySet(torch.from_numpy(rows), torch.from_numpy(ids), torch.from_numpy(probs), batch)
+    z0 = EntitySet(torch.zeros(10, dtype=torch.int64), torch.arange(10), torch.full((10,), 0.1), 1)
+    q = torch.ones(batch, 64) * torch.tensor([2.0 ** (b % 3 - 1) for b in range(batch)])[:, None]
+    topic = np.concatenate([[-1], ids[10:]])
+    config = FollowConfig(top_k=1000, min_weight=0.0, retrieval=retrieval)
+
+    def search(queries, k):  # exact MIPS whose scores are pair_scores' (so both retrievals are compared)
+        n = len(graph.mention_entity)
+        r = np.repeat(np.arange(len(queries)), n)
+        s = graph.pair_scores(torch.from_numpy(queries), r, np.tile(np.arange(n), len(queries))).reshape(len(queries), n)
+        order = np.lexsort((np.broadcast_to(np.arange(n), s.shape), -s), axis=1)[:, :k]
+        return np.take_along_axis(s, order, 1), order
+
+    together, tr = follow(z, q, graph, search, config, topic, trace=True)
+    alone, tr0 = follow(z0, q[:1], graph, search, config, topic[:1], trace=True)
+    assert len(alone) > 20
+    for got, want in zip(together.row(0), alone.row(0)):
+        assert np.array_equal(got, want)
+    assert np.array_equal(tr.mentions[tr.rows == 0], tr0.mentions)
+    assert np.array_equal(tr.logits[tr.rows == 0], tr0.logits)

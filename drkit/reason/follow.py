@@ -161,7 +161,9 @@ def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, conf
 
     `search(queries: np.ndarray (batch, p), k) -> (scores, ids)` is the MIPS (ids -1 = none) of global
     retrieval; its scores (or those of `FollowGraph.pair_scores` in restricted retrieval) are the
-    forward values of ``f(m) . g_t``, bf16-rounded for float32 queries, and their gradient is exact;
+    forward values of ``f(m) . g_t``, bf16-rounded for float32 queries, and their gradient is exact.
+    Every step is computed row by row or pair by pair, so a row's result does not depend on the other
+    rows of the batch (restricted retrieval: bit for bit; global: as far as `search` is row-wise).
     `topic[b]` is the entity removed from row b (-1: none); `tfidf_power` (a learned scalar) replaces
     ``config.tfidf_power`` when given."""
     batch = queries.shape[0]

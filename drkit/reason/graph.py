@@ -65,33 +65,29 @@ class FollowGraph:
             self._cast[dtype] = self.vectors.to(dtype)
         return self._cast[dtype]
 
-    def pair_scores(self, queries: torch.Tensor, rows: np.ndarray, mentions: np.ndarray, dense: bool | None = None,
-                    chunk: int = 1 << 16) -> np.ndarray:
-        """``f(m) . g[row]`` for the pairs (rows[i], mentions[i]), no gradient, in bf16 for float32
-        queries (as exact MIPS computes them).
+    def pair_scores(self, queries: torch.Tensor, rows: np.ndarray, mentions: np.ndarray, chunk: int = 1024) -> np.ndarray:
+        """``s_i = f(mentions[i]) . g[rows[i]]`` for each pair i, no gradient: (n,).
 
-        Few pairs: the pairs' vectors are gathered, O(pairs p). Many (more than a quarter of batch x M):
-        the batch's scores against every mention are computed block by block and the pairs read out,
-        which is then cheaper. `dense` forces one way."""
-        vec = self.vectors_as(torch.bfloat16 if queries.dtype == torch.float32 else queries.dtype)
-        q = queries.detach().to(vec.dtype)
-        out_dtype = np.float64 if queries.dtype == torch.float64 else np.float32
-        if dense is None:
-            dense = 4 * len(mentions) > queries.shape[0] * vec.shape[0]
-        out = np.empty(len(mentions), dtype=out_dtype)
-        if not dense:
-            for lo in range(0, len(mentions), chunk):
-                m = torch.from_numpy(mentions[lo : lo + chunk])
-                r = torch.from_numpy(rows[lo : lo + chunk])
-                s = (vec[m].to(queries.dtype) * q[r].to(queries.dtype)).sum(-1)
-                out[lo : lo + chunk] = s.to(vec.dtype).to(queries.dtype).numpy()
-            return out
-        for lo in range(0, vec.shape[0], 1 << 17):
-            sel = np.flatnonzero((mentions >= lo) & (mentions < lo + (1 << 17)))
-            if len(sel):
-                s = (q @ vec[lo : lo + (1 << 17)].T).to(queries.dtype)
-                out[sel] = s[torch.from_numpy(rows[sel]), torch.from_numpy(mentions[sel] - lo)].numpy()
-        return out
+        Each score is one reduction over its own pair's two vectors, so a pair scores the same whatever
+        else is scored with it: a question gets the same scores alone and in any batch. For float32
+        queries, both vectors are rounded to bf16 (as exact MIPS reads them), their p products (exact in
+        float32) are summed in float32 and the sum is rounded to bf16 (as exact MIPS returns it); float64
+        queries are scored in float64.
+
+        The pairs' vectors are gathered `chunk` pairs at a time: O(n p) work, O(chunk p) memory. (A
+        matrix product ``g f(M)^T`` read at the pairs is faster when they cover much of batch x M, but
+        its sums run in an order that depends on the matrices' shapes, that is, on the batch.)"""
+        compute = torch.bfloat16 if queries.dtype == torch.float32 else queries.dtype
+        vec = self.vectors_as(compute)  # (M, p)
+        q = queries.detach().to(compute).to(queries.dtype)  # (batch, p), bf16-rounded for float32 queries
+        rows_t = torch.from_numpy(np.asarray(rows, dtype=np.int64))
+        mentions_t = torch.from_numpy(np.asarray(mentions, dtype=np.int64))
+        out = torch.empty(len(mentions_t), dtype=compute)  # (n,)
+        for lo in range(0, len(mentions_t), chunk):
+            f = vec.index_select(0, mentions_t[lo : lo + chunk]).to(queries.dtype)  # (chunk, p)
+            g = q.index_select(0, rows_t[lo : lo + chunk])  # (chunk, p)
+            out[lo : lo + chunk] = (f * g).sum(-1)  # rounded to `compute` on assignment
+        return out.to(queries.dtype).numpy()
 
     def gather_gradient(self, rows: np.ndarray, mentions: np.ndarray, grad: torch.Tensor, batch: int) -> torch.Tensor:
         """``out[b] = sum_i grad[i] f(mentions[i])`` over the i with ``rows[i] = b``: (batch, p).
