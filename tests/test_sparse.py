@@ -12,9 +12,9 @@ from drkit.data.kb import EntityTable
 from drkit.index.linking import LinkedCorpus
 from drkit.index.sparse import (
     SparseConfig,
-    _concat_ranges,
     _sum_by_key,
     build_sparse_matrices,
+    concat_ranges,
     ragged_expand,
     top_passages,
 )
@@ -146,7 +146,7 @@ def test_concat_ranges():
         n = int(rng.integers(0, 8))
         starts, lengths = rng.integers(0, 100, n), rng.integers(0, 5, n)
         want = [x for s, k in zip(starts, lengths) for x in range(s, s + k)]
-        assert _concat_ranges(starts, lengths).tolist() == want
+        assert concat_ranges(starts, lengths).tolist() == want
 
 
 # ---------------------------------------------------------------------------------------------

@@ -50,8 +50,8 @@ def ref_step(entities: set[int], top: dict[int, list[int]], mentioned: dict[int,
     return out
 
 
-def ref_reachability(table, questions, hops, ep_indptr, ep, mention_entity, mention_passage):
-    top = {e: ep[ep_indptr[e] : ep_indptr[e + 1]].tolist() for e in range(len(table))}
+def ref_reachability(table, questions, hops, entity_passage_indptr, entity_passage, mention_entity, mention_passage):
+    top = {e: entity_passage[entity_passage_indptr[e] : entity_passage_indptr[e + 1]].tolist() for e in range(len(table))}
     mentioned: dict[int, set[int]] = {}
     for e, p in zip(mention_entity.tolist(), mention_passage.tolist()):
         mentioned.setdefault(p, set()).add(e)
@@ -183,10 +183,10 @@ def random_case(seed):
     E, P = rng.randint(1, 18), rng.randint(1, 14)
     table = EntityTable.from_names([f"Entity {i}" for i in range(E)])
     mu = rng.randint(1, 4)
-    ep_indptr, ep = [0], []
+    entity_passage_indptr, entity_passage = [0], []
     for _ in range(E):
-        ep += sorted(rng.sample(range(P), rng.randint(0, min(mu, P))))
-        ep_indptr.append(len(ep))
+        entity_passage += sorted(rng.sample(range(P), rng.randint(0, min(mu, P))))
+        entity_passage_indptr.append(len(entity_passage))
     pairs = sorted(((rng.randrange(E), rng.randrange(P)) for _ in range(rng.randint(0, 3 * P))), key=lambda x: x[1])
     mention_entity = np.array([e for e, _ in pairs], dtype=np.int32)
     mention_passage = np.array([p for _, p in pairs], dtype=np.int32)
@@ -200,7 +200,8 @@ def random_case(seed):
                  for k in range(rng.randint(0, 25))]
     triples = [Triple(name(rng.randrange(E + 1)), rng.choice(["r1", "r2", "r3"]), name(rng.randrange(E + 1)), k)
                for k in range(rng.randint(0, 30))]
-    return table, P, np.array(ep_indptr, dtype=np.int64), np.array(ep, dtype=np.int32), mention_entity, mention_passage, questions, triples
+    return (table, P, np.array(entity_passage_indptr, dtype=np.int64), np.array(entity_passage, dtype=np.int32),
+            mention_entity, mention_passage, questions, triples)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -211,36 +212,39 @@ def test_kb_coverage_random(seed):
 
 @pytest.mark.parametrize("seed", range(40))
 def test_reachability_random(seed):
-    table, P, ep_indptr, ep, me, mp, questions, _ = random_case(seed)
+    table, P, entity_passage_indptr, entity_passage, me, mp, questions, _ = random_case(seed)
     for hops in (1, 2, 3, 4):
-        got = sparse_reachability(table, questions, hops, ep_indptr, ep, me, mp, P)
-        assert_same(got, ref_reachability(table, questions, hops, ep_indptr, ep, me, mp))
+        got = sparse_reachability(table, questions, hops, entity_passage_indptr, entity_passage, me, mp, P)
+        assert_same(got, ref_reachability(table, questions, hops, entity_passage_indptr, entity_passage, me, mp))
 
 
 def test_reachability_is_exactly_hops_steps():
     """A chain e0 -> e1 -> e2 -> e3: e2 is reachable in exactly 2 hops from e0, not in 1 or 3."""
     table = EntityTable.from_names(["e0", "e1", "e2", "e3"])
-    ep_indptr = np.array([0, 1, 2, 3, 3])  # entity i's top passage is passage i
-    ep = np.array([0, 1, 2], dtype=np.int32)
+    entity_passage_indptr = np.array([0, 1, 2, 3, 3])  # entity i's top passage is passage i
+    entity_passage = np.array([0, 1, 2], dtype=np.int32)
     me = np.array([1, 2, 3], dtype=np.int32)  # passage i mentions entity i + 1
     mp = np.array([0, 1, 2], dtype=np.int32)
     q = [Question("q", "E0", ("e2",), 1)]
-    got = {h: sparse_reachability(table, q, h, ep_indptr, ep, me, mp, 3)["reachable"] for h in (1, 2, 3, 4)}
+    got = {h: sparse_reachability(table, q, h, entity_passage_indptr, entity_passage, me, mp, 3)["reachable"]
+           for h in (1, 2, 3, 4)}
     assert got == {1: 0, 2: 1, 3: 0, 4: 0}
     q = [Question("q", "e0", ("e0",), 1)]  # the topic itself is not reachable: no step comes back
-    assert all(sparse_reachability(table, q, h, ep_indptr, ep, me, mp, 3)["reachable"] == 0 for h in (1, 2, 3))
+    assert all(sparse_reachability(table, q, h, entity_passage_indptr, entity_passage, me, mp, 3)["reachable"] == 0
+               for h in (1, 2, 3))
 
 
 def test_reachability_with_zero_hops_is_refused():
     """A question needs at least one hop (the answer is not the question entity), so hops < 1 is refused,
     by name, for one question set and for several."""
     table = EntityTable.from_names(["e0", "e1"])
-    ep_indptr, ep = np.array([0, 1, 1]), np.array([0], dtype=np.int32)
+    entity_passage_indptr, entity_passage = np.array([0, 1, 1]), np.array([0], dtype=np.int32)
     me, mp = np.array([1], dtype=np.int32), np.array([0], dtype=np.int32)
     q = [Question("q", "e0", ("e1",), 1)]
     for hops in (0, -1):
         with pytest.raises(ConfigError, match=rf"^hops must be at least 1, got {hops}$"):
-            sparse_reachability(table, q, hops, ep_indptr, ep, me, mp, 1)
+            sparse_reachability(table, q, hops, entity_passage_indptr, entity_passage, me, mp, 1)
         with pytest.raises(ConfigError, match=rf"^hops must be at least 1, got {hops}$"):
-            sparse_reachability_sets(table, [(1, q), (hops, q)], ep_indptr, ep, me, mp, 1)
-    assert sparse_reachability(table, q, 1, ep_indptr, ep, me, mp, 1)["reachable"] == 1  # e1 is one hop away
+            sparse_reachability_sets(table, [(1, q), (hops, q)], entity_passage_indptr, entity_passage, me, mp, 1)
+    # e1 is one hop away
+    assert sparse_reachability(table, q, 1, entity_passage_indptr, entity_passage, me, mp, 1)["reachable"] == 1

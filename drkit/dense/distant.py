@@ -48,7 +48,7 @@ import numpy as np
 
 from drkit.data.kb import Triple
 from drkit.errors import ConfigError, InputFormatError
-from drkit.index.sparse import SparseIndex, _concat_ranges, passage_mention_indptr
+from drkit.index.sparse import SparseIndex, concat_ranges, passage_mention_indptr
 from drkit.util.sampling import sample_rows
 from drkit.util.warnlog import WarningLog
 
@@ -212,7 +212,7 @@ class DistantSupervision:
         """Whether each of `passages` mentions one of `entities`: (len(passages),) bool."""
         starts = self.pe_indptr[passages]
         lengths = self.pe_indptr[passages + 1] - starts
-        hit = np.isin(self.pe_entity[_concat_ranges(starts, lengths)], entities)
+        hit = np.isin(self.pe_entity[concat_ranges(starts, lengths)], entities)
         owner = np.repeat(np.arange(len(passages)), lengths)
         return np.bincount(owner[hit], minlength=len(passages)) > 0
 
@@ -286,7 +286,7 @@ class DistantSupervision:
         keys = (q.subject * n_rel + q.relation) * 2 + q.inverse
         counts = np.diff(q.answer_indptr)[held]
         h = np.repeat(held, counts)
-        answers = q.answers_flat[_concat_ranges(q.answer_indptr[held], counts)]
+        answers = q.answers_flat[concat_ranges(q.answer_indptr[held], counts)]
         # the other query stating fact (subject[h], relation[h], answer): it exists, as every fact has both
         other = np.searchsorted(keys, (answers * n_rel + q.relation[h]) * 2 + ~q.inverse[h])
         keep = ~self.is_heldout[other]

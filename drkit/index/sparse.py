@@ -129,20 +129,20 @@ def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: S
     entity_passage_links = sp.csr_matrix((np.ones(len(linked.mentions), np.float32),
                                           (linked.mentions[:, 0], linked.mentions[:, 1])),
                                          shape=(len(entities), linked.n_passages))
-    ep_indptr, ep_passage, ep_score = top_passages(G, F, config.mu, config.epsilon, linked=entity_passage_links,
-                                                   unlinked_weight=config.unlinked_weight)
+    entity_passage_indptr, entity_passage, entity_passage_score = top_passages(
+        G, F, config.mu, config.epsilon, linked=entity_passage_links, unlinked_weight=config.unlinked_weight)
 
-    pm = passage_mention_indptr(linked.mention_passage, linked.n_passages)
-    per_passage = pm[ep_passage + 1] - pm[ep_passage]  # mentions of each kept (entity, passage)
-    A_indices = _concat_ranges(pm[ep_passage], per_passage).astype(np.int32)
-    A_data = np.repeat(ep_score, per_passage)
-    row_of_ep = np.repeat(np.arange(len(entities)), np.diff(ep_indptr))
-    A_counts = np.bincount(row_of_ep, weights=per_passage, minlength=len(entities)).astype(np.int64)
+    mention_indptr = passage_mention_indptr(linked.mention_passage, linked.n_passages)  # (P+1,)
+    per_entry = mention_indptr[entity_passage + 1] - mention_indptr[entity_passage]  # mentions of each (entity, passage)
+    A_indices = concat_ranges(mention_indptr[entity_passage], per_entry).astype(np.int32)
+    A_data = np.repeat(entity_passage_score, per_entry)
+    entry_entity = np.repeat(np.arange(len(entities)), np.diff(entity_passage_indptr))
+    A_counts = np.bincount(entry_entity, weights=per_entry, minlength=len(entities)).astype(np.int64)
     A_indptr = np.zeros(len(entities) + 1, dtype=np.int64)
     np.cumsum(A_counts, out=A_indptr[1:])
     used = np.flatnonzero(df)
-    return SparseMatrices(ep_indptr, ep_passage, ep_score, A_indptr, A_indices, A_data.astype(np.float32),
-                          used.astype(np.int64), df[used].astype(np.int32), n_without_terms)
+    return SparseMatrices(entity_passage_indptr, entity_passage, entity_passage_score, A_indptr, A_indices,
+                          A_data.astype(np.float32), used.astype(np.int64), df[used].astype(np.int32), n_without_terms)
 
 
 def passage_mention_indptr(mention_passage: np.ndarray, n_passages: int) -> np.ndarray:
@@ -153,8 +153,12 @@ def passage_mention_indptr(mention_passage: np.ndarray, n_passages: int) -> np.n
     return np.searchsorted(mention_passage, np.arange(n_passages + 1)).astype(np.int64)
 
 
-def _concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """``concatenate([arange(s, s + n) for s, n in zip(starts, lengths)])`` without a Python loop."""
+def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The ranges ``[starts[i], starts[i] + lengths[i])`` one after another, as one int64 array:
+    ``concatenate([arange(s, s + n) for s, n in zip(starts, lengths)])`` without a Python loop.
+
+    Slices the rows of a ragged (CSR) array at once: ``indices[concat_ranges(indptr[r], indptr[r + 1] - indptr[r])]``
+    holds rows r one after another. O(sum of lengths)."""
     lengths = np.asarray(lengths, dtype=np.int64)
     total = int(lengths.sum())
     if total == 0:
@@ -178,7 +182,7 @@ def ragged_expand(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray | No
     weights = np.asarray(weights)
     starts, ends = indptr[entity_ids], indptr[entity_ids + 1]
     lengths = ends - starts
-    positions = _concat_ranges(starts, lengths)  # (sum lengths,) O(K mu)
+    positions = concat_ranges(starts, lengths)  # (sum lengths,) O(K mu)
     mentions = np.asarray(indices[positions], dtype=np.int64)
     values = np.repeat(weights, lengths)
     if data is not None:

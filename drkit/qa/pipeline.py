@@ -223,9 +223,9 @@ class DrKIT:
             if pe == entity and not fc.self_loops:
                 continue
             key = pe * graph.n_passages + passage
-            pos = int(np.searchsorted(graph.ep_keys, key))
-            if pos < len(graph.ep_keys) and graph.ep_keys[pos] == key:
-                w = float(pp) * float(np.exp(power * float(graph.ep_log_rel[pos])))
+            pos = int(np.searchsorted(graph.entity_passage_keys, key))
+            if pos < len(graph.entity_passage_keys) and graph.entity_passage_keys[pos] == key:
+                w = float(pp) * float(np.exp(power * float(graph.entity_passage_log_rel[pos])))
                 if w > best_w:
                     best, best_w = pe, w
         return None if best is None else self.entity_names[best]

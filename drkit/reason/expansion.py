@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from drkit.index.sparse import _concat_ranges
+from drkit.index.sparse import concat_ranges
 from drkit.reason.entity_set import EntitySet
 from drkit.reason.graph import FollowGraph
 
@@ -26,12 +26,13 @@ class PassageWeights:
 
     def __init__(self, z: EntitySet, graph: FollowGraph, power: float | torch.Tensor | None = None):
         self.z, self.graph, self.power = z, graph, power
-        e = z.ids.numpy()
-        starts, lengths = graph.ep_indptr[e], graph.ep_indptr[e + 1] - graph.ep_indptr[e]
-        src = torch.from_numpy(np.repeat(np.arange(len(e)), lengths))
-        positions = _concat_ranges(starts, lengths)
-        keys = z.rows.numpy()[src.numpy()] * graph.n_passages + graph.ep_passage[positions]
-        values = z.probs[src].double() * self._factor(positions)
+        indptr = graph.entity_passage_indptr
+        e = z.ids.numpy()  # (N,)
+        starts, lengths = indptr[e], indptr[e + 1] - indptr[e]
+        src = torch.from_numpy(np.repeat(np.arange(len(e)), lengths))  # (n,) the Z entry of each EP entry read
+        positions = concat_ranges(starts, lengths)  # (n,) positions in EP
+        keys = z.rows.numpy()[src.numpy()] * graph.n_passages + graph.entity_passage[positions]  # (n,) row * P + passage
+        values = z.probs[src].double() * self._factor(positions)  # (n,) Z[row, e] A[e, passage]
         self.n_passages = graph.n_passages
         space = z.batch_size * graph.n_passages
         self.dense = space <= _DENSE_LIMIT
@@ -42,11 +43,12 @@ class PassageWeights:
             self.keys, inverse, self.counts = np.unique(keys, return_inverse=True, return_counts=True)
             self.weights = torch.zeros(len(self.keys), dtype=torch.float64).index_add(0, torch.from_numpy(inverse), values)
 
-    def _factor(self, ep_positions: np.ndarray) -> torch.Tensor | float:
-        power, log_rel = self.power, self.graph.ep_log_rel
+    def _factor(self, positions: np.ndarray) -> torch.Tensor | float:
+        """``(score(e, p) / best score of e) ** power`` of the EP entries at `positions`; 1.0 for the 0/1 A."""
+        power, log_rel = self.power, self.graph.entity_passage_log_rel
         if power is None or log_rel is None or (not torch.is_tensor(power) and power == 0):
             return 1.0
-        return torch.exp(power * log_rel[torch.from_numpy(ep_positions)])
+        return torch.exp(power * log_rel[torch.from_numpy(positions)])
 
     def lookup(self, rows: np.ndarray, passages: np.ndarray, entities: np.ndarray | None = None):
         """(present mask, float64 weights of the present pairs) for the pairs (rows[i], passages[i]).
@@ -62,11 +64,11 @@ class PassageWeights:
         if entities is not None:
             z_slot, in_z = _find(self.z.rows.numpy() * self.graph.n_entities + self.z.ids.numpy(),
                                  rows * self.graph.n_entities + entities)
-            ep_slot, in_ep = _find(self.graph.ep_keys, entities * self.graph.n_passages + passages)
-            own = in_z & in_ep
+            entry, is_entry = _find(self.graph.entity_passage_keys, entities * self.graph.n_passages + passages)
+            own = in_z & is_entry
             counts = counts - own
             sel = np.flatnonzero(own)
-            own_term = self.z.probs[torch.from_numpy(z_slot[sel])].double() * self._factor(ep_slot[sel])
+            own_term = self.z.probs[torch.from_numpy(z_slot[sel])].double() * self._factor(entry[sel])
             weights = weights.index_add(0, torch.from_numpy(sel), -own_term)
         present = counts > 0
         return present, weights[torch.from_numpy(np.flatnonzero(present))]

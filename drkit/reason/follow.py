@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from drkit.errors import ConfigError
-from drkit.index.sparse import _concat_ranges
+from drkit.index.sparse import concat_ranges
 from drkit.reason.entity_set import EntitySet
 from drkit.reason.expansion import PassageWeights
 from drkit.reason.graph import FollowGraph
@@ -121,7 +121,7 @@ def _co_occurring(z, queries, graph, config, power, topic):
     pw = PassageWeights(z, graph, power)
     keys = np.flatnonzero(pw.counts) if pw.dense else pw.keys
     passages = keys % graph.n_passages
-    keys = keys[graph.pm_indptr[passages + 1] > graph.pm_indptr[passages]]  # passages with mentions
+    keys = keys[graph.passage_mention_indptr[passages + 1] > graph.passage_mention_indptr[passages]]  # passages with mentions
     if config.min_weight > 0 and len(keys):  # drop passages whose weight is negligible next to the row's best
         w = (pw.weights[torch.from_numpy(keys)] if pw.dense else
              pw.weights[torch.from_numpy(np.searchsorted(pw.keys, keys))]).detach().numpy()
@@ -130,9 +130,9 @@ def _co_occurring(z, queries, graph, config, power, topic):
         np.maximum.at(best, r, w)
         keys = keys[w >= config.min_weight * best[r]]
     p_rows, passages = keys // graph.n_passages, keys % graph.n_passages
-    starts = graph.pm_indptr[passages]
-    lengths = graph.pm_indptr[passages + 1] - starts
-    mentions = _concat_ranges(starts, lengths)
+    starts = graph.passage_mention_indptr[passages]
+    lengths = graph.passage_mention_indptr[passages + 1] - starts
+    mentions = concat_ranges(starts, lengths)
     rows = np.repeat(p_rows, lengths)
     if topic is not None:
         keep = graph.mention_entity[mentions] != topic[rows]

@@ -22,24 +22,24 @@ class FollowGraph:
     """The index data the follow needs: EP (entity -> top-mu passages), mention -> passage and entity,
     and the mention vectors f(m) as one in-memory tensor."""
 
-    def __init__(self, ep_indptr: np.ndarray, ep_passage: np.ndarray, mention_passage: np.ndarray,
+    def __init__(self, entity_passage_indptr: np.ndarray, entity_passage: np.ndarray, mention_passage: np.ndarray,
                  mention_entity: np.ndarray, n_entities: int, n_passages: int, vectors: torch.Tensor):
-        self.ep_indptr = np.asarray(ep_indptr, dtype=np.int64)
-        self.ep_passage = np.asarray(ep_passage, dtype=np.int64)
-        self.mention_passage = np.asarray(mention_passage, dtype=np.int64)
-        self.mention_entity = np.asarray(mention_entity, dtype=np.int64)
+        self.entity_passage_indptr = np.asarray(entity_passage_indptr, dtype=np.int64)  # (E+1,) EP as CSR
+        self.entity_passage = np.asarray(entity_passage, dtype=np.int64)  # (nnz_EP,) passage ids, sorted per entity
+        self.mention_passage = np.asarray(mention_passage, dtype=np.int64)  # (M,) sorted
+        self.mention_entity = np.asarray(mention_entity, dtype=np.int64)  # (M,) B_{M->E}
         self.n_entities = int(n_entities)
         self.n_passages = int(n_passages)
         if vectors.shape[0] != len(self.mention_entity):
             raise ConfigError(f"{vectors.shape[0]} mention vectors for {len(self.mention_entity)} mentions")
-        self.vectors = vectors
-        # log(score(e, p) / max_p' score(e, p')) per entry of EP (<= 0), for the weighted A; None: 0/1 only
-        self.ep_log_rel: torch.Tensor | None = None
+        self.vectors = vectors  # (M, p) f(M)
+        # (nnz_EP,) log(score(e, p) / max_p' score(e, p')) <= 0 per entry of EP, for the weighted A; None: 0/1 only
+        self.entity_passage_log_rel: torch.Tensor | None = None
         self._cast: dict[torch.dtype, torch.Tensor] = {}
-        self.pm_indptr = passage_mention_indptr(self.mention_passage, self.n_passages)
-        # (entity, passage) of each EP entry as one sorted key, entity * P + passage
-        self.ep_keys = np.repeat(np.arange(self.n_entities, dtype=np.int64), np.diff(self.ep_indptr)) * self.n_passages \
-            + self.ep_passage
+        self.passage_mention_indptr = passage_mention_indptr(self.mention_passage, self.n_passages)  # (P+1,)
+        # (nnz_EP,) each EP entry (entity, passage) as one key, entity * P + passage: sorted
+        entry_entity = np.repeat(np.arange(self.n_entities, dtype=np.int64), np.diff(self.entity_passage_indptr))
+        self.entity_passage_keys = entry_entity * self.n_passages + self.entity_passage
 
     @classmethod
     def from_index(cls, index: SparseIndex, vectors) -> "FollowGraph":
@@ -52,12 +52,12 @@ class FollowGraph:
     def set_passage_scores(self, scores: np.ndarray) -> None:
         """The TF-IDF score G(e).F(d) of each entry of EP; stored as log(score / the entity's best score)."""
         scores = np.asarray(scores, dtype=np.float64)
-        lengths = np.diff(self.ep_indptr)
+        lengths = np.diff(self.entity_passage_indptr)
         best = np.zeros(len(lengths))
         nonempty = lengths > 0
-        best[nonempty] = np.maximum.reduceat(scores, self.ep_indptr[:-1][nonempty]) if len(scores) else 0
+        best[nonempty] = np.maximum.reduceat(scores, self.entity_passage_indptr[:-1][nonempty]) if len(scores) else 0
         rel = scores / np.repeat(np.where(best > 0, best, 1.0), lengths)
-        self.ep_log_rel = torch.from_numpy(np.log(np.clip(rel, 1e-30, 1.0)))  # float64: exact for the tests
+        self.entity_passage_log_rel = torch.from_numpy(np.log(np.clip(rel, 1e-30, 1.0)))  # float64: exact for the tests
 
     def vectors_as(self, dtype: torch.dtype) -> torch.Tensor:
         """f(M) in `dtype` (kept after the first call: the backward pass of every hop needs it)."""
