@@ -15,6 +15,7 @@ from drkit.index.sparse import (
     _sum_by_key,
     build_sparse_matrices,
     concat_ranges,
+    mention_incidence,
     ragged_expand,
     top_passages,
 )
@@ -147,6 +148,21 @@ def test_concat_ranges():
         starts, lengths = rng.integers(0, 100, n), rng.integers(0, 5, n)
         want = [x for s, k in zip(starts, lengths) for x in range(s, s + k)]
         assert concat_ranges(starts, lengths).tolist() == want
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_mention_incidence_matches_sets(seed):
+    rng = np.random.default_rng(seed)
+    E, P, M = int(rng.integers(1, 8)), int(rng.integers(1, 6)), int(rng.integers(0, 30))
+    mention_passage, mention_entity = np.sort(rng.integers(0, P, M)), rng.integers(0, E, M)
+    m = mention_incidence(mention_entity, mention_passage, E, P)
+    assert m.shape == (E, P) and set(m.data.tolist()) <= {1.0}
+    for e in range(E):  # row e: the passages mentioning e, sorted
+        want = sorted({int(p) for p, x in zip(mention_passage, mention_entity) if x == e})
+        assert m.indices[m.indptr[e] : m.indptr[e + 1]].tolist() == want
+    t = m.T.tocsr()
+    for p in range(P):  # and its transpose: the distinct entities of each passage, sorted
+        assert t.indices[t.indptr[p] : t.indptr[p + 1]].tolist() == sorted(set(mention_entity[mention_passage == p].tolist()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -366,6 +382,19 @@ def test_index_expand_single_set(index):
     row = index.A_indices[index.A_indptr[ents[0]] : index.A_indptr[ents[0] + 1]]
     assert {int(index.mentions[m, 1]) for m in row} <= kept
     assert len(row) == sum(int(np.sum(index.mentions[:, 1] == p)) for p in kept)
+
+
+def test_index_passage_mentions_and_incidence(index):
+    """The passage -> mentions pointers and the mention incidence, computed once by the index, agree with its mentions."""
+    indptr = index.passage_mention_indptr
+    assert indptr is index.passage_mention_indptr  # cached
+    assert len(indptr) == index.n_passages + 1 and indptr[-1] == index.n_mentions
+    for p in range(index.n_passages):
+        assert (index.mentions[indptr[p] : indptr[p + 1], 1] == p).all()
+    incidence = index.mention_incidence.toarray()
+    want = np.zeros((index.n_entities, index.n_passages))
+    want[index.mentions[:, 0], index.mentions[:, 1]] = 1
+    assert np.array_equal(incidence, want)
 
 
 def test_index_expand_rejects_bad_entity_ids(index):

@@ -48,7 +48,7 @@ import numpy as np
 
 from drkit.data.kb import Triple
 from drkit.errors import ConfigError, InputFormatError
-from drkit.index.sparse import SparseIndex, concat_ranges, passage_mention_indptr
+from drkit.index.sparse import SparseIndex, concat_ranges
 from drkit.util.sampling import sample_rows
 from drkit.util.warnlog import WarningLog
 
@@ -154,18 +154,14 @@ class DistantSupervision:
         self.index = index
         self.config = config
         self.warnings = warnings if warnings is not None else WarningLog()
-        mentions = np.asarray(index.mentions)
-        n_p = index.n_passages
-        self.mention_indptr = passage_mention_indptr(mentions[:, 1], n_p)
-        # distinct entities of each passage, sorted
-        pairs = np.unique(mentions[:, 1].astype(np.int64) * len(index.entities) + mentions[:, 0])
-        self.pe_passage = (pairs // len(index.entities)).astype(np.int64)
-        self.pe_entity = (pairs % len(index.entities)).astype(np.int64)
-        self.pe_indptr = np.searchsorted(self.pe_passage, np.arange(n_p + 1)).astype(np.int64)
-        # passages mentioning each entity, sorted
-        order = np.argsort(self.pe_entity, kind="stable")
-        self.ep_passage = self.pe_passage[order]
-        self.ep_indptr = np.searchsorted(self.pe_entity[order], np.arange(len(index.entities) + 1)).astype(np.int64)
+        self.mention_indptr = index.passage_mention_indptr  # passage p holds mentions [mention_indptr[p], mention_indptr[p+1])
+        # the distinct entities each passage mentions, and the passages mentioning each entity: CSR, sorted
+        by_entity = index.mention_incidence  # (E, P)
+        by_passage = by_entity.T.tocsr()  # (P, E)
+        self.passage_entity_indptr = by_passage.indptr.astype(np.int64)
+        self.passage_entity = by_passage.indices.astype(np.int64)
+        self.mentioning_passage_indptr = by_entity.indptr.astype(np.int64)
+        self.mentioning_passage = by_entity.indices.astype(np.int64)
         self.queries = self._make_queries(triples)
         self._find_positives()
         self._split()
@@ -210,17 +206,17 @@ class DistantSupervision:
 
     def _mentions_any(self, passages: np.ndarray, entities: np.ndarray) -> np.ndarray:
         """Whether each of `passages` mentions one of `entities`: (len(passages),) bool."""
-        starts = self.pe_indptr[passages]
-        lengths = self.pe_indptr[passages + 1] - starts
-        hit = np.isin(self.pe_entity[concat_ranges(starts, lengths)], entities)
+        starts = self.passage_entity_indptr[passages]
+        lengths = self.passage_entity_indptr[passages + 1] - starts
+        hit = np.isin(self.passage_entity[concat_ranges(starts, lengths)], entities)
         owner = np.repeat(np.arange(len(passages)), lengths)
         return np.bincount(owner[hit], minlength=len(passages)) > 0
 
     def passage_entities(self, p: int) -> np.ndarray:
-        return self.pe_entity[self.pe_indptr[p] : self.pe_indptr[p + 1]]
+        return self.passage_entity[self.passage_entity_indptr[p] : self.passage_entity_indptr[p + 1]]
 
     def entity_passages(self, e: int) -> np.ndarray:
-        return self.ep_passage[self.ep_indptr[e] : self.ep_indptr[e + 1]]
+        return self.mentioning_passage[self.mentioning_passage_indptr[e] : self.mentioning_passage_indptr[e + 1]]
 
     def _find_positives(self) -> None:
         """Positive passages of every query: those mentioning its subject and one of its answers."""
@@ -234,7 +230,7 @@ class DistantSupervision:
         self.pos_passages = np.concatenate(pos_lists) if pos_lists else np.zeros(0, np.int64)
         has_pos = np.diff(self.pos_indptr) > 0
         self.has_positive = has_pos
-        unmentioned = np.diff(self.ep_indptr)[q.subject] == 0
+        unmentioned = np.diff(self.mentioning_passage_indptr)[q.subject] == 0
         if unmentioned.any():
             self.warnings.add("query_subject_never_mentioned", "queries whose subject has no mention in the "
                               f"corpus cannot be trained on, e.g. {q.texts[int(np.flatnonzero(unmentioned)[0])]!r}",

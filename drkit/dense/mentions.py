@@ -19,7 +19,7 @@ import torch
 from drkit.dense.encoder import DualEncoder
 from drkit.dense.mips import ExactMIPS, FaissMIPS
 from drkit.errors import ArtifactError, ConfigError
-from drkit.index.sparse import SparseIndex, passage_mention_indptr
+from drkit.index.sparse import SparseIndex
 from drkit.util.artifact import ArtifactWriter, file_checksum, load_array, read_manifest
 from drkit.util.progress import progress
 from drkit.util.warnlog import WarningLog
@@ -70,7 +70,7 @@ def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig
     """f(m) for every mention of `index`: (M, p) float16, and timing figures."""
     warnings = warnings if warnings is not None else WarningLog()
     mentions = np.asarray(index.mentions)
-    indptr = passage_mention_indptr(mentions[:, 1], index.n_passages)
+    indptr = index.passage_mention_indptr
     lengths = np.diff(np.asarray(index.piece_offsets))
     empty = int((lengths == 0).sum())
     if empty:

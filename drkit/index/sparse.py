@@ -126,9 +126,7 @@ def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: S
     F = tfidf(counts, idf)  # (P, H)
     G = tfidf(hasher.count_matrix(entities.keys), idf, normalize=True)  # (E, H)
     n_without_terms = int(np.sum(np.diff(G.indptr) == 0))
-    entity_passage_links = sp.csr_matrix((np.ones(len(linked.mentions), np.float32),
-                                          (linked.mentions[:, 0], linked.mentions[:, 1])),
-                                         shape=(len(entities), linked.n_passages))
+    entity_passage_links = mention_incidence(linked.mentions[:, 0], linked.mentions[:, 1], len(entities), linked.n_passages)
     entity_passage_indptr, entity_passage, entity_passage_score = top_passages(
         G, F, config.mu, config.epsilon, linked=entity_passage_links, unlinked_weight=config.unlinked_weight)
 
@@ -151,6 +149,20 @@ def passage_mention_indptr(mention_passage: np.ndarray, n_passages: int) -> np.n
     if len(mention_passage) and np.any(np.diff(mention_passage) < 0):
         raise ArtifactError("mentions are not ordered by passage")
     return np.searchsorted(mention_passage, np.arange(n_passages + 1)).astype(np.int64)
+
+
+def mention_incidence(mention_entity: np.ndarray, mention_passage: np.ndarray, n_entities: int,
+                      n_passages: int) -> sp.csr_matrix:
+    """Which passages mention which entities: the 0/1 (n_entities, n_passages) CSR matrix with a one at
+    [e, p] when passage p has at least one mention of e.
+
+    Row e lists the passages mentioning e, sorted; the transpose (``.T.tocsr()``) lists the distinct
+    entities each passage mentions, sorted. (Not EP, which holds each entity's top-mu TF-IDF passages.)"""
+    m = sp.csr_matrix((np.ones(len(mention_entity), np.float32), (mention_entity, mention_passage)),
+                      shape=(n_entities, n_passages))
+    m.sum_duplicates()
+    m.data[:] = 1.0
+    return m
 
 
 def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -265,6 +277,16 @@ class SparseIndex:
     def mention_entity(self) -> np.ndarray:
         """B_{M->E} as an array: the entity of each mention, (M,)."""
         return self.mentions[:, 0]
+
+    @functools.cached_property
+    def passage_mention_indptr(self) -> np.ndarray:
+        """(P+1,): passage p holds mentions ``[indptr[p], indptr[p+1])`` (computed on first use)."""
+        return passage_mention_indptr(self.mentions[:, 1], self.n_passages)
+
+    @functools.cached_property
+    def mention_incidence(self) -> sp.csr_matrix:
+        """(E, P) 0/1: which passages mention which entities, see `mention_incidence` (computed on first use)."""
+        return mention_incidence(self.mention_entity, self.mentions[:, 1], self.n_entities, self.n_passages)
 
     @functools.cached_property
     def article_titles(self) -> list[str]:

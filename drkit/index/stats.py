@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from drkit.data.kb import EntityTable, Triple
 from drkit.data.questions import Question
 from drkit.errors import ConfigError
+from drkit.index.sparse import mention_incidence
 
 
 def index_counts(entities: EntityTable, n_linkable: int, n_articles: int, n_passages: int,
@@ -34,21 +35,13 @@ def index_counts(entities: EntityTable, n_linkable: int, n_articles: int, n_pass
     }
 
 
-def _incidence(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
-    """0/1 CSR matrix with a one at each (row, col); duplicates collapse."""
-    m = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=shape)
-    m.sum_duplicates()
-    m.data[:] = 1.0
-    return m
-
-
 def kb_coverage(entities: EntityTable, triples: Iterable[Triple], mention_entity: np.ndarray,
                 mention_passage: np.ndarray, n_passages: int) -> dict:
     """Fraction of KB triples (s, r, o) for which one passage mentions both s and o.
 
     Triples whose subject or object is never mentioned count as not covered, and are counted.
     """
-    mentioned_in = _incidence(mention_entity, mention_passage, (len(entities), n_passages))
+    mentioned_in = mention_incidence(mention_entity, mention_passage, len(entities), n_passages)
     covered, total = defaultdict(int), defaultdict(int)
     for t in triples:
         s, o = entities.lookup(t.subject), entities.lookup(t.object)
@@ -90,10 +83,10 @@ def sparse_reachability_sets(entities: EntityTable, question_sets: Sequence[tupl
         if hops < 1:
             raise ConfigError(f"hops must be at least 1, got {hops}")
     n_entities = len(entities)
-    ep = sp.csr_matrix((np.ones(len(entity_passage), np.float32), entity_passage, entity_passage_indptr),
-                       shape=(n_entities, n_passages))
-    pe = _incidence(mention_passage, mention_entity, (n_passages, n_entities))
-    step = sp.csr_matrix(ep @ pe)  # (E, E): e -> entities mentioned in e's top-mu passages
+    top_passages = sp.csr_matrix((np.ones(len(entity_passage), np.float32), entity_passage, entity_passage_indptr),
+                                 shape=(n_entities, n_passages))  # (E, P): EP
+    mentioned = mention_incidence(mention_entity, mention_passage, n_entities, n_passages).T  # (P, E)
+    step = sp.csr_matrix(top_passages @ mentioned)  # (E, E): e -> entities mentioned in e's top-mu passages
     back = sp.csc_matrix(step)  # column a: the entities one step before a
     return [_reachability(entities, questions, hops, step, back) for hops, questions in question_sets]
 
