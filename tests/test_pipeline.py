@@ -116,3 +116,33 @@ def test_best_mention_of_each_slot_matches_a_loop():
             if len(cand):
                 expected[s] = mentions[cand[np.argmax(logits[cand])]]
         np.testing.assert_array_equal(_best_mention_of_slot(slot, logits, mentions, slots), expected)
+
+
+def test_question_vectors_do_not_depend_on_the_batch(films_kb):  # noqa: F811
+    """With the real MiniLM in bf16, padding a question to the longest of its batch changes its vectors
+    (other matrix shapes, other roundings); questions are encoded in groups of equal length instead, so
+    a question's queries and answer probabilities are bit for bit the same alone and in a batch."""
+    import torch
+
+    from drkit.dense.encoder import DualEncoder, EncoderConfig
+    from drkit.reason.model import MultiHopModel
+    from drkit.reason.vkb import VirtualKB
+
+    d, films = films_kb
+    vkb = VirtualKB.load(d / "index", d / "mentions")
+    torch.manual_seed(0)
+    model = MultiHopModel.from_encoder(DualEncoder.from_base(EncoderConfig(dim=32)), ModelConfig(hops=2)).eval()
+    model.set_entities(vkb.entity_names)
+    questions = [f"who directed {f['title']}" if i % 3 else f"in which year was the film {f['title']} released"
+                 for i, f in enumerate(films[:24])]
+    topics = np.array([vkb.index.entities.lookup(f["title"]) for f in films[:24]])
+    with torch.no_grad():
+        together = model(questions, topics, vkb)
+        for b, q in enumerate(questions):
+            alone = model([q], topics[b : b + 1], vkb)
+            for t in range(2):
+                assert torch.equal(alone[t].query[0], together[t].query[b]), (q, t)
+                ids_a, probs_a = alone[t].z.row(0)
+                ids_b, probs_b = together[t].z.row(b)
+                np.testing.assert_array_equal(ids_a, ids_b)
+                np.testing.assert_array_equal(probs_a, probs_b)

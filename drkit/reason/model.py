@@ -140,6 +140,19 @@ class HopOutput:
     trace: FollowTrace | None
 
 
+PAD_MULTIPLE = 8  # question time pads each question to a multiple of this many pieces, whatever its batch
+
+
+def length_groups(mask: torch.Tensor, multiple: int = PAD_MULTIPLE) -> tuple[list[torch.Tensor], list[int]]:
+    """Rows of a right-padded batch grouped by their length rounded up to `multiple`, and each group's width.
+
+    A row is then computed at a width that depends on the row alone, never on the longest question of
+    its batch: in bf16 the width changes the roundings of the attention and so the question's vectors."""
+    width = (mask.sum(1) + multiple - 1) // multiple * multiple  # (B,)
+    values = torch.unique(width)
+    return [torch.nonzero(width == w).squeeze(1) for w in values], [int(w) for w in values]
+
+
 def model_dir_of(path: str | Path) -> Path:
     """A model directory, or a ``drkit train`` run directory holding its best model in ``model/``."""
     path = Path(path)
@@ -211,7 +224,7 @@ class MultiHopModel(nn.Module):
 
     def tokenize(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         b = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_question_pieces,
-                           return_tensors="pt", return_token_type_ids=False)
+                           pad_to_multiple_of=PAD_MULTIPLE, return_tensors="pt", return_token_type_ids=False)
         return b["input_ids"], b["attention_mask"]
 
     def forward(self, texts: list[str], topic: np.ndarray, vkb, hops: int | None = None, trace: bool = False,
@@ -228,14 +241,21 @@ class MultiHopModel(nn.Module):
         fc = follow_config or self.follow_config
         topic = np.asarray(topic, dtype=np.int64)
         ids, mask = self.tokenize(texts)
+        # At question time each question is padded to its own length rounded up to PAD_MULTIPLE, not to the
+        # longest of its batch: its bf16 vectors would otherwise change with the batch (other shapes, roundings).
+        if self.tokenizer.padding_side != "right":
+            raise ConfigError(f"the question tokenizer pads on the {self.tokenizer.padding_side}; drkit needs right padding")
+        groups, width = length_groups(mask) if not self.training else ([torch.arange(len(texts))], [mask.shape[1]])
+        inverse = torch.argsort(torch.cat(groups))  # rows of the concatenated groups -> batch rows
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            h = self.encoder.encode(ids, mask)
+            hs = [self.encoder.encode(ids[g, :w], mask[g, :w]) for g, w in zip(groups, width)]
         z = EntitySet.one_hot(topic)
         out = []
         for t in range(hops):
             z_emb = entity_set_mean(z, self.entity_table) if self.config.entity_condition else None
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                q = self.encoder.hop_query(h, mask, t, z_emb)
+                q = torch.cat([self.encoder.hop_query(h, mask[g, :w], t, None if z_emb is None else z_emb[g])
+                               for h, g, w in zip(hs, groups, width)])[inverse]  # (B, p)
             power = self.tfidf_power[t].clamp_min(0) if self.config.learn_tfidf_power else None
             result = follow(z, q.float(), vkb.graph, vkb.search, fc, topic, trace=trace, tfidf_power=power)
             z, tr = result if trace else (result, None)
