@@ -256,6 +256,7 @@ def test_slot_queries_bad_lines(toy_index, tmp_path):
 
 def test_empty_passage_is_counted_not_dropped(encoder, toy_index):
     from drkit.dense.mentions import embed_mentions
+    from drkit.index.sparse import passage_mention_indptr as indptr_of
     from drkit.util.warnlog import WarningLog
 
     class WithEmptyPassage:
@@ -266,6 +267,7 @@ def test_empty_passage_is_counted_not_dropped(encoder, toy_index):
         mentions[mentions[:, 1] >= 1, 1] += 1
         offsets = np.asarray(toy_index.piece_offsets)
         piece_offsets = np.concatenate([offsets[:2], offsets[1:]])
+        passage_mention_indptr = indptr_of(mentions[:, 1], n_passages)
 
         def passage_pieces(self, p):
             return np.zeros(0, np.int64) if p == 1 else toy_index.passage_pieces(p - 1 if p > 1 else p)
