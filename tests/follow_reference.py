@@ -30,12 +30,12 @@ def dense_follow_reference(z: torch.Tensor, queries: torch.Tensor, A: torch.Tens
             passage_weight = z[b] @ A_full.to(z.dtype)  # skip passages of negligible weight
             floor = config.min_weight * passage_weight.max()
             order = [m for m in order if expansion[m] > 0 and passage_weight[m] >= floor
-                     and not (config.remove_topic and topic is not None and mention_entity[m] == topic[b])]
+                     and not (config.remove_topic != "never" and topic is not None and mention_entity[m] == topic[b])]
         order = order[: config.top_k]
         per_entity: dict[int, list] = {}
         for m in order:
             e = int(mention_entity[m])
-            if config.remove_topic and topic is not None and e == topic[b]:
+            if config.remove_topic != "never" and topic is not None and e == topic[b]:
                 continue
             logit = scores[m] / config.temperature
             if config.tfidf:

@@ -64,11 +64,11 @@ CONFIGS = [
     FollowConfig(top_k=10, temperature=4.0, retrieval="global"),
     FollowConfig(top_k=30, temperature=1.0, aggregate="sum", tfidf_power=2.5, retrieval="global"),
     FollowConfig(top_k=8, temperature=2.0, tfidf=False),
-    FollowConfig(top_k=12, temperature=3.0, aggregate="sum", remove_topic=False, tfidf_power=0.0, retrieval="global"),
+    FollowConfig(top_k=12, temperature=3.0, aggregate="sum", remove_topic="never", tfidf_power=0.0, retrieval="global"),
     FollowConfig(top_k=4, temperature=4.0),
     FollowConfig(top_k=4, temperature=4.0, min_weight=0.3),
     FollowConfig(top_k=6, temperature=2.0, aggregate="sum", tfidf_power=0.0, self_loops=True, min_weight=0.0),
-    FollowConfig(top_k=100, temperature=3.0, remove_topic=False, min_weight=0.0),
+    FollowConfig(top_k=100, temperature=3.0, remove_topic="never", min_weight=0.0),
 ]
 
 
@@ -94,7 +94,7 @@ def test_question_entity_is_removed():
     z.probs = z.probs.double()
     q = torch.from_numpy(np.random.default_rng(0).normal(size=(3, 5)))
     config = FollowConfig(top_k=30, tfidf=False)
-    kept = follow(z, q, graph, exact_search(graph), dataclasses.replace(config, remove_topic=False), np.array([0, 1, 2]))
+    kept = follow(z, q, graph, exact_search(graph), dataclasses.replace(config, remove_topic="never"), np.array([0, 1, 2]))
     removed = follow(z, q, graph, exact_search(graph), config, np.array([0, 1, 2]))
     dense_kept, dense_removed = kept.to_dense(graph.n_entities), removed.to_dense(graph.n_entities)
     for b in range(3):
@@ -237,7 +237,7 @@ def test_no_self_loops_blocks_copying():
     e = int(np.bincount(graph.mention_entity).argmax())
     z = EntitySet(torch.tensor([0]), torch.tensor([e]), torch.ones(1, dtype=torch.float64), 1)
     q = torch.from_numpy(graph.vectors[graph.mention_entity == e][0].numpy()[None])  # a query that likes e's mention
-    config = FollowConfig(top_k=40, remove_topic=False)
+    config = FollowConfig(top_k=40, remove_topic="never")
     with_self = follow(z, q, graph, exact_search(graph), dataclasses.replace(config, self_loops=True)).to_dense(graph.n_entities)
     without = follow(z, q, graph, exact_search(graph), config).to_dense(graph.n_entities)
     assert with_self[0, e] > 0 and without[0, e] == 0

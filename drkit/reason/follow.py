@@ -50,6 +50,7 @@ from drkit.reason.segment import segment_log_softmax, segment_logsumexp, segment
 
 AGGREGATIONS = ("max", "sum")
 RETRIEVALS = ("global", "restricted")
+REMOVE_TOPIC = ("every", "last", "never")
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,18 @@ class FollowConfig:
                               "in Z^T A is below this fraction of the row's largest (0: none skipped)"})
     tfidf_power: float = field(default=8.0, metadata={"help": "A[e, m] = (TF-IDF score of m's passage / e's best "
                                "passage score) ** power; 0 gives the paper's 0/1 indicator (the initial value when learned)"})
-    remove_topic: bool = field(default=True, metadata={"help": "drop the question entity from every hop's output"})
+    remove_topic: str = field(default="every", metadata={
+        "help": "drop the question entity from the output of every hop, of the last hop only, or never (the paper "
+                "removes it once, if at all); a bool in an old manifest reads as every (true) or never (false)",
+        "choices": REMOVE_TOPIC})
     self_loops: bool = field(default=False, metadata={"help": "let an entity reach its own mentions through A "
                              "(the paper's A; off: a mention is reached only through other entities)"})
 
     def __post_init__(self):
+        if isinstance(self.remove_topic, bool):  # manifests written before the three modes
+            object.__setattr__(self, "remove_topic", "every" if self.remove_topic else "never")
+        if self.remove_topic not in REMOVE_TOPIC:
+            raise ConfigError(f"remove_topic must be one of {REMOVE_TOPIC}, got {self.remove_topic!r}")
         if self.top_k < 1:
             raise ConfigError(f"top_k must be at least 1, got {self.top_k}")
         if not self.temperature > 0:
@@ -164,12 +172,13 @@ def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, conf
     forward values of ``f(m) . g_t``, bf16-rounded for float32 queries, and their gradient is exact.
     Every step is computed row by row or pair by pair, so a row's result does not depend on the other
     rows of the batch (restricted retrieval: bit for bit; global: as far as `search` is row-wise).
-    `topic[b]` is the entity removed from row b (-1: none); `tfidf_power` (a learned scalar) replaces
+    `topic[b]` is the entity removed from row b (-1: none) unless ``config.remove_topic`` is "never" (the
+    caller passes it only at the hops where it applies: every hop, or the last); `tfidf_power` (a learned scalar) replaces
     ``config.tfidf_power`` when given."""
     batch = queries.shape[0]
     if z.batch_size != batch:
         raise ValueError(f"Z has {z.batch_size} rows but there are {batch} queries")
-    topic = None if topic is None or not config.remove_topic else np.asarray(topic, dtype=np.int64)
+    topic = None if topic is None or config.remove_topic == "never" else np.asarray(topic, dtype=np.int64)
     power = config.tfidf_power if tfidf_power is None else tfidf_power
     if config.tfidf and config.retrieval == "restricted":
         rows, mentions, scores, log_w = _co_occurring(z, queries, graph, config, power, topic)

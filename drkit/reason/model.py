@@ -134,6 +134,17 @@ class QuestionEncoder(nn.Module):
 
 
 @dataclass
+class EncodedQuestions:
+    """A batch of questions through the shared layers, in groups of equal padded width (`length_groups`)."""
+
+    hs: list[torch.Tensor]  # per group, (b_g, width_g, hidden)
+    masks: list[torch.Tensor]  # per group, (b_g, width_g)
+    groups: list[torch.Tensor]  # per group, its batch rows
+    inverse: torch.Tensor  # (B,) rows of the concatenated groups -> batch order
+    bf16: bool
+
+
+@dataclass
 class HopOutput:
     z: EntitySet  # Z_t
     query: torch.Tensor  # g_t, (B, p)
@@ -227,19 +238,8 @@ class MultiHopModel(nn.Module):
                            pad_to_multiple_of=PAD_MULTIPLE, return_tensors="pt", return_token_type_ids=False)
         return b["input_ids"], b["attention_mask"]
 
-    def forward(self, texts: list[str], topic: np.ndarray, vkb, hops: int | None = None, trace: bool = False,
-                bf16: bool = True, follow_config: FollowConfig | None = None) -> list[HopOutput]:
-        """Answer a batch: `texts` (questions), `topic[b]` the entity id of Z_0 for row b (-1: none).
-
-        Returns one `HopOutput` per hop; the last one's ``z`` is the answer distribution."""
-        hops = hops or self.config.hops
-        if hops > self.config.hops:
-            raise ConfigError(f"this model has {self.config.hops} trained hops; cannot run {hops}")
-        if len(self.entity_table) != vkb.graph.n_entities:
-            raise ConfigError(f"the model's entity table has {len(self.entity_table)} rows but the index has "
-                              f"{vkb.graph.n_entities} entities; call set_entities with the index's names")
-        fc = follow_config or self.follow_config
-        topic = np.asarray(topic, dtype=np.int64)
+    def encode(self, texts: list[str], bf16: bool = True) -> "EncodedQuestions":
+        """The shared layers over a batch of questions, computed once for all hops."""
         ids, mask = self.tokenize(texts)
         # At question time each question is padded to its own length rounded up to PAD_MULTIPLE, not to the
         # longest of its batch: its bf16 vectors would otherwise change with the batch (other shapes, roundings).
@@ -249,15 +249,49 @@ class MultiHopModel(nn.Module):
         inverse = torch.argsort(torch.cat(groups))  # rows of the concatenated groups -> batch rows
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             hs = [self.encoder.encode(ids[g, :w], mask[g, :w]) for g, w in zip(groups, width)]
-        z = EntitySet.one_hot(topic)
+        return EncodedQuestions(hs, [mask[g, :w] for g, w in zip(groups, width)], groups, inverse, bf16)
+
+    def pooled(self, enc: "EncodedQuestions") -> torch.Tensor:
+        """(B, hidden) float32: the mean of each question's shared-layer outputs over its pieces, batch order."""
+        return torch.cat([mean_pool(h, m).float() for h, m in zip(enc.hs, enc.masks)])[enc.inverse]
+
+    def hop_queries(self, enc: "EncodedQuestions", t: int, z: EntitySet) -> torch.Tensor:
+        """g_t(q, Z_{t-1}): (B, p) float32 queries of hop t (0-based) from the encoded questions and Z_{t-1}."""
+        z_emb = entity_set_mean(z, self.entity_table) if self.config.entity_condition else None
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enc.bf16):
+            q = torch.cat([self.encoder.hop_query(h, m, t, None if z_emb is None else z_emb[g])
+                           for h, m, g in zip(enc.hs, enc.masks, enc.groups)])[enc.inverse]
+        return q.float()
+
+    def removed_at(self, t: int, hops: int, topic: np.ndarray, fc: FollowConfig) -> np.ndarray | None:
+        """The question entities hop t (0-based) of `hops` drops from its output, as `fc.remove_topic` says."""
+        if fc.remove_topic == "every" or (fc.remove_topic == "last" and t == hops - 1):
+            return topic
+        return None
+
+    def forward(self, texts: list[str], topic: np.ndarray, vkb, hops: int | None = None, trace: bool = False,
+                bf16: bool = True, follow_config: FollowConfig | None = None, z0: EntitySet | None = None) -> list[HopOutput]:
+        """Answer a batch: `texts` (questions), `topic[b]` the entity id of Z_0 for row b (-1: none).
+
+        `z0`, when given, is Z_0 instead of the one-hot `topic` (a weighted set of linked entities, say);
+        `topic` then only names the entity each row's hops drop (``remove_topic``), -1 for none.
+        Returns one `HopOutput` per hop; the last one's ``z`` is the answer distribution."""
+        hops = hops or self.config.hops
+        if hops > self.config.hops:
+            raise ConfigError(f"this model has {self.config.hops} trained hops; cannot run {hops}")
+        if len(self.entity_table) != vkb.graph.n_entities:
+            raise ConfigError(f"the model's entity table has {len(self.entity_table)} rows but the index has "
+                              f"{vkb.graph.n_entities} entities; call set_entities with the index's names")
+        fc = follow_config or self.follow_config
+        topic = np.asarray(topic, dtype=np.int64)
+        enc = self.encode(texts, bf16)
+        z = EntitySet.one_hot(topic) if z0 is None else z0
         out = []
         for t in range(hops):
-            z_emb = entity_set_mean(z, self.entity_table) if self.config.entity_condition else None
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                q = torch.cat([self.encoder.hop_query(h, mask[g, :w], t, None if z_emb is None else z_emb[g])
-                               for h, g, w in zip(hs, groups, width)])[inverse]  # (B, p)
+            q = self.hop_queries(enc, t, z)  # (B, p)
             power = self.tfidf_power[t].clamp_min(0) if self.config.learn_tfidf_power else None
-            result = follow(z, q.float(), vkb.graph, vkb.search, fc, topic, trace=trace, tfidf_power=power)
+            result = follow(z, q, vkb.graph, vkb.search, fc, self.removed_at(t, hops, topic, fc), trace=trace,
+                            tfidf_power=power)
             z, tr = result if trace else (result, None)
             out.append(HopOutput(z, q, tr))
         return out
