@@ -5,6 +5,12 @@ The question entity may be marked in brackets, ``who directed [Kismet]`` (MetaQA
 its entity is found by the caller's linker (`drkit.reason.vkb.VirtualKB.parse`: exact name match, the
 least frequent entity). More than one bracketed name, or an empty one, is an error.
 
+Which entity is Z_0 (``question_entity``): ``bracketed`` (default) takes the marked name; ``linked``
+is the paper's way (Appendix A: "the least frequent entity detected in the question using an exact
+match"): the brackets are ignored and every question is linked as a plain one. Either way the
+encoder reads the question without its brackets; `question_entity_counts` counts the lines whose
+linked entity is another than the bracketed one.
+
 Files are UTF-8 (`drkit.data.lines`); lines of only whitespace are skipped, they are no question.
 """
 
@@ -18,10 +24,11 @@ from typing import Callable, Iterator
 import numpy as np
 
 from drkit.data.lines import decode_line, open_binary, read_lines
-from drkit.errors import InputFormatError, QuestionError
+from drkit.errors import ConfigError, InputFormatError, QuestionError
 
 _TOPIC = re.compile(r"\[([^\[\]]*)\]")
 _HOPS_IN_PATH = re.compile(r"(\d)-hop")
+QUESTION_ENTITY = ("bracketed", "linked")
 
 
 def split_topic(question: str) -> tuple[str, str | None]:
@@ -90,15 +97,29 @@ class QAItem:
     problem: str | None = None  # why the line cannot be scored
     problem_kind: str | None = None
     how: str = ""  # how the question entity was found: "bracketed", or the linker's account
+    bracketed: str | None = None  # with question_entity "linked": the name the line brackets (None: none)
+    bracketed_id: int = -1  # ... and its entity id (-1: not an entity of the index)
+
+    @property
+    def linked_differs(self) -> bool:
+        """Whether the entity linked in place of the bracketed one is another (a bracketed line, linked)."""
+        return self.bracketed is not None and self.problem is None and self.topic != self.bracketed_id
 
 
-def load_questions(path: str | Path, entities, parse: Callable | None = None) -> list[QAItem]:
+def load_questions(path: str | Path, entities, parse: Callable | None = None,
+                   question_entity: str = "bracketed") -> list[QAItem]:
     """Every non-blank line of a question file, resolved against the index's `entities`.
 
     A plain question (no brackets) is given to `parse` (`VirtualKB.parse`), which returns an object with
-    ``text``, ``topic`` (entity id), ``topic_name`` and ``how``, or raises `QuestionError`. Malformed
-    lines, unknown bracketed entities and plain questions whose entity cannot be found (or that have no
-    `parse`) become items with a `problem` and a `problem_kind`, never exceptions and never dropped."""
+    ``text``, ``topic`` (entity id), ``topic_name`` and ``how``, or raises `QuestionError`. With
+    `question_entity` "linked" so is a bracketed one: `parse` gets its text without the brackets (a
+    bracket left in it, which marked nothing, reads as a space) and the bracketed name is kept in
+    ``bracketed`` / ``bracketed_id``. Malformed lines, unknown bracketed entities and questions whose
+    entity cannot be found (or that have no `parse`) become items with a `problem` and a `problem_kind`,
+    never exceptions and never dropped."""
+    if question_entity not in QUESTION_ENTITY:
+        raise ConfigError(f"question_entity must be one of {QUESTION_ENTITY}, got {question_entity!r}")
+    linked = question_entity == "linked"
     items = []
     with open_binary(path, "question file") as f:
         for line_no, raw in enumerate(f, 1):
@@ -113,7 +134,7 @@ def load_questions(path: str | Path, entities, parse: Callable | None = None) ->
                 continue
             answer_ids = np.array(sorted({i for i in map(entities.lookup, q.answers) if i is not None}), dtype=np.int64)
             item = QAItem(line_no, q.text, answers=q.answers, answer_ids=answer_ids)
-            if q.topic is not None:
+            if q.topic is not None and not linked:
                 topic = entities.lookup(q.topic)
                 item.topic_name, item.how = q.topic, "bracketed"
                 if topic is None:
@@ -122,15 +143,31 @@ def load_questions(path: str | Path, entities, parse: Callable | None = None) ->
                 else:
                     item.topic = topic
             elif parse is None:
-                item.problem = f"{path}:{line_no}: no [question entity] and no linker to find one in {q.text!r}"
+                what = "no linker" if q.topic is not None else "no [question entity] and no linker"
+                item.problem = f"{path}:{line_no}: {what} to find one in {q.text!r}"
                 item.problem_kind = "unlinked_question_entity"
             else:
+                if q.topic is not None:
+                    topic = entities.lookup(q.topic)
+                    item.bracketed, item.bracketed_id = q.topic, -1 if topic is None else int(topic)
                 try:
-                    parsed = parse(q.text)
+                    parsed = parse(q.text.replace("[", " ").replace("]", " ") if q.topic is not None else q.text)
                 except QuestionError as exc:
                     item.problem, item.problem_kind = f"{path}:{line_no}: {exc}", "unlinked_question_entity"
                 else:
-                    item.text, item.topic, item.topic_name, item.how = (parsed.text, int(parsed.topic),
-                                                                        parsed.topic_name, parsed.how)
+                    item.topic, item.topic_name, item.how = int(parsed.topic), parsed.topic_name, parsed.how
+                    if q.topic is None:
+                        item.text = parsed.text
             items.append(item)
     return items
+
+
+def question_entity_counts(items: list[QAItem], question_entity: str) -> dict:
+    """How Z_0 was found: the mode, and with "linked" how many lines bracket an entity, how many of those
+    link another one than the bracketed, and how many link none."""
+    out: dict = {"mode": question_entity}
+    if question_entity == "linked":
+        marked = [it for it in items if it.bracketed is not None]
+        out.update(bracketed_lines=len(marked), linked_differs=sum(it.linked_differs for it in marked),
+                   not_linked=sum(it.problem is not None for it in marked))
+    return out

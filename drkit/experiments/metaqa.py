@@ -11,7 +11,10 @@ size) in ``made_with`` and is made again when that differs:
     index -> pretrain -> embed -> train 1/2/3 hops (curriculum: 2 from 1, 3 from 2) -> evaluate on dev
     -> K sweep (Figure 3)
     [--ablations: no curriculum, sum over mentions, lambda = 1, no TF-IDF constraint, no pretraining,
-     the paper's 0/1 A; scored on a seeded dev sample]
+     the paper's 0/1 A, and the paper's ways where drkit differs (question entity removed at the last
+     hop or never, [CLS] pooling, the paper's start/end query heads, the paper's Z^T E or none, trained
+     word embeddings, the linked question entity); scored on a seeded dev sample; --ablation-rows NAME
+     ... runs only those rows (and the DrKIT row they are compared with)]
 
 Outputs in OUT: one directory per step, ``timings.json`` (wall seconds of each step, summed over
 sessions), ``results.json`` and ``results.md`` (the table), and ``figure3.png`` (Hits@1 against
@@ -40,15 +43,44 @@ from drkit.util.sampling import sample_rows
 
 HOPS = (1, 2, 3)
 K_SWEEP = (1000, 3000, 10000, 30000)
-ABLATIONS = {  # name: (what, follow settings, model settings, curriculum)
-    "no_curriculum": ("no curriculum: each hop count trained from the pretrained encoder (the paper)", {}, {}, False),
-    "sum": ("sum over the mentions of an entity instead of max", {"aggregate": "sum"}, {}, True),
-    "lambda1": ("lambda = 1 (no softmax temperature)", {"temperature": 1.0}, {}, True),
-    "no_tfidf": ("without the TF-IDF constraint (no Z^T A filter)", {"tfidf": False}, {}, True),
-    "no_pretraining": ("without pretraining (index of the untrained encoder)", {}, {}, True),
-    "binary_A": ("the paper's 0/1 A (no TF-IDF weighting)", {"tfidf_power": 0.0}, {"learn_tfidf_power": False}, True),
-}
 
+
+@dataclass(frozen=True)
+class Ablation:
+    """One row of the ablation table: what it is, and the settings it changes from DrKIT's."""
+
+    what: str
+    follow: dict = field(default_factory=dict)  # FollowConfig fields
+    model: dict = field(default_factory=dict)  # ModelConfig fields
+    train: dict = field(default_factory=dict)  # TrainConfig fields
+    curriculum: bool = True  # with --curriculum, the h-hop model starts from the (h-1)-hop one of the row
+
+
+ABLATIONS = {
+    "no_curriculum": Ablation("no curriculum: each hop count trained from the pretrained encoder (the paper)",
+                              curriculum=False),
+    "sum": Ablation("sum over the mentions of an entity instead of max", follow={"aggregate": "sum"}),
+    "lambda1": Ablation("lambda = 1 (no softmax temperature)", follow={"temperature": 1.0}),
+    "no_tfidf": Ablation("without the TF-IDF constraint (no Z^T A filter)", follow={"tfidf": False}),
+    "no_pretraining": Ablation("without pretraining (index of the untrained encoder)"),
+    "binary_A": Ablation("the paper's 0/1 A (no TF-IDF weighting)", follow={"tfidf_power": 0.0},
+                         model={"learn_tfidf_power": False}),
+    # the paper's ways where drkit differs (issue 12)
+    "remove_topic_last": Ablation("question entity removed at the last hop only (the paper: once, if at all)",
+                                  follow={"remove_topic": "last"}),
+    "remove_topic_never": Ablation("question entity never removed", follow={"remove_topic": "never"}),
+    "cls_pool": Ablation("[CLS] pooling of each hop's layers (the paper's) instead of the mean", model={"pool": "cls"}),
+    "paper_query_heads": Ablation("the paper's query heads: [CLS] after a hop's first layer -> start query, after "
+                                  "its second -> end query", model={"query_heads": "paper", "pool": "cls"}),
+    "paper_entity_condition": Ablation("the paper's g_t = g~_t + Z^T E (E fixed) instead of a learned U_t^T Z^T E",
+                                       model={"entity_condition": "paper"}),
+    "no_entity_condition": Ablation("no Z_{t-1} term in the query", model={"entity_condition": "none"}),
+    "train_word_embeddings": Ablation("word embeddings trained (and E with them) instead of frozen",
+                                      model={"train_word_embeddings": True}),
+    "linked_question_entity": Ablation("Z_0 the least frequent entity linked by exact match, brackets ignored "
+                                       "(the paper, Appendix A)", train={"question_entity": "linked"}),
+}
+DRKIT = Ablation("DrKIT")  # the reference row: every setting at its default
 
 _FOLLOW = {f.name: f for f in dataclasses.fields(FollowConfig)}
 # Every Hits@k of the results (main table, ablations, K sweep) has the same denominator:
@@ -78,10 +110,18 @@ class ReproduceConfig:
                                                                "type": int, "default_help": "--steps"})
     ablation_questions: int = field(default=3000, metadata={
         "help": "score the ablations on a seeded sample of this many dev lines per hop count (0: all)"})
+    ablation_rows: tuple[str, ...] = field(default=(), metadata={
+        "help": "run only these ablation rows, beside the DrKIT row they are compared with (implies --ablations)",
+        "type": str, "nargs": "+", "choices": tuple(ABLATIONS), "default_help": "all"})
 
     def __post_init__(self):
         object.__setattr__(self, "hops", tuple(self.hops))  # argparse gives lists
         object.__setattr__(self, "k_sweep", tuple(self.k_sweep))
+        object.__setattr__(self, "ablation_rows", tuple(self.ablation_rows))
+        unknown = [r for r in self.ablation_rows if r not in ABLATIONS]
+        if unknown or len(set(self.ablation_rows)) != len(self.ablation_rows):
+            raise ConfigError(f"ablation_rows must be distinct rows among {', '.join(ABLATIONS)}; got "
+                              f"{' '.join(self.ablation_rows)}")
         if not self.hops or any(h not in HOPS for h in self.hops) or len(set(self.hops)) != len(self.hops):
             raise ConfigError(f"hops must be distinct hop counts among {HOPS}, got {self.hops}")
         if min(self.steps, self.pretrain_steps, self.sweep_questions, self.ablation_questions,
@@ -165,24 +205,28 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
         log(f"{path} was made from another {', '.join(changed)}; making it again")
         return True
 
-    def train_and_eval(tag: str, h: int, mentions: Path, follow_kw: dict, model_kw: dict, steps: int,
-                       chain: bool, questions: Path | None = None):
+    def train_and_eval(tag: str, h: int, mentions: Path, row: Ablation, steps: int, chain: bool,
+                       questions: Path | None = None):
         run = out / f"train-{tag}-{h}hop"
         init = out / f"train-{tag}-{h - 1}hop" if chain and h - 1 in hops else None
+        train_config = TrainConfig(**{"steps": steps, **row.train})
         step(run.name, (run / "done.json").exists(), lambda: train(  # refuses a run with other settings
             out / "index", mentions, data / f"{h}-hop/vanilla/qa_train.txt", dev_file(h), run,
-            model_config=ModelConfig(hops=h, **model_kw), follow_config=FollowConfig(**{"min_weight": config.min_weight,
-                                                                                        **follow_kw}),
-            config=TrainConfig(steps=steps), init=init, log=log))
+            model_config=ModelConfig(hops=h, **row.model), follow_config=FollowConfig(**{"min_weight": config.min_weight,
+                                                                                         **row.follow}),
+            config=train_config, init=init, log=log))
         ev = out / (f"eval-{tag}-{h}hop" if questions is None else f"eval-sample-{tag}-{h}hop")
         questions = questions or dev_file(h)
         qtypes = data / f"{h}-hop/qa_dev_qtype.txt"
         qtypes = qtypes if questions == dev_file(h) and qtypes.exists() else None
         made_with = {"model": model_identity(run / "model"), "questions_sha256": file_checksum(questions)["sha256"],
                      "qtypes_sha256": qtypes and file_checksum(qtypes)["sha256"]}
+        if train_config.question_entity != "bracketed":  # absent: bracketed (evaluations made before the option)
+            made_with["question_entity"] = train_config.question_entity
         if made_again(ev / "metrics.json", made_with):
             def run_eval():
-                metrics = evaluate(DrKIT.load(out / "index", run / "model"), questions, ev, qtypes, log=log)
+                metrics = evaluate(DrKIT.load(out / "index", run / "model"), questions, ev, qtypes, log=log,
+                                   question_entity=train_config.question_entity)
                 _write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
             timings.run(ev.name.replace("eval-", "evaluate-", 1), run_eval, log)
         return json.loads((ev / "metrics.json").read_text())
@@ -191,7 +235,7 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
                      "min_weight": config.min_weight, "denominator": DENOMINATOR, "main": {}, "ablations": {},
                      "k_sweep": {}}
     for h in hops:
-        results["main"][h] = _summary(train_and_eval("drkit", h, out / "mentions", {}, {}, config.steps, curriculum))
+        results["main"][h] = _summary(train_and_eval("drkit", h, out / "mentions", DRKIT, config.steps, curriculum))
     for h in hops:
         sweep, model = out / f"ksweep-{h}hop.json", out / f"train-drkit-{h}hop" / "model"
         made_with = {"model": model_identity(model), "questions_sha256": file_checksum(dev_file(h))["sha256"],
@@ -200,7 +244,7 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
             timings.run(f"k-sweep-{h}hop", lambda: _write_json(sweep, {"made_with": made_with, "points": k_sweep_points(
                 out / "index", model, dev_file(h), config.k_sweep, config.sweep_questions)}), log)
         results["k_sweep"][h] = json.loads(sweep.read_text())["points"]
-    if config.ablations:
+    if config.ablations or config.ablation_rows:
         short = ablation_steps != config.steps
         suffix = f"-{ablation_steps}steps" if short else ""
         samples = {h: dev_sample(dev_file(h), out / f"dev-sample-{h}hop.txt", config.ablation_questions, log=log)
@@ -208,19 +252,20 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
         results["ablation_setup"] = {"steps": ablation_steps, "questions": {
             h: sum(1 for line in samples[h].read_text(encoding="utf-8").splitlines() if line.strip()) for h in hops}}
         results["ablations"]["drkit"] = {"what": "DrKIT" + (f", {ablation_steps} steps like the ablations" if short else ""),
-                                         **{h: _summary(train_and_eval("drkit" + suffix, h, out / "mentions", {}, {},
+                                         **{h: _summary(train_and_eval("drkit" + suffix, h, out / "mentions", DRKIT,
                                                                        ablation_steps, curriculum, samples[h]))
                                             for h in hops}}
         untrained = out / "pretrain-untrained"
-        for name, (what, follow_kw, model_kw, chain) in ABLATIONS.items():
+        for name in config.ablation_rows or ABLATIONS:
+            row = ABLATIONS[name]
             mentions = out / "mentions"
             if name == "no_pretraining":
                 step("pretrain-untrained", (untrained / "encoder" / "manifest.json").exists(), lambda: pretrain(
                     out / "index", data / "kb.txt", untrained, PretrainConfig(steps=0), log=log))
                 mentions = out / "mentions-untrained"
                 embed(untrained, mentions, "embed-untrained")
-            results["ablations"][name] = {"what": what, **{h: _summary(train_and_eval(
-                name + suffix, h, mentions, follow_kw, model_kw, ablation_steps, chain and curriculum, samples[h]))
+            results["ablations"][name] = {"what": row.what, **{h: _summary(train_and_eval(
+                name + suffix, h, mentions, row, ablation_steps, row.curriculum and curriculum, samples[h]))
                 for h in hops}}
             (out / "results-partial.json").write_text(json.dumps(results, indent=2) + "\n")
     results["timings_s"] = timings.data
@@ -283,10 +328,11 @@ def k_sweep_points(index_dir, model_dir, questions, ks=K_SWEEP, n_questions: int
     from drkit.qa.pipeline import DrKIT
     from drkit.reason.follow import RETRIEVALS
     from drkit.reason.predict import answer_batches, hits
+    from drkit.reason.train import question_entity_of
 
     kit = DrKIT.load(index_dir, model_dir)
     model, vkb = kit.model, kit.vkb
-    items = load_questions(questions, vkb.index.entities, vkb.parse)
+    items = load_questions(questions, vkb.index.entities, vkb.parse, question_entity_of(model.manifest))
     items = [items[i] for i in sample_rows(len(items), n_questions, seed)]
     ok = np.array([r for r, it in enumerate(items) if it.problem is None], dtype=np.int64)
     texts, topics = [items[r].text for r in ok], np.array([items[r].topic for r in ok])

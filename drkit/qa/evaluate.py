@@ -4,6 +4,11 @@ Every line of a question file is accounted for. A plain question (no [brackets])
 entity as `drkit ask` finds it (`VirtualKB.parse`). A line that cannot be scored (malformed, its
 bracketed entity is not in the index, or a plain question naming none) is kept in the predictions with its reason, counts as a miss
 in Hits@k over all lines, and is counted by reason in the metrics; nothing is dropped silently.
+
+Z_0 is found as the model was trained to find it (``question_entity`` in its training settings:
+the bracketed entity, or the paper's least frequent linked entity, the brackets ignored) unless
+`evaluate` is told otherwise; with "linked", metrics.json counts the lines whose linked entity is
+another than the bracketed one and predictions.jsonl records the bracketed name beside it.
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from drkit.data.lines import open_binary, read_lines
-from drkit.data.questions import load_questions
+from drkit.data.questions import QUESTION_ENTITY, load_questions, question_entity_counts
 from drkit.errors import ConfigError, InputFormatError
 from drkit.qa.pipeline import DrKIT, QueryConfig
 from drkit.reason.predict import hits
+from drkit.reason.train import question_entity_of
 from drkit.reason.vkb import ParsedQuestion
 from drkit.util.progress import progress
 
@@ -52,10 +58,16 @@ def read_qtypes(path: str | Path, question_path: str | Path) -> dict[int, str]:
 
 
 def evaluate(kit: DrKIT, questions: str | Path, out: str | Path | None = None, qtypes: str | Path | None = None,
-             batch_size: int = 64, qps_sample: int = 200, query: QueryConfig = QueryConfig(), log=print) -> dict:
-    """Hits@1/5 of `kit` on a MetaQA-format file; writes metrics.json and predictions.jsonl to `out`."""
+             batch_size: int = 64, qps_sample: int = 200, query: QueryConfig = QueryConfig(), log=print,
+             question_entity: str | None = None) -> dict:
+    """Hits@1/5 of `kit` on a MetaQA-format file; writes metrics.json and predictions.jsonl to `out`.
+
+    `question_entity`: "bracketed" or "linked" (see `drkit.data.questions`); None: as the model was trained."""
     model, vkb = kit.model, kit.vkb
-    items = load_questions(questions, vkb.index.entities, vkb.parse)
+    mode = question_entity or question_entity_of(model.manifest)
+    if mode not in QUESTION_ENTITY:
+        raise ConfigError(f"question_entity must be one of {QUESTION_ENTITY}, got {mode!r}")
+    items = load_questions(questions, vkb.index.entities, vkb.parse, mode)
     if not items:
         raise ConfigError(f"{questions} holds no question")
     types = read_qtypes(qtypes, questions) if qtypes else None
@@ -78,6 +90,8 @@ def evaluate(kit: DrKIT, questions: str | Path, out: str | Path | None = None, q
         "hits@1_scored": float(h1[ok].mean()) if ok else 0.0,
         "answers_not_entities": int(sum(len(it.answers) - len(it.answer_ids) for it in items if it.problem is None)),
         "no_answer_is_an_entity": int(sum(1 for it in items if it.problem is None and len(it.answer_ids) == 0)),
+        "question_entity": {**question_entity_counts(items, mode),
+                            "from": "asked" if question_entity else "the model's training"},
         "hops": query.hops or model.config.hops,
         "follow": dataclasses.asdict(query.follow_config(model.follow_config)),
         "throughput": {f"batch_{batch_size}_questions_per_s": round(len(ok) / seconds, 2) if seconds else None},
@@ -96,6 +110,10 @@ def evaluate(kit: DrKIT, questions: str | Path, out: str | Path | None = None, q
     for kind, count in problems.items():
         example = next(it.problem for it in items if it.problem_kind == kind)
         log(f"not scored: {count} line(s), {kind}, e.g. {example}")
+    if mode == "linked":
+        c = metrics["question_entity"]
+        log(f"question entities linked (the brackets ignored): {c['linked_differs']:,} of {c['bracketed_lines']:,} "
+            f"bracketed lines link another entity, {c['not_linked']:,} link none")
     log(f"{questions}: Hits@1 {metrics['hits@1']:.4f}  Hits@5 {metrics['hits@5']:.4f}  over {n:,} lines "
         f"({len(ok):,} scored); {metrics['throughput']}")
     if out is not None:
@@ -106,6 +124,8 @@ def evaluate(kit: DrKIT, questions: str | Path, out: str | Path | None = None, q
             for r, it in enumerate(items):
                 rec = {"line": it.line, "question": it.text, "question_entity": it.topic_name, "found_by": it.how,
                        "answers": list(it.answers)}
+                if it.bracketed is not None:
+                    rec.update(bracketed_entity=it.bracketed, linked_differs=it.linked_differs)
                 if it.problem:
                     rec["not_scored"] = it.problem
                 else:

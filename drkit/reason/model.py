@@ -2,22 +2,48 @@
 
 The question is encoded once by the first `shared_layers` transformer layers (initialised from the
 pretrained query encoder, as in the paper). Each hop t has its own `hop_layers` layers on top of
-that, pooled into a start query and an end query projected by V_t:
-``g~_t(q) = [V_st,t^T h_t ; V_en,t^T h_t]``, and the hop is conditioned on where it starts from:
-``g_t(q, Z_{t-1}) = g~_t(q) + U_t^T (Z_{t-1}^T E)``, where row e of E is the average of the word
-embeddings of entity e's name (frozen, so E costs no parameters) and U_t is learned (zero at start).
-Then ``Z_t = follow(Z_{t-1}, g_t)`` (`drkit.reason.follow`); Z_0 is the question entity.
+that, and its start and end queries come from them (``query_heads``):
+
+* ``pooled`` (default): the output of the hop's last layer is pooled once (``pool``: mean, as pretrained,
+  or [CLS]) and projected twice, ``g~_t(q) = [V_st,t^T h_t ; V_en,t^T h_t]``.
+* ``paper``: the paper's heads. The hop has two layers; the pooled output after the first is ``H_st``,
+  the pooled output after the second (on top of the first) is ``H_en``, and
+  ``g~_t(q) = V^T [H_st ; H_en] = [V_st,t^T H_st ; V_en,t^T H_en]`` (V block-diagonal: start and end
+  halves, as the mention side's W). With ``pool="cls"`` this is the paper's encoder exactly. (The
+  released TensorFlow code puts the two layers side by side, each on H^q; the paper's text and this
+  option stack them.)
+
+The hop is conditioned on where it starts from (``entity_condition``), through ``Z_{t-1}^T X`` where
+row e of X (|E| x hidden) is the average of the word embeddings of the pieces of entity e's name:
+
+* ``learned`` (default): ``g_t = g~_t + U_t^T (Z_{t-1}^T X)``, U_t (hidden x p) learned, zero at start.
+* ``paper``: ``g_t = g~_t + Z_{t-1}^T E`` with ``E = X P`` in R^{|E| x p}: the paper's entity embeddings
+  when the encoder's hidden size is not p. P (hidden x p) is fixed, not learned: ``[V_st ; V_en]^T`` of the
+  pretrained query encoder, frozen at their pretrained values (a buffer saved with the model). So E
+  costs no parameters, as the paper wants, and before training (``pooled`` heads) the query is
+  ``V^T (h + Z^T X)``: the entity's name embedding added to the pooled question state.
+* ``none``: ``g_t = g~_t``.
+
+Word embeddings are frozen by default. With ``train_word_embeddings`` they train with the encoder
+(the paper does not say they are frozen), and X is recomputed from the current word embeddings at
+every forward pass (differentiable: its gradient reaches the word embeddings of the entities' names);
+frozen, X is the table computed once by `set_entities`. Then ``Z_t = follow(Z_{t-1}, g_t)``
+(`drkit.reason.follow`); Z_0 is the question entity.
 
 Initialisation: with the pretrained 6-layer query encoder, the shared layers are its layers 1-4 and
 every hop's two layers are copies of its layers 5-6, with its start/end projections and its mean
-pooling. So before any training each hop's query is exactly the pretrained slot-filling query of the
-question text (a test checks this), and training starts from a working single-hop reader. The paper
-instead pools [CLS] and takes the start query after the first added layer and the end query after
-the second; ``pool="cls"`` gives its pooling.
+pooling. So before any training each hop's ``pooled`` query is exactly the pretrained slot-filling
+query of the question text (a test checks this), and training starts from a working single-hop
+reader. With ``paper`` heads that cannot hold: the end query starts as the pretrained end query (mean
+pooling) while the start query starts as the pretrained start projection of the mean output of layer
+5, not 6; with ``pool="cls"`` both halves start from [CLS] states the query encoder was never trained
+to pool (tests check what each starts as).
 
 A model is saved as a directory (format ``drkit.model``): ``model.safetensors``, the transformer's
 ``config.json``, ``tokenizer/`` and ``manifest.json`` (model and follow settings, and the mention
-index and sparse index it was trained with).
+index and sparse index it was trained with). A manifest written before the options above loads as
+the model it was: ``entity_condition`` true -> learned, false -> none; missing fields take their
+defaults (the behaviour of that time).
 """
 
 from __future__ import annotations
@@ -32,6 +58,7 @@ from torch import nn
 
 from drkit.dense.encoder import load_weights, mean_pool
 from drkit.errors import ConfigError
+from drkit.index.sparse import concat_ranges
 from drkit.reason.entity_set import EntitySet, entity_set_mean
 from drkit.reason.follow import FollowConfig, FollowTrace, follow
 from drkit.util.artifact import ArtifactWriter, read_manifest
@@ -39,6 +66,8 @@ from drkit.util.artifact import ArtifactWriter, read_manifest
 FORMAT = "drkit.model"
 FORMAT_VERSION = 1
 POOLING = ("mean", "cls")
+QUERY_HEADS = ("pooled", "paper")
+ENTITY_CONDITIONS = ("learned", "paper", "none")
 
 
 @dataclass(frozen=True)
@@ -48,18 +77,38 @@ class ModelConfig:
     hops: int = field(default=1, metadata={"help": "number of textual follows T"})
     shared_layers: int = field(default=4, metadata={"help": "transformer layers shared by all hops (paper: 4)"})
     hop_layers: int = field(default=2, metadata={"help": "transformer layers of each hop (paper: 2)"})
-    pool: str = field(default="mean", metadata={"help": "mean (as pretrained) or cls (paper) pooling of each hop's layers"})
-    entity_condition: bool = field(default=True, metadata={"help": "add U_t^T (Z_{t-1}^T E) to each hop's query"})
+    pool: str = field(default="mean", metadata={"help": "mean (as pretrained) or cls (paper) pooling of each hop's layers",
+                                                "choices": POOLING})
+    query_heads: str = field(default="pooled", metadata={
+        "help": "pooled: start and end queries are two projections of the hop's last layer, pooled once; paper: "
+                "the start query from the first of the hop's two layers, the end query from the second (H_st, H_en)",
+        "choices": QUERY_HEADS})
+    entity_condition: str = field(default="learned", metadata={
+        "help": "what Z_{t-1} adds to hop t's query: learned U_t^T (Z^T X) (zero at start); paper: Z^T E, E the "
+                "mean word embeddings of the names through the pretrained query projections, fixed; none "
+                "(a bool in an old manifest reads as learned (true) or none (false))",
+        "choices": ENTITY_CONDITIONS})
+    train_word_embeddings: bool = field(default=False, metadata={
+        "help": "train the question encoder's word embeddings (the entity embeddings follow them); else frozen"})
     learn_tfidf_power: bool = field(default=True, metadata={"help": "learn each hop's TF-IDF weight power (else "
                                     "keep the follow's tfidf_power)"})
 
     def __post_init__(self):
+        if isinstance(self.entity_condition, bool):  # manifests written before the three modes
+            object.__setattr__(self, "entity_condition", "learned" if self.entity_condition else "none")
         if self.hops < 1:
             raise ConfigError(f"hops must be at least 1, got {self.hops}")
         if self.shared_layers < 0 or self.hop_layers < 1:
             raise ConfigError("shared_layers must be >= 0 and hop_layers >= 1")
         if self.pool not in POOLING:
             raise ConfigError(f"pool must be one of {POOLING}, got {self.pool!r}")
+        if self.query_heads not in QUERY_HEADS:
+            raise ConfigError(f"query_heads must be one of {QUERY_HEADS}, got {self.query_heads!r}")
+        if self.query_heads == "paper" and self.hop_layers != 2:
+            raise ConfigError(f"query_heads 'paper' takes the start query after the first of a hop's two layers "
+                              f"and the end query after the second: hop_layers must be 2, got {self.hop_layers}")
+        if self.entity_condition not in ENTITY_CONDITIONS:
+            raise ConfigError(f"entity_condition must be one of {ENTITY_CONDITIONS}, got {self.entity_condition!r}")
 
 
 def _extended_mask(mask: torch.Tensor) -> torch.Tensor:
@@ -86,9 +135,16 @@ class QuestionEncoder(nn.Module):
         hidden, half = cfg.hidden_size, dim // 2
         self.start = nn.ModuleList(nn.Linear(hidden, half, bias=False) for _ in range(config.hops))
         self.end = nn.ModuleList(nn.Linear(hidden, half, bias=False) for _ in range(config.hops))
+        # U_t: kept in every model (a saved model holds it whatever entity_condition says); learned only then
         self.entity = nn.ModuleList(nn.Linear(hidden, dim, bias=False) for _ in range(config.hops))
         for lin in self.entity:
             nn.init.zeros_(lin.weight)
+            lin.weight.requires_grad_(config.entity_condition == "learned")
+        if config.entity_condition == "paper":
+            # P (hidden, p) of E = X P: fixed. A seeded orthonormal map until `init_from` sets the pretrained heads.
+            gen = torch.Generator().manual_seed(0)
+            proj = torch.linalg.qr(torch.randn(hidden, half, generator=gen))[0]
+            self.register_buffer("entity_projection", torch.cat([proj, proj], dim=1))  # (hidden, 2 * half)
 
     def init_from(self, encoder) -> list[str]:
         """Copy the pretrained query encoder of a `DualEncoder`; returns what stayed randomly initialised."""
@@ -110,6 +166,9 @@ class QuestionEncoder(nn.Module):
                     random.append(f"hop {t + 1} layer {j}")
             self.start[t].load_state_dict(encoder.query_start.state_dict())
             self.end[t].load_state_dict(encoder.query_end.state_dict())
+        if self.config.entity_condition == "paper":
+            with torch.no_grad():  # P = [V_st ; V_en]^T of the pretrained query encoder, fixed from now on
+                self.entity_projection.copy_(torch.cat([encoder.query_start.weight, encoder.query_end.weight], 0).T)
         return random
 
     def encode(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -119,17 +178,27 @@ class QuestionEncoder(nn.Module):
             h = layer(h, ext)
         return h
 
+    def _pool(self, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return h[:, 0] if self.config.pool == "cls" else mean_pool(h, mask)
+
     def hop_query(self, h: torch.Tensor, mask: torch.Tensor, t: int, z_embedding: torch.Tensor | None) -> torch.Tensor:
+        """g_t (B, p) float32 of hop t (0-based) from the shared layers' output h (B, L, hidden), the mask
+        (B, L) and ``Z_{t-1}^T X`` (B, hidden), X the entities' mean word embeddings (None: no conditioning)."""
         ext = _extended_mask(mask)
+        after = []  # the output of each of the hop's layers, (B, L, hidden)
         for layer in self.hop_layers[t]:
             h = layer(h, ext)
-        if self.config.pool == "cls":
-            pooled = h[:, 0]
+            after.append(h)
+        if self.config.query_heads == "paper":
+            start_in, end_in = self._pool(after[0], mask), self._pool(after[1], mask)  # H_st, H_en: (B, hidden)
         else:
-            pooled = mean_pool(h, mask)
-        g = torch.cat([self.start[t](pooled), self.end[t](pooled)], dim=-1).float()
-        if z_embedding is not None and self.config.entity_condition:
-            g = g + self.entity[t](z_embedding.to(self.entity[t].weight.dtype)).float()
+            start_in = end_in = self._pool(h, mask)
+        g = torch.cat([self.start[t](start_in), self.end[t](end_in)], dim=-1).float()  # (B, p)
+        if z_embedding is not None:
+            if self.config.entity_condition == "learned":
+                g = g + self.entity[t](z_embedding.to(self.entity[t].weight.dtype)).float()
+            elif self.config.entity_condition == "paper":
+                g = g + (z_embedding.float() @ self.entity_projection).float()  # Z^T E = (Z^T X) P
         return g
 
 
@@ -184,10 +253,13 @@ class MultiHopModel(nn.Module):
         self.tokenizer = tokenizer
         self.max_question_pieces = max_question_pieces
         self.encoder = QuestionEncoder(bert_config, dim, config)
-        self.encoder.embeddings.word_embeddings.weight.requires_grad_(False)  # E is built from them
+        self.encoder.embeddings.word_embeddings.weight.requires_grad_(config.train_word_embeddings)
         self.tfidf_power = nn.Parameter(torch.full((config.hops,), float(follow_config.tfidf_power)),
                                         requires_grad=config.learn_tfidf_power)
+        # X (|E|, hidden): the mean word embedding of each entity's name, and the pieces it is the mean of (CSR)
         self.register_buffer("entity_table", torch.zeros(0, bert_config.hidden_size), persistent=False)
+        self.register_buffer("entity_pieces", torch.zeros(0, dtype=torch.long), persistent=False)
+        self.register_buffer("entity_piece_indptr", torch.zeros(1, dtype=torch.long), persistent=False)
         self.manifest: dict = {}
 
     @classmethod
@@ -220,18 +292,42 @@ class MultiHopModel(nn.Module):
             with torch.no_grad():
                 self.tfidf_power[t] = other.tfidf_power[s]
             sources.append(f"hop {t + 1} <- hop {s + 1}")
+        if self.config.entity_condition == "paper" and other.config.entity_condition == "paper":
+            with torch.no_grad():
+                mine.entity_projection.copy_(theirs.entity_projection)
         return sources
 
     def set_entities(self, names: list[str]) -> None:
-        """E: row e is the mean word embedding of the pieces of entity e's name (zero for an empty name)."""
+        """X: row e is the mean word embedding of the pieces of entity e's name (zero for an empty name)."""
         pieces = self.tokenizer(list(names), add_special_tokens=False)["input_ids"]
-        lengths = torch.tensor([len(p) for p in pieces])
+        lengths = torch.tensor([len(p) for p in pieces], dtype=torch.long)
         flat = torch.tensor([i for p in pieces for i in p], dtype=torch.long)
         rows = torch.repeat_interleave(torch.arange(len(pieces)), lengths)
         with torch.no_grad():
             words = self.encoder.embeddings.word_embeddings.weight
             table = torch.zeros(len(pieces), words.shape[1]).index_add(0, rows, words[flat].float())
             self.entity_table = table / lengths.clamp_min(1).unsqueeze(1).float()
+        self.entity_pieces = flat
+        self.entity_piece_indptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, 0)])
+
+    def entity_embedding(self, z: EntitySet) -> torch.Tensor:
+        """``Z^T X``: (B, hidden) float32, X the entities' mean word embeddings, differentiable in Z's probabilities.
+
+        Frozen word embeddings: from the table `set_entities` computed. Trained ones: from the current word
+        embeddings, ``sum_e Z[b, e] / n_e sum_{pieces w of e} W[w]``, so that the gradient reaches them too."""
+        if not self.config.train_word_embeddings:
+            return entity_set_mean(z, self.entity_table)
+        words = self.encoder.embeddings.word_embeddings.weight  # (V, hidden)
+        vocab = words.shape[0]
+        lo = self.entity_piece_indptr[z.ids]  # (N,)
+        n = self.entity_piece_indptr[z.ids + 1] - lo  # pieces of each coordinate's entity
+        slot = torch.repeat_interleave(torch.arange(len(z)), n)  # (S,) coordinate of each (coordinate, piece)
+        piece = self.entity_pieces[torch.from_numpy(concat_ranges(lo.numpy(), n.numpy()))]  # (S,)
+        weight = z.probs.float()[slot] / n[slot].float()  # (S,)
+        keys, inverse = torch.unique(z.rows[slot] * vocab + piece, return_inverse=True)  # one per (row, piece)
+        w = torch.zeros(len(keys)).index_add(0, inverse, weight)  # (U,)
+        out = torch.zeros(z.batch_size, words.shape[1])
+        return out.index_add(0, keys // vocab, w.unsqueeze(1) * words[keys % vocab].float())
 
     def tokenize(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         b = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_question_pieces,
@@ -257,7 +353,7 @@ class MultiHopModel(nn.Module):
 
     def hop_queries(self, enc: "EncodedQuestions", t: int, z: EntitySet) -> torch.Tensor:
         """g_t(q, Z_{t-1}): (B, p) float32 queries of hop t (0-based) from the encoded questions and Z_{t-1}."""
-        z_emb = entity_set_mean(z, self.entity_table) if self.config.entity_condition else None
+        z_emb = self.entity_embedding(z) if self.config.entity_condition != "none" else None
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enc.bf16):
             q = torch.cat([self.encoder.hop_query(h, m, t, None if z_emb is None else z_emb[g])
                            for h, m, g in zip(enc.hs, enc.masks, enc.groups)])[enc.inverse]

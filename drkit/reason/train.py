@@ -11,6 +11,15 @@ seeded dev sample every `eval_every` steps), ``checkpoints/`` (safetensors and J
 `drkit.util.runs`), ``model/`` (the model of the best dev Hits@1 so far: model selection on dev;
 published with the checkpoint that follows it, so it always goes with the last checkpoint) and
 ``curve.png`` (the training curve).
+
+Z_0 (``question_entity``): the bracketed entity of each question (default), or, the paper's way, the
+least frequent entity linked by exact match, the brackets ignored (`drkit.data.questions`); the
+model's manifest records it and `drkit.qa.evaluate` answers with what the model was trained with.
+``done.json`` and the log count the lines whose linked entity is another than the bracketed one.
+
+A run directory written before a setting existed (``run.json`` without it, or a bool where there are
+now modes) is read as the settings it meant: missing fields take their defaults, old values are
+converted by the settings classes, so it resumes and is found done as before.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from drkit.data.questions import load_questions
+from drkit.data.questions import QUESTION_ENTITY, load_questions, question_entity_counts
 from drkit.dense.encoder import DualEncoder
 from drkit.dense.mentions import MentionIndex, resolve_encoder_dir
 from drkit.errors import ConfigError
@@ -57,10 +66,43 @@ class TrainConfig:
     checkpoint_every: int = field(default=250, metadata={"help": "steps between checkpoints"})
     bf16: bool = field(default=True, metadata={"help": "bf16 autocast for the question encoder"})
     seed: int = field(default=0, metadata={"help": "seed of the question order, dev sample and dropout"})
+    question_entity: str = field(default="bracketed", metadata={
+        "help": "Z_0 of a training or dev question: its [bracketed] entity, or linked: the least frequent entity "
+                "named in it by exact match, the brackets ignored (the paper, Appendix A)",
+        "choices": QUESTION_ENTITY})
 
     def __post_init__(self):
         if self.steps < 0 or self.batch_size < 1 or self.eval_every < 1 or self.checkpoint_every < 1:
             raise ConfigError("steps must be >= 0; batch_size, eval_every and checkpoint_every >= 1")
+        if self.question_entity not in QUESTION_ENTITY:
+            raise ConfigError(f"question_entity must be one of {QUESTION_ENTITY}, got {self.question_entity!r}")
+
+
+def question_entity_of(manifest: dict) -> str:
+    """How the model of `manifest` found Z_0 in training: "bracketed" or "linked" ("bracketed" before the option)."""
+    return manifest.get("training", {}).get("settings", {}).get("train", {}).get("question_entity", "bracketed")
+
+
+_SETTINGS_CLASSES = {"train": TrainConfig, "model": ModelConfig, "follow": FollowConfig}
+
+
+def _upgrade_run_settings(run: Path) -> None:
+    """Rewrite ``run.json`` of a run made before a settings field existed (or was a bool) as the settings it
+    meant: each section through its settings class, absent fields at their defaults. Left alone when a
+    section does not read (unknown field, bad value): `prepare_run` then names what differs."""
+    path = run / "run.json"
+    if not path.exists():
+        return
+    settings = json.loads(path.read_text())
+    upgraded = dict(settings)
+    for key, cls in _SETTINGS_CLASSES.items():
+        if isinstance(settings.get(key), dict):
+            try:
+                upgraded[key] = dataclasses.asdict(cls(**settings[key]))
+            except (TypeError, ConfigError):
+                return
+    if upgraded != settings:
+        path.write_text(json.dumps(upgraded, indent=2) + "\n")
 
 
 def answer_set_loss(z: EntitySet, answers: list[np.ndarray], n_entities: int) -> tuple[torch.Tensor | None, np.ndarray]:
@@ -107,6 +149,8 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
         if not (init / "model.safetensors").exists():
             raise ConfigError(f"--init {init}: not a DrKIT model or training run")
         settings["init"] = str(init)
+    if not overwrite:
+        _upgrade_run_settings(run)
     prepare_run(run, settings, overwrite, "training",
                 paths=("index", "mentions", "encoder", "train_file", "dev_file", "init"))
     if (run / "done.json").exists():
@@ -122,15 +166,23 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
     vkb = VirtualKB(SparseIndex.load(index_dir), mentions)
 
     entities = vkb.index.entities
-    train_items = load_questions(train_file, entities, vkb.parse)  # a plain question: its entity linked as ask does
+    mode = config.question_entity
+    # a plain question (and with "linked" every question): its entity linked as ask does
+    train_items = load_questions(train_file, entities, vkb.parse, mode)
     usable = [it for it in train_items if it.problem is None and len(it.answer_ids)]
     dropped = len(train_items) - len(usable)
     log(f"training questions: {len(usable):,} of {len(train_items):,} lines usable"
         + (f" ({dropped:,} without a known question entity or any answer that is an entity)" if dropped else ""))
     if not usable:
         raise ConfigError(f"no usable training question in {train_file}")
-    dev_items = [it for it in load_questions(dev_file, entities, vkb.parse) if it.problem is None]
+    all_dev = load_questions(dev_file, entities, vkb.parse, mode)
+    dev_items = [it for it in all_dev if it.problem is None]
     dev_items = [dev_items[i] for i in sample_rows(len(dev_items), config.dev_sample or None, config.seed)]
+    linking = {"train": question_entity_counts(train_items, mode), "dev": question_entity_counts(all_dev, mode)}
+    if mode == "linked":
+        for split, c in linking.items():
+            log(f"{split} question entities linked (the brackets ignored): {c['linked_differs']:,} of "
+                f"{c['bracketed_lines']:,} bracketed lines link another entity, {c['not_linked']:,} link none")
 
     encoder = DualEncoder.load(encoder_dir)
     model = MultiHopModel.from_encoder(encoder, model_config, follow_config)
@@ -166,7 +218,8 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
         """Save the model as the run's new best; the next checkpoint takes it in and publishes it."""
         best = {"hits@1": hits1, "step": step}
         model.save(best_staging(run), overwrite=True,
-                   extra_manifest={**identity, "training": {"best": best, "settings": settings}})
+                   extra_manifest={**identity, "training": {"best": best, "settings": settings,
+                                                            "question_entity": linking}})
         return best
 
     def checkpoint(step: int) -> None:
@@ -217,7 +270,8 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
         checkpoint(0)
     train_s = time.perf_counter() - t_train
     plot_training_curve(run)
-    (run / "done.json").write_text(json.dumps({"best": best, "this_session_train_s": round(train_s, 1)}, indent=2) + "\n")
+    (run / "done.json").write_text(json.dumps({"best": best, "this_session_train_s": round(train_s, 1),
+                                               "question_entity": linking}, indent=2) + "\n")
     log(f"wrote {run / 'model'} (best dev-sample Hits@1 {_score(best)} at step {best['step']}; "
         f"this session {train_s:.0f} s training)")
     return run / "model"
