@@ -5,58 +5,11 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from follow_reference import dense_follow_reference
+from follow_reference import cancelling_graph, dense_follow_reference, exact_search, random_graph, random_z, weighted
 
 from drkit.reason.entity_set import EntitySet, entity_set_mean
 from drkit.reason.expansion import PassageWeights
 from drkit.reason.follow import FollowConfig, follow
-from drkit.reason.graph import FollowGraph
-
-
-def random_graph(seed, n_entities=7, n_passages=6, n_mentions=30, dim=5, mu=3, dtype=torch.float64):
-    rng = np.random.default_rng(seed)
-    ep = [np.sort(rng.choice(n_passages, size=rng.integers(0, mu + 1), replace=False)) for _ in range(n_entities)]
-    indptr = np.concatenate([[0], np.cumsum([len(r) for r in ep])])
-    mention_passage = np.sort(rng.integers(0, n_passages, n_mentions))
-    mention_entity = rng.integers(0, n_entities, n_mentions)
-    vectors = torch.from_numpy(rng.normal(size=(n_mentions, dim))).to(dtype)
-    graph = FollowGraph(indptr, np.concatenate(ep + [np.zeros(0, np.int64)]), mention_passage, mention_entity,
-                        n_entities, n_passages, vectors)
-    scores = [rng.random(len(r)) + 0.05 for r in ep]
-    graph.set_passage_scores(np.concatenate(scores + [np.zeros(0)]))
-    # A_rel[e, m] = score(e, passage of m) / e's best score where m's passage is one of e's, else 0
-    A_rel = torch.zeros(n_entities, n_mentions, dtype=dtype)
-    for e, (row, sc) in enumerate(zip(ep, scores)):
-        for p, v in zip(row, sc):
-            A_rel[e, mention_passage == p] = float(v / sc.max())
-    return graph, A_rel
-
-
-def weighted(A_rel, power):
-    """A as the follow uses it: 0/1 for power 0, else the relative score to the power."""
-    return torch.where(A_rel > 0, A_rel ** power, torch.zeros_like(A_rel))
-
-
-def exact_search(graph):
-    """Exact MIPS in float64: the reference search (ties broken by mention id)."""
-    def search(q, k):
-        scores = np.asarray(q, dtype=np.float64) @ graph.vectors.double().numpy().T
-        order = np.lexsort((np.broadcast_to(np.arange(scores.shape[1]), scores.shape), -scores), axis=1)[:, :k]
-        return np.take_along_axis(scores, order, 1), order
-    return search
-
-
-def random_z(seed, batch, n_entities, dtype=torch.float64):
-    rng = np.random.default_rng(seed)
-    rows, ids, probs = [], [], []
-    for b in range(batch):
-        e = np.sort(rng.choice(n_entities, size=rng.integers(1, 4), replace=False))
-        p = rng.random(len(e)) + 0.1
-        rows += [b] * len(e)
-        ids += list(e)
-        probs += list(p / p.sum())
-    return EntitySet(torch.tensor(rows), torch.tensor(ids), torch.tensor(probs, dtype=dtype), batch)
-
 
 CONFIGS = [
     FollowConfig(top_k=10, temperature=4.0, tfidf_power=0.0, self_loops=True, retrieval="global"),
@@ -263,27 +216,6 @@ def test_pair_scores_are_dot_products(dtype):
 
 
 # -- a question gets the same scores alone and in any batch ------------------------------------------
-
-def cancelling_graph(seed=0, n_passages=20, per_passage=20, n_entities=60, dim=64):
-    """A graph whose scores are as sensitive as possible to how a dot product is summed.
-
-    Each f(m) holds large bf16-exact components that cancel (+x and -x, about 2^20) and small ones
-    (about 1) that carry the score; with a query of equal components, float32 partial sums round the
-    small ones away in an order-dependent way, so any change in the order of summation changes the
-    bf16-rounded score. Entities 0..9 reach two passages each (together all of them), the others one."""
-    rng = np.random.default_rng(seed)
-    n_mentions = n_passages * per_passage
-    big = rng.integers(128, 256, size=(n_mentions, dim // 4)) * 2.0 ** 12
-    small = rng.integers(-128, 128, size=(n_mentions, dim // 2)) * 2.0 ** -6
-    v = np.concatenate([big, -big, small], 1)
-    v = np.take_along_axis(v, rng.permuted(np.tile(np.arange(dim), (n_mentions, 1)), axis=1), 1)
-    ep = [[2 * e, 2 * e + 1] for e in range(10)] + [[e % n_passages] for e in range(10, n_entities)]
-    graph = FollowGraph(np.concatenate([[0], np.cumsum([len(r) for r in ep])]), np.concatenate(ep),
-                        np.repeat(np.arange(n_passages), per_passage), rng.integers(0, n_entities, n_mentions),
-                        n_entities, n_passages, torch.from_numpy(v.astype(np.float32)))
-    graph.set_passage_scores(rng.random(sum(len(r) for r in ep)) + 0.05)
-    return graph
-
 
 def test_pair_scores_depend_on_the_pair_only():
     """A pair's score is the same computed alone, in a large batch, in another order or among other pairs."""

@@ -1,8 +1,18 @@
-"""The sparse expansion of the follow, step 1 of equation 5: ``w = Z^T A`` per (row, passage).
+"""The sparse expansion of the follow, step 1 of equation 5: ``Z^T A`` read at given (row, mention) pairs.
 
-A[e, m] is non-zero when mention m lies in one of e's top-mu TF-IDF passages, and its value depends
-on the passage only, so ``(Z^T A)[m] = w[passage(m)]``: the expansion is computed per passage, from
-EP (entity -> its top-mu passages), in O(nnz(Z) mu), and read at any mention of the passage.
+Two adjacencies A, and their sum (`Expansion`, chosen by ``FollowConfig.adjacency``):
+
+* **TF-IDF** (MetaQA, the default): A[e, m] is non-zero when mention m lies in one of e's top-mu TF-IDF
+  passages, and its value depends on the passage only, so ``(Z^T A)[m] = w[passage(m)]``: the expansion
+  is computed per passage, from EP (entity -> its top-mu passages), in O(nnz(Z) mu), and read at any
+  mention of the passage (`PassageWeights`).
+* **Links** (the paper's HotpotQA A, section 3.3): ``A_link[e, m] = L[e, entity(m)]`` with L the link
+  graph (e mentioned on the page of m's entity, or that entity on e's page), so
+  ``(Z^T A_link)[m] = u[entity(m)]`` with ``u = Z^T L``: computed per entity, from L's rows, in
+  O(nnz(Z) degree), and read at any mention of the entity (`EntityWeights`).
+
+Sums are accumulated in float64, term by term in the order of Z's entries, so a row's weights do not
+depend on the other rows of the batch.
 """
 
 from __future__ import annotations
@@ -14,10 +24,42 @@ from drkit.index.sparse import concat_ranges
 from drkit.reason.entity_set import EntitySet
 from drkit.reason.graph import FollowGraph
 
-_DENSE_LIMIT = 1 << 26  # batch x passages below which passage weights live in one dense vector
+_DENSE_LIMIT = 1 << 26  # batch x passages (or entities) below which the weights live in one dense vector
+ADJACENCIES = ("tfidf", "links", "both")
 
 
-class PassageWeights:
+class _KeyedSums:
+    """Float64 sums of `values` per integer key in [0, space), with the number of terms of each: one dense
+    vector when ``space <= _DENSE_LIMIT``, else the sorted distinct keys (the same sums, in the same order)."""
+
+    def _sum(self, keys: np.ndarray, values: torch.Tensor, space: int) -> None:
+        self.dense = space <= _DENSE_LIMIT
+        if self.dense:
+            self.counts = np.bincount(keys, minlength=space)
+            self.weights = torch.zeros(space, dtype=torch.float64).index_add(0, torch.from_numpy(keys), values)
+        elif len(keys) == 0:  # one absent key (-1), so that every look-up finds a slot
+            self.keys, self.counts = np.full(1, -1, np.int64), np.zeros(1, np.int64)
+            self.weights = torch.zeros(1, dtype=torch.float64)
+        else:
+            self.keys, inverse, self.counts = np.unique(keys, return_inverse=True, return_counts=True)
+            self.weights = torch.zeros(len(self.keys), dtype=torch.float64).index_add(0, torch.from_numpy(inverse), values)
+
+    def entries(self) -> tuple[np.ndarray, torch.Tensor]:
+        """The keys with at least one term, sorted, and their sums."""
+        keys = np.flatnonzero(self.counts)
+        if self.dense:
+            return keys, self.weights[torch.from_numpy(keys)]
+        return self.keys[keys], self.weights[torch.from_numpy(keys)]
+
+    def _at(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(slot of each key in `weights`, its number of terms: 0 where absent)."""
+        if self.dense:
+            return keys, self.counts[keys]
+        slot, found = _find(self.keys, keys)
+        return slot, np.where(found, self.counts[slot], 0)
+
+
+class PassageWeights(_KeyedSums):
     """``w = Z^T A`` per (row, passage): the summed probability of the entities whose top-mu passages
     include p, each times ``(score(e, p) / best score of e) ** power`` (power 0: the 0/1 indicator).
 
@@ -34,14 +76,7 @@ class PassageWeights:
         keys = z.rows.numpy()[src.numpy()] * graph.n_passages + graph.entity_passage[positions]  # (n,) row * P + passage
         values = z.probs[src].double() * self._factor(positions)  # (n,) Z[row, e] A[e, passage]
         self.n_passages = graph.n_passages
-        space = z.batch_size * graph.n_passages
-        self.dense = space <= _DENSE_LIMIT
-        if self.dense:
-            self.counts = np.bincount(keys, minlength=space)
-            self.weights = torch.zeros(space, dtype=torch.float64).index_add(0, torch.from_numpy(keys), values)
-        else:
-            self.keys, inverse, self.counts = np.unique(keys, return_inverse=True, return_counts=True)
-            self.weights = torch.zeros(len(self.keys), dtype=torch.float64).index_add(0, torch.from_numpy(inverse), values)
+        self._sum(keys, values, z.batch_size * graph.n_passages)
 
     def _factor(self, positions: np.ndarray) -> torch.Tensor | float:
         """``(score(e, p) / best score of e) ** power`` of the EP entries at `positions`; 1.0 for the 0/1 A."""
@@ -54,12 +89,7 @@ class PassageWeights:
         """(present mask, float64 weights of the present pairs) for the pairs (rows[i], passages[i]).
 
         With `entities`, pair i leaves out entity entities[i]'s own term (no self-loops in A)."""
-        keys = rows * self.n_passages + passages
-        if self.dense:
-            slot, found = keys, np.ones(len(keys), bool)
-        else:
-            slot, found = _find(self.keys, keys)
-        counts = np.where(found, self.counts[slot], 0)
+        slot, counts = self._at(rows * self.n_passages + passages)
         weights = self.weights[torch.from_numpy(slot)]
         if entities is not None:
             z_slot, in_z = _find(self.z.rows.numpy() * self.graph.n_entities + self.z.ids.numpy(),
@@ -71,6 +101,66 @@ class PassageWeights:
             own_term = self.z.probs[torch.from_numpy(z_slot[sel])].double() * self._factor(entry[sel])
             weights = weights.index_add(0, torch.from_numpy(sel), -own_term)
         present = counts > 0
+        return present, weights[torch.from_numpy(np.flatnonzero(present))]
+
+
+class EntityWeights(_KeyedSums):
+    """``u = Z^T L`` per (row, entity): ``u[b, x] = sum_e Z[b, e] L[e, x]``, the summed probability of the
+    entities of row b linked to x. Every mention m of x then has ``(Z^T A_link)[b, m] = u[b, x]``.
+
+    L has no diagonal, so an entity never reaches its own mentions through itself. With `self_loops`
+    the graph read is L + I: ``Z[b, x]`` is added to ``u[b, x]`` (the counterpart of the TF-IDF A's
+    self-loops, where e reaches its own mentions in its own passages). Cost O(nnz(Z) degree)."""
+
+    def __init__(self, z: EntitySet, graph: FollowGraph, self_loops: bool = False):
+        graph.require_links("the link adjacency")
+        indptr, linked = graph.entity_link_indptr, graph.entity_link
+        e = z.ids.numpy()  # (N,)
+        starts, lengths = indptr[e], indptr[e + 1] - indptr[e]
+        src = np.repeat(np.arange(len(e)), lengths)  # (n,) the Z entry of each L entry read
+        targets = linked[concat_ranges(starts, lengths)]  # (n,) the entities x with L[e, x] = 1
+        if self_loops:
+            src, targets = np.concatenate([src, np.arange(len(e))]), np.concatenate([targets, e])
+        keys = z.rows.numpy()[src] * graph.n_entities + targets  # (n,) row * E + entity
+        self.n_entities = graph.n_entities
+        self._sum(keys, z.probs[torch.from_numpy(src)].double(), z.batch_size * graph.n_entities)
+
+    def lookup(self, rows: np.ndarray, entities: np.ndarray):
+        """(present mask, float64 weights ``u[rows[i], entities[i]]`` of the present pairs)."""
+        slot, counts = self._at(rows * self.n_entities + entities)
+        present = counts > 0
+        return present, self.weights[torch.from_numpy(slot[present])]
+
+
+class Expansion:
+    """``(Z^T A)[b, m]`` for the adjacency A named by `adjacency`: "tfidf" (`PassageWeights`), "links"
+    (`EntityWeights`) or "both", the sum ``w[b, passage(m)] + u[b, entity(m)]``. `power` weighs the
+    TF-IDF part only. Without `self_loops`, the TF-IDF part leaves out the mention's own entity's term
+    and the link part reads L (no diagonal); with them, A's self-loops are kept (L + I)."""
+
+    def __init__(self, z: EntitySet, graph: FollowGraph, adjacency: str, power: float | torch.Tensor | None,
+                 self_loops: bool):
+        if adjacency not in ADJACENCIES:
+            raise ValueError(f"adjacency must be one of {ADJACENCIES}, got {adjacency!r}")
+        self.graph, self.self_loops = graph, self_loops
+        self.passages = PassageWeights(z, graph, power) if adjacency in ("tfidf", "both") else None
+        self.entities = EntityWeights(z, graph, self_loops) if adjacency in ("links", "both") else None
+
+    def lookup(self, rows: np.ndarray, mentions: np.ndarray):
+        """(present mask, float64 weights of the present pairs) for the pairs (rows[i], mentions[i]); a pair
+        is present when some entry of A reaches it (its weight is then positive for positive Z)."""
+        graph = self.graph
+        entities = graph.mention_entity[mentions]
+        if self.entities is None:
+            return self.passages.lookup(rows, graph.mention_passage[mentions], None if self.self_loops else entities)
+        if self.passages is None:
+            return self.entities.lookup(rows, entities)
+        in_t, w_t = self.passages.lookup(rows, graph.mention_passage[mentions], None if self.self_loops else entities)
+        in_l, w_l = self.entities.lookup(rows, entities)
+        weights = torch.zeros(len(rows), dtype=torch.float64)
+        weights = weights.index_add(0, torch.from_numpy(np.flatnonzero(in_t)), w_t)
+        weights = weights.index_add(0, torch.from_numpy(np.flatnonzero(in_l)), w_l)
+        present = in_t | in_l
         return present, weights[torch.from_numpy(np.flatnonzero(present))]
 
 

@@ -6,32 +6,46 @@ A weighted entity set Z (one row per question) is an `EntitySet` (`drkit.reason.
 coordinates (row, entity) with a probability, never a dense |E| vector. One hop maps Z_{t-1} and a
 query vector g_t to Z_t:
 
-1. **Expansion** ``Z^T A``. A[e, m] is non-zero when m lies in one of e's top-mu TF-IDF passages,
-   so ``(Z^T A)[m] = w[passage(m)]`` with ``w = Z^T EP`` (EP: entity -> its top-mu passages). Cost
-   O(nnz(Z) mu). The paper's A is the 0/1 indicator (``tfidf_power=0``). By default each entry is
-   weighted by ``(score(e, p) / best score of e) ** power``: a passage that matches only part of a
-   name ("Epps" for "Shareeka Epps") then weighs far less than one that names the entity in full,
-   where the indicator makes them equal. The power is learned per hop, starting from `tfidf_power`.
+1. **Expansion** ``Z^T A``, for the adjacency A that ``adjacency`` names (`drkit.reason.expansion`):
+
+   * ``tfidf`` (default, MetaQA). A[e, m] is non-zero when m lies in one of e's top-mu TF-IDF passages,
+     so ``(Z^T A)[m] = w[passage(m)]`` with ``w = Z^T EP`` (EP: entity -> its top-mu passages). Cost
+     O(nnz(Z) mu). The paper's A is the 0/1 indicator (``tfidf_power=0``). By default each entry is
+     weighted by ``(score(e, p) / best score of e) ** power``: a passage that matches only part of a
+     name ("Epps" for "Shareeka Epps") then weighs far less than one that names the entity in full,
+     where the indicator makes them equal. The power is learned per hop, starting from `tfidf_power`.
+   * ``links`` (the paper's HotpotQA A, section 3.3): ``A_link[e, m] = L[e, entity(m)]``, L the link
+     graph (e is mentioned on the page of m's entity, or that entity on e's page; no diagonal), so
+     ``(Z^T A_link)[m] = u[entity(m)]`` with ``u = Z^T L``, computed per entity in O(nnz(Z) degree):
+     every mention of an entity x with ``u[x] > 0`` is reached, with weight ``u[x]``.
+   * ``both``: the sum, ``(Z^T A)[m] = w[passage(m)] + u[entity(m)]`` (the power weighs the TF-IDF part).
+
    A has no self-loops by default: a mention of e is never reached through e itself (``self_loops``
-   restores the paper's A). Otherwise a hop can "copy" Z_{t-1}, since every entity co-occurs with its
-   own mentions: a 2-hop model then learns to answer in the first hop and copy in the second, which
-   fits every question whose answer is stated next to the question entity and fails the others.
-   (`drkit.reason.expansion`.)
+   restores the paper's TF-IDF A, and reads L + I for the links: e reaches its own mentions with weight
+   Z[e]). Otherwise a hop can "copy" Z_{t-1}, since every entity co-occurs with its own mentions: a
+   2-hop model then learns to answer in the first hop and copy in the second, which fits every
+   question whose answer is stated next to the question entity and fails the others.
 2. **Relevance** ``T_K(f(m) . g_t)``: the top-K mentions of the whole index by MIPS. No gradient
    flows through the selection; the selected scores are differentiable in g_t, with the gradient
    ``sum_m grad_m f(m)`` computed as a sparse (batch x M) by dense f(M) product, O(K p)
    (`drkit.reason.graph`). Restricted retrieval (the default) instead scores every mention with
-   ``(Z^T A)[m] > 0`` and keeps each row's top K.
-3. **Product and aggregation.** A selected mention m of row b survives when ``w_b[passage(m)] > 0``
-   (the TF-IDF constraint; switched off by ``tfidf=False``) and its entity is not the question
-   entity. Its logit is ``f(m) . g_t / lambda + log w_b[passage(m)]``, i.e. the mention's weight
+   ``(Z^T A)[m] > 0`` and keeps each row's top K. With ``min_weight`` it first skips the negligible
+   units of the expansion, each kind against the row's largest of its kind: the passages p with
+   ``w[p] < min_weight max_p' w[p']`` and the entities x with ``u[x] < min_weight max_x' u[x']``
+   (both over the units that have mentions; w counts every entity's term, u is the u that is read). A
+   mention is scored when its passage or its entity is kept and its combined weight is present.
+3. **Product and aggregation.** A selected mention m of row b survives when ``(Z^T A)[b, m] > 0``
+   (the constraint of A; switched off by ``tfidf=False``) and its entity is not the question
+   entity. Its logit is ``f(m) . g_t / lambda + log (Z^T A)[b, m]``, i.e. the mention's weight
    is ``(Z^T A)[m] * exp(f(m) . g_t / lambda)``. Mentions go to their entity (B_{M->E}) by **max**
    (the paper's choice) or **sum** (log-sum-exp of the logits) (`drkit.reason.segment`).
 4. **Softmax** over each row's entities gives Z_t. Rows where nothing survives are empty.
 
 Everything is differentiable with respect to the query vectors and to the probabilities of Z_{t-1};
-no tensor is |E| x |M|, and the work of a hop depends on K, mu and nnz(Z), not on the corpus size
-(apart from the MIPS itself, which is the searcher's business: exact or approximate).
+no tensor is |E| x |M|, and the work of a hop depends on K, mu (or the degree in L) and nnz(Z), not on
+the corpus size (apart from the MIPS itself, which is the searcher's business: exact or approximate).
+
+`rescore` is the paper's Z_0 of HotpotQA: the entities linked to a question, rescored by an encoding of it.
 """
 
 from __future__ import annotations
@@ -44,7 +58,7 @@ import torch
 from drkit.errors import ConfigError
 from drkit.index.sparse import concat_ranges
 from drkit.reason.entity_set import EntitySet
-from drkit.reason.expansion import PassageWeights
+from drkit.reason.expansion import ADJACENCIES, Expansion
 from drkit.reason.graph import FollowGraph
 from drkit.reason.segment import segment_log_softmax, segment_logsumexp, segment_max
 
@@ -60,12 +74,14 @@ class FollowConfig:
     top_k: int = field(default=10000, metadata={"help": "K: mentions retrieved by MIPS per hop"})
     temperature: float = field(default=4.0, metadata={"help": "lambda: mention scores are divided by it before the softmax"})
     aggregate: str = field(default="max", metadata={"help": "mentions -> entity: max (paper) or sum"})
-    tfidf: bool = field(default=True, metadata={"help": "keep only mentions that co-occur with Z_{t-1} (Z^T A > 0)"})
+    tfidf: bool = field(default=True, metadata={"help": "keep only mentions that co-occur with Z_{t-1} (Z^T A > 0, "
+                        "A as adjacency says)"})
     retrieval: str = field(default="restricted", metadata={"help": "global: the top-K mentions of the whole index by "
                            "MIPS, then those that co-occur (the paper); restricted: the top-K by score among the "
                            "mentions that co-occur with Z_{t-1}, all of them scored"})
-    min_weight: float = field(default=1e-3, metadata={"help": "restricted retrieval skips the passages whose weight "
-                              "in Z^T A is below this fraction of the row's largest (0: none skipped)"})
+    min_weight: float = field(default=1e-3, metadata={"help": "restricted retrieval skips the passages (and, with "
+                              "the link graph, the entities) whose weight in Z^T A is below this fraction of the "
+                              "row's largest of their kind (0: none skipped)"})
     tfidf_power: float = field(default=8.0, metadata={"help": "A[e, m] = (TF-IDF score of m's passage / e's best "
                                "passage score) ** power; 0 gives the paper's 0/1 indicator (the initial value when learned)"})
     remove_topic: str = field(default="every", metadata={
@@ -73,7 +89,12 @@ class FollowConfig:
                 "removes it once, if at all); a bool in an old manifest reads as every (true) or never (false)",
         "choices": REMOVE_TOPIC})
     self_loops: bool = field(default=False, metadata={"help": "let an entity reach its own mentions through A "
-                             "(the paper's A; off: a mention is reached only through other entities)"})
+                             "(the paper's A; off: a mention is reached only through other entities; links: L + I)"})
+    adjacency: str = field(default="tfidf", metadata={
+        "help": "A_{E->M}: tfidf (m in one of e's top-mu TF-IDF passages; MetaQA), links (L[e, entity(m)], L the "
+                "index's link graph: e mentioned on the page of m's entity or that entity on e's page; the paper's "
+                "HotpotQA A) or both (the sum of the two weights)",
+        "choices": ADJACENCIES})
 
     def __post_init__(self):
         if isinstance(self.remove_topic, bool):  # manifests written before the three modes
@@ -92,6 +113,8 @@ class FollowConfig:
             raise ConfigError(f"retrieval must be one of {RETRIEVALS}, got {self.retrieval!r}")
         if self.aggregate not in AGGREGATIONS:
             raise ConfigError(f"aggregate must be one of {AGGREGATIONS}, got {self.aggregate!r}")
+        if self.adjacency not in ADJACENCIES:
+            raise ConfigError(f"adjacency must be one of {ADJACENCIES}, got {self.adjacency!r}")
 
 
 @dataclass
@@ -118,35 +141,54 @@ def _retrieved(z, queries, graph, search, config, power, topic):
     rows, mentions, scores = rows[keep], ids[keep], scores[keep]
     if not config.tfidf:
         return rows, mentions, scores, None
-    own = None if config.self_loops else graph.mention_entity[mentions]
-    present, w = PassageWeights(z, graph, power).lookup(rows, graph.mention_passage[mentions], own)
+    present, w = Expansion(z, graph, config.adjacency, power, config.self_loops).lookup(rows, mentions)
     return rows[present], mentions[present], scores[present], torch.log(w.clamp_min(1e-300))
 
 
-def _co_occurring(z, queries, graph, config, power, topic):
-    """Restricted retrieval: every mention with ``(Z^T A)[m] > 0`` is scored, and each row keeps its
-    top-K by score. Returns (rows, mentions, scores, log weights)."""
-    pw = PassageWeights(z, graph, power)
-    keys = np.flatnonzero(pw.counts) if pw.dense else pw.keys
-    passages = keys % graph.n_passages
-    keys = keys[graph.passage_mention_indptr[passages + 1] > graph.passage_mention_indptr[passages]]  # passages with mentions
-    if config.min_weight > 0 and len(keys):  # drop passages whose weight is negligible next to the row's best
-        w = (pw.weights[torch.from_numpy(keys)] if pw.dense else
-             pw.weights[torch.from_numpy(np.searchsorted(pw.keys, keys))]).detach().numpy()
-        r = keys // graph.n_passages
-        best = np.zeros(queries.shape[0])
+def _candidates(weights, n_units: int, indptr: np.ndarray, members: np.ndarray | None, min_weight: float,
+                batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (row, mention) pairs of the units (passages or entities) of an expansion with mentions, less
+    those whose weight is below `min_weight` times the row's largest. Unit u owns the mentions
+    ``members[indptr[u]:indptr[u+1]]`` (`members` None: the mention ids themselves)."""
+    keys, w = weights.entries()  # keys row * n_units + unit, sorted
+    units = keys % n_units
+    with_mentions = indptr[units + 1] > indptr[units]
+    keys = keys[with_mentions]
+    if min_weight > 0 and len(keys):  # drop the units whose weight is negligible next to the row's best
+        w = w[torch.from_numpy(np.flatnonzero(with_mentions))].detach().numpy()
+        r = keys // n_units
+        best = np.zeros(batch)
         np.maximum.at(best, r, w)
-        keys = keys[w >= config.min_weight * best[r]]
-    p_rows, passages = keys // graph.n_passages, keys % graph.n_passages
-    starts = graph.passage_mention_indptr[passages]
-    lengths = graph.passage_mention_indptr[passages + 1] - starts
-    mentions = concat_ranges(starts, lengths)
-    rows = np.repeat(p_rows, lengths)
+        keys = keys[w >= min_weight * best[r]]
+    rows, units = keys // n_units, keys % n_units
+    starts = indptr[units]
+    lengths = indptr[units + 1] - starts
+    positions = concat_ranges(starts, lengths)
+    return np.repeat(rows, lengths), positions if members is None else members[positions]
+
+
+def _co_occurring(z, queries, graph, config, power, topic):
+    """Restricted retrieval: every mention with ``(Z^T A)[m] > 0`` (less those of negligible passages or
+    entities, see ``min_weight``) is scored, and each row keeps its top-K by score. Returns (rows,
+    mentions, scores, log weights), sorted by (row, mention)."""
+    batch = queries.shape[0]
+    expansion = Expansion(z, graph, config.adjacency, power, config.self_loops)
+    found = []
+    if expansion.passages is not None:  # mentions are stored by passage: these pairs are sorted
+        found.append(_candidates(expansion.passages, graph.n_passages, graph.passage_mention_indptr, None,
+                                 config.min_weight, batch))
+    if expansion.entities is not None:
+        found.append(_candidates(expansion.entities, graph.n_entities, graph.entity_mention_indptr,
+                                 graph.entity_mentions, config.min_weight, batch))
+    rows, mentions = found[0]
+    if expansion.entities is not None:  # the union, sorted by (row, mention)
+        n = len(graph.mention_entity)
+        keys = np.unique(np.concatenate([r * n + m for r, m in found]))
+        rows, mentions = keys // n, keys % n
     if topic is not None:
         keep = graph.mention_entity[mentions] != topic[rows]
         rows, mentions = rows[keep], mentions[keep]
-    own = None if config.self_loops else graph.mention_entity[mentions]
-    present, w = pw.lookup(rows, graph.mention_passage[mentions], own)
+    present, w = expansion.lookup(rows, mentions)
     rows, mentions = rows[present], mentions[present]
     scores = graph.pair_scores(queries, rows, mentions)
     if len(rows) and np.bincount(rows).max() > config.top_k:
@@ -167,6 +209,14 @@ def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, conf
         logit_b(m) = f(m) . g_t[b] / lambda + log (Z_{t-1}^T A)[b, m]     for m in T_K, (Z^T A)[b, m] > 0
         Z_t[b, e]  = softmax_e( agg_{m: B[m] = e} logit_b(m) )             agg: max or log-sum-exp
 
+    where, by ``config.adjacency`` (P: the power, `tfidf_power`; L: the link graph)::
+
+        tfidf: (Z^T A)[b, m] = sum_e Z[b, e] [passage(m) in EP(e)] (score(e, passage(m)) / best(e)) ** P
+        links: (Z^T A)[b, m] = sum_e Z[b, e] L[e, entity(m)]
+        both:  the sum of the two
+
+    each without the term of e = entity(m) unless ``config.self_loops`` (then L + I for the links).
+
     `search(queries: np.ndarray (batch, p), k) -> (scores, ids)` is the MIPS (ids -1 = none) of global
     retrieval; its scores (or those of `FollowGraph.pair_scores` in restricted retrieval) are the
     forward values of ``f(m) . g_t``, bf16-rounded for float32 queries, and their gradient is exact.
@@ -178,6 +228,8 @@ def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, conf
     batch = queries.shape[0]
     if z.batch_size != batch:
         raise ValueError(f"Z has {z.batch_size} rows but there are {batch} queries")
+    if config.tfidf and config.adjacency != "tfidf":
+        graph.require_links(f"adjacency={config.adjacency!r}")
     topic = None if topic is None or config.remove_topic == "never" else np.asarray(topic, dtype=np.int64)
     power = config.tfidf_power if tfidf_power is None else tfidf_power
     if config.tfidf and config.retrieval == "restricted":
@@ -202,4 +254,48 @@ def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, conf
     out = EntitySet(out_rows, torch.from_numpy(slot_keys % graph.n_entities), torch.exp(log_probs), batch, log_probs)
     if trace:
         return out, FollowTrace(rows, mentions, logits.detach().float().numpy(), slot)
+    return out
+
+
+def rescore(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, config: FollowConfig, trace: bool = False):
+    """Z_0 rescored by an encoding of the question (paper, section 3.3): `z` (the linked entities) and
+    query vectors g (batch, p) -> Z' on the same support (and a `FollowTrace` if `trace`)::
+
+        d_b(e)   = agg_{m in mentions(e)} f(m) . g[b] / lambda       agg: config.aggregate (max or log-sum-exp)
+        Z'[b, e] = softmax_{e: Z[b, e] > 0}( log Z[b, e] + d_b(e) )
+
+    An entity of Z without a mention in the index has no score of its own: its d_b(e) is the lowest
+    d_b of its row (0 if no entity of the row has a mention), so it neither wins nor loses by being
+    unmentioned. The dot products are `FollowGraph.pair_scores` (bf16-rounded for float32 queries) with
+    the exact gradient w.r.t. the queries (`FollowGraph.searched_scores`); Z' is differentiable in Z's
+    probabilities too (a probability of 0 is read as the smallest normal number). Row by row: a row's
+    result does not depend on the other rows. The trace holds every scored mention with its logit
+    ``log Z[b, e] + f(m) . g[b] / lambda`` and its entity's slot in Z' (an unmentioned entity has none)."""
+    batch = queries.shape[0]
+    if z.batch_size != batch:
+        raise ValueError(f"Z has {z.batch_size} rows but there are {batch} queries")
+    ids, z_rows = z.ids.numpy(), z.rows.numpy()  # (N,)
+    indptr, members = graph.entity_mention_indptr, graph.entity_mentions
+    lengths = indptr[ids + 1] - indptr[ids]
+    mentioned = np.flatnonzero(lengths > 0)  # (N',) the entries of Z with mentions
+    slot = np.repeat(np.arange(len(ids)), lengths)  # (n,) the Z entry of each mention
+    compact = np.repeat(np.arange(len(mentioned)), lengths[mentioned])  # (n,) its rank among `mentioned`
+    mentions = members[concat_ranges(indptr[ids], lengths)]  # (n,)
+    rows = z_rows[slot]
+    scores = graph.pair_scores(queries, rows, mentions)
+    dots = graph.searched_scores(queries, scores, rows, mentions) / config.temperature  # (n,)
+    compact_t, mentioned_t = torch.from_numpy(compact), torch.from_numpy(mentioned)
+    if config.aggregate == "max":
+        term = segment_max(dots, compact_t, len(mentioned))  # (N',)
+    else:
+        term = segment_logsumexp(dots, compact_t, len(mentioned))
+    lowest = -segment_max(-term, z.rows[mentioned_t], batch)  # (batch,) +inf where no entity has a mention
+    lowest = torch.where(torch.isfinite(lowest), lowest, torch.zeros_like(lowest))
+    d = lowest[z.rows].index_put((mentioned_t,), term)  # (N,)
+    log_z = torch.log(z.probs.clamp_min(torch.finfo(z.probs.dtype).tiny)).to(d.dtype)
+    log_probs = segment_log_softmax(log_z + d, z.rows, batch)
+    out = EntitySet(z.rows, z.ids, torch.exp(log_probs), batch, log_probs)
+    if trace:
+        logits = (log_z[torch.from_numpy(slot)] + dots).detach().float().numpy()
+        return out, FollowTrace(rows, mentions, logits, slot)
     return out

@@ -1,29 +1,47 @@
 """The question-time graph of the follow and the dense scores on it.
 
 `FollowGraph` holds what a follow reads from the index: EP (entity -> its top-mu TF-IDF passages, with
-the relative TF-IDF score of each entry), mention -> passage and mention -> entity (B_{M->E}), and the
-mention vectors f(M) in memory. On it, the two dense computations of a hop: the scores
+the relative TF-IDF score of each entry), mention -> passage and mention -> entity (B_{M->E}), the
+mention vectors f(M) in memory, and where the index has them the link graph L (entity -> entity, the
+A of the paper's HotpotQA setting), entity -> its mentions and the title entity of each passage. On
+it, the two dense computations of a hop: the scores
 ``f(m) . g[row]`` of given (row, mention) pairs (`pair_scores`), and their gradient with respect to the
 queries g (`gather_gradient`), joined by `searched_scores` into one differentiable function.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
 import torch
 
-from drkit.errors import ConfigError
+from drkit.errors import ArtifactError, ConfigError
 from drkit.index.sparse import SparseIndex, passage_mention_indptr
 
 
 class FollowGraph:
     """The index data the follow needs: EP (entity -> top-mu passages), mention -> passage and entity,
-    and the mention vectors f(m) as one in-memory tensor."""
+    and the mention vectors f(m) as one in-memory tensor; optionally the link graph L, entity -> mentions
+    and passage -> title entity.
+
+    The optional arrays are given to the constructor or, for a graph made by `from_index`, read from the
+    index on first use (``getattr(index, name, None)``: an index without them gives None):
+
+    * `entity_link_indptr` (E+1,), `entity_link` (nnz,): L as CSR, ``L[e, x] = 1`` iff e is mentioned on
+      x's page or x on e's page; no diagonal. None when the index has no link graph.
+    * `entity_mention_indptr` (E+1,), `entity_mentions` (M,): the mentions of each entity, ascending.
+      Computed from `mention_entity` when neither the constructor nor the index gives them.
+    * `passage_entity` (P,): the title entity of each passage, -1 for none; None when unknown.
+
+    `source` names where the graph came from (the index directory) in error messages."""
 
     def __init__(self, entity_passage_indptr: np.ndarray, entity_passage: np.ndarray, mention_passage: np.ndarray,
-                 mention_entity: np.ndarray, n_entities: int, n_passages: int, vectors: torch.Tensor):
+                 mention_entity: np.ndarray, n_entities: int, n_passages: int, vectors: torch.Tensor, *,
+                 entity_link_indptr: np.ndarray | None = None, entity_link: np.ndarray | None = None,
+                 entity_mention_indptr: np.ndarray | None = None, entity_mentions: np.ndarray | None = None,
+                 passage_entity: np.ndarray | None = None, source: str = "the follow graph"):
         self.entity_passage_indptr = np.asarray(entity_passage_indptr, dtype=np.int64)  # (E+1,) EP as CSR
         self.entity_passage = np.asarray(entity_passage, dtype=np.int64)  # (nnz_EP,) passage ids, sorted per entity
         self.mention_passage = np.asarray(mention_passage, dtype=np.int64)  # (M,) sorted
@@ -40,14 +58,105 @@ class FollowGraph:
         # (nnz_EP,) each EP entry (entity, passage) as one key, entity * P + passage: sorted
         entry_entity = np.repeat(np.arange(self.n_entities, dtype=np.int64), np.diff(self.entity_passage_indptr))
         self.entity_passage_keys = entry_entity * self.n_passages + self.entity_passage
+        self.source = source
+        self._index = None  # set by from_index: the optional arrays are read from it on first use
+        self._given = {"entity_link": (entity_link_indptr, entity_link),
+                       "entity_mentions": (entity_mention_indptr, entity_mentions), "passage_entity": passage_entity}
 
     @classmethod
     def from_index(cls, index: SparseIndex, vectors) -> "FollowGraph":
         vec = torch.from_numpy(np.array(vectors, copy=True)) if isinstance(vectors, np.ndarray) else vectors
         graph = cls(index.entity_passage_indptr, index.entity_passage, index.mentions[:, 1], index.mentions[:, 0],
-                    index.n_entities, index.n_passages, vec)
+                    index.n_entities, index.n_passages, vec, source=f"the index {getattr(index, 'path', '?')}")
         graph.set_passage_scores(np.asarray(index.entity_passage_score))
+        graph._index = index
         return graph
+
+    def _optional(self, key: str, *names: str):
+        """The constructor's arrays for `key`, else the index's attributes `names` (None where absent)."""
+        given = self._given[key]
+        if not isinstance(given, tuple):
+            given = (given,)
+        if all(a is None for a in given) and self._index is not None:
+            given = tuple(getattr(self._index, name, None) for name in names)
+        if any(a is None for a in given):
+            if any(a is not None for a in given):
+                raise ArtifactError(f"{self.source}: {' and '.join(names)} must be given together")
+            return None
+        return tuple(np.asarray(a, dtype=np.int64) for a in given)
+
+    def _check_csr(self, indptr: np.ndarray, indices: np.ndarray, rows: int, upper: int, names: tuple[str, str]) -> None:
+        if indptr.shape != (rows + 1,) or indptr[0] != 0 or indptr[-1] != len(indices) or np.any(np.diff(indptr) < 0):
+            raise ArtifactError(f"{self.source}: {names[0]} must be ({rows + 1},), from 0 to "
+                                f"{len(indices)}, non-decreasing; got shape {indptr.shape}")
+        if len(indices) and (indices.min() < 0 or indices.max() >= upper):
+            raise ArtifactError(f"{self.source}: {names[1]} holds ids outside [0, {upper})")
+
+    @functools.cached_property
+    def _links(self) -> tuple[np.ndarray, np.ndarray] | None:
+        pair = self._optional("entity_link", "entity_link_indptr", "entity_link")
+        if pair is None:
+            return None
+        indptr, linked = pair
+        self._check_csr(indptr, linked, self.n_entities, self.n_entities, ("entity_link_indptr", "entity_link"))
+        own = np.repeat(np.arange(self.n_entities, dtype=np.int64), np.diff(indptr))
+        if np.any(linked == own):
+            e = int(own[np.flatnonzero(linked == own)[0]])
+            raise ArtifactError(f"{self.source}: the link graph entity_link links entity {e} to itself (L has no diagonal)")
+        return indptr, linked
+
+    @property
+    def entity_link_indptr(self) -> np.ndarray | None:
+        """(E+1,) row pointers of the link graph L; None when there is none."""
+        return None if self._links is None else self._links[0]
+
+    @property
+    def entity_link(self) -> np.ndarray | None:
+        """(nnz,) L's entries: row e lists the entities linked to e; None when there is no link graph."""
+        return None if self._links is None else self._links[1]
+
+    def require_links(self, what: str) -> None:
+        """A ConfigError naming the graph's index when it has no link graph L."""
+        if self._links is None:
+            raise ConfigError(f"{what} needs the link graph L (entity_link_indptr, entity_link), which {self.source} "
+                              "does not have")
+
+    @functools.cached_property
+    def _entity_mention_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        pair = self._optional("entity_mentions", "entity_mention_indptr", "entity_mentions")
+        if pair is None:
+            order = np.argsort(self.mention_entity, kind="stable")  # by entity, then mention id
+            indptr = np.searchsorted(self.mention_entity[order], np.arange(self.n_entities + 1)).astype(np.int64)
+            return indptr, order.astype(np.int64)
+        indptr, mentions = pair
+        self._check_csr(indptr, mentions, self.n_entities, len(self.mention_entity),
+                        ("entity_mention_indptr", "entity_mentions"))
+        owner = np.repeat(np.arange(self.n_entities, dtype=np.int64), np.diff(indptr))
+        if len(mentions) != len(self.mention_entity) or np.any(self.mention_entity[mentions] != owner):
+            raise ArtifactError(f"{self.source}: entity_mentions does not list each mention once, under its entity")
+        return indptr, mentions
+
+    @property
+    def entity_mention_indptr(self) -> np.ndarray:
+        """(E+1,): entity e owns ``entity_mentions[indptr[e]:indptr[e+1]]``."""
+        return self._entity_mention_csr[0]
+
+    @property
+    def entity_mentions(self) -> np.ndarray:
+        """(M,) mention ids grouped by entity, ascending within each."""
+        return self._entity_mention_csr[1]
+
+    @functools.cached_property
+    def passage_entity(self) -> np.ndarray | None:
+        """(P,) the title entity of each passage (-1: none); None when the index does not say."""
+        found = self._optional("passage_entity", "passage_entity")
+        if found is None:
+            return None
+        (titles,) = found
+        if titles.shape != (self.n_passages,) or (len(titles) and (titles.min() < -1 or titles.max() >= self.n_entities)):
+            raise ArtifactError(f"{self.source}: passage_entity must be ({self.n_passages},) with ids in "
+                                f"[-1, {self.n_entities}); got shape {titles.shape}")
+        return titles
 
     def set_passage_scores(self, scores: np.ndarray) -> None:
         """The TF-IDF score G(e).F(d) of each entry of EP; stored as log(score / the entity's best score)."""
