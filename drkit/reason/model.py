@@ -260,6 +260,7 @@ class MultiHopModel(nn.Module):
         self.register_buffer("entity_table", torch.zeros(0, bert_config.hidden_size), persistent=False)
         self.register_buffer("entity_pieces", torch.zeros(0, dtype=torch.long), persistent=False)
         self.register_buffer("entity_piece_indptr", torch.zeros(1, dtype=torch.long), persistent=False)
+        self._entity_table_version = -1
         self.manifest: dict = {}
 
     @classmethod
@@ -301,33 +302,38 @@ class MultiHopModel(nn.Module):
         """X: row e is the mean word embedding of the pieces of entity e's name (zero for an empty name)."""
         pieces = self.tokenizer(list(names), add_special_tokens=False)["input_ids"]
         lengths = torch.tensor([len(p) for p in pieces], dtype=torch.long)
-        flat = torch.tensor([i for p in pieces for i in p], dtype=torch.long)
-        rows = torch.repeat_interleave(torch.arange(len(pieces)), lengths)
+        self.entity_pieces = torch.tensor([i for p in pieces for i in p], dtype=torch.long)
+        self.entity_piece_indptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, 0)])
+        self._refresh_entity_table()
+
+    def _refresh_entity_table(self) -> None:
+        lengths = self.entity_piece_indptr[1:] - self.entity_piece_indptr[:-1]
+        rows = torch.repeat_interleave(torch.arange(len(lengths)), lengths)
         with torch.no_grad():
             words = self.encoder.embeddings.word_embeddings.weight
-            table = torch.zeros(len(pieces), words.shape[1]).index_add(0, rows, words[flat].float())
+            table = torch.zeros(len(lengths), words.shape[1]).index_add(0, rows, words[self.entity_pieces].float())
             self.entity_table = table / lengths.clamp_min(1).unsqueeze(1).float()
-        self.entity_pieces = flat
-        self.entity_piece_indptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, 0)])
+        self._entity_table_version = words._version  # of the word embeddings it was computed from
 
     def entity_embedding(self, z: EntitySet) -> torch.Tensor:
         """``Z^T X``: (B, hidden) float32, X the entities' mean word embeddings, differentiable in Z's probabilities.
 
-        Frozen word embeddings: from the table `set_entities` computed. Trained ones: from the current word
-        embeddings, ``sum_e Z[b, e] / n_e sum_{pieces w of e} W[w]``, so that the gradient reaches them too."""
-        if not self.config.train_word_embeddings:
-            return entity_set_mean(z, self.entity_table)
+        Frozen word embeddings: from the table `set_entities` computed. Trained ones: with autograd on, from the
+        current word embeddings, ``(Z^T N) W`` with N[e, w] = (pieces w in e's name) / (pieces in it), so that
+        the gradient reaches them; without, from the table, computed again whenever they have changed."""
         words = self.encoder.embeddings.word_embeddings.weight  # (V, hidden)
-        vocab = words.shape[0]
-        lo = self.entity_piece_indptr[z.ids]  # (N,)
-        n = self.entity_piece_indptr[z.ids + 1] - lo  # pieces of each coordinate's entity
-        slot = torch.repeat_interleave(torch.arange(len(z)), n)  # (S,) coordinate of each (coordinate, piece)
-        piece = self.entity_pieces[torch.from_numpy(concat_ranges(lo.numpy(), n.numpy()))]  # (S,)
-        weight = z.probs.float()[slot] / n[slot].float()  # (S,)
-        keys, inverse = torch.unique(z.rows[slot] * vocab + piece, return_inverse=True)  # one per (row, piece)
-        w = torch.zeros(len(keys)).index_add(0, inverse, weight)  # (U,)
-        out = torch.zeros(z.batch_size, words.shape[1])
-        return out.index_add(0, keys // vocab, w.unsqueeze(1) * words[keys % vocab].float())
+        if self.config.train_word_embeddings and torch.is_grad_enabled():
+            vocab = words.shape[0]
+            lo = self.entity_piece_indptr[z.ids]  # (N,)
+            n = self.entity_piece_indptr[z.ids + 1] - lo  # pieces of each coordinate's entity
+            slot = torch.repeat_interleave(torch.arange(len(z)), n)  # (S,) the coordinate of each piece
+            piece = self.entity_pieces[torch.from_numpy(concat_ranges(lo.numpy(), n.numpy()))]  # (S,)
+            weight = z.probs.float()[slot] / n[slot].float()  # (S,)
+            zn = torch.zeros(z.batch_size * vocab).index_add(0, z.rows[slot] * vocab + piece, weight)  # Z^T N
+            return zn.view(z.batch_size, vocab) @ words.float()  # (B, V) @ (V, hidden)
+        if self.config.train_word_embeddings and words._version != self._entity_table_version:
+            self._refresh_entity_table()
+        return entity_set_mean(z, self.entity_table)
 
     def tokenize(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         b = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_question_pieces,
