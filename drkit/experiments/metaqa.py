@@ -151,7 +151,10 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
     including a DrKIT row trained as long, scored on a seeded sample of `ablation_questions` dev lines).
 
     With `curriculum`, the h-hop model starts from the (h-1)-hop model of the same recipe where that one
-    is trained here (a 2-hop model from the 1-hop one, a 3-hop model from the 2-hop one)."""
+    is trained here (a 2-hop model from the 1-hop one, a 3-hop model from the 2-hop one).
+
+    `config.ablation_rows` runs only those rows of `ABLATIONS` (and the DrKIT row they are compared with);
+    each row's runs and evaluations are its own directories, found done when made with the same settings."""
     from drkit.dense.mentions import MentionIndex, build_mention_index
     from drkit.dense.pretrain import PretrainConfig, pretrain
     from drkit.index.build import build_index

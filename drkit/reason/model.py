@@ -25,9 +25,10 @@ row e of X (|E| x hidden) is the average of the word embeddings of the pieces of
 * ``none``: ``g_t = g~_t``.
 
 Word embeddings are frozen by default. With ``train_word_embeddings`` they train with the encoder
-(the paper does not say they are frozen), and X is recomputed from the current word embeddings at
-every forward pass (differentiable: its gradient reaches the word embeddings of the entities' names);
-frozen, X is the table computed once by `set_entities`. Then ``Z_t = follow(Z_{t-1}, g_t)``
+(the paper does not say they are frozen), and X follows them: in training it is recomputed from the
+current word embeddings at every forward pass (differentiable: its gradient reaches the word
+embeddings of the entities' names), at question time the table is computed again whenever they have
+changed. Frozen, X is the table computed once by `set_entities`. Then ``Z_t = follow(Z_{t-1}, g_t)``
 (`drkit.reason.follow`); Z_0 is the question entity.
 
 Initialisation: with the pretrained 6-layer query encoder, the shared layers are its layers 1-4 and
