@@ -32,8 +32,9 @@ query vector g_t to Z_t:
    ``(Z^T A)[m] > 0`` and keeps each row's top K. With ``min_weight`` it first skips the negligible
    units of the expansion, each kind against the row's largest of its kind: the passages p with
    ``w[p] < min_weight max_p' w[p']`` and the entities x with ``u[x] < min_weight max_x' u[x']``
-   (both over the units that have mentions; w counts every entity's term, u is the u that is read). A
-   mention is scored when its passage or its entity is kept and its combined weight is present.
+   (both over the units that have mentions; w[p] with every entity's term, that of a mention's own
+   entity included; u as read, with its diagonal only under self-loops). A mention is scored when its
+   passage or its entity is kept and its combined weight ``(Z^T A)[m]`` is positive.
 3. **Product and aggregation.** A selected mention m of row b survives when ``(Z^T A)[b, m] > 0``
    (the constraint of A; switched off by ``tfidf=False``) and its entity is not the question
    entity. Its logit is ``f(m) . g_t / lambda + log (Z^T A)[b, m]``, i.e. the mention's weight
@@ -42,8 +43,8 @@ query vector g_t to Z_t:
 4. **Softmax** over each row's entities gives Z_t. Rows where nothing survives are empty.
 
 Everything is differentiable with respect to the query vectors and to the probabilities of Z_{t-1};
-no tensor is |E| x |M|, and the work of a hop depends on K, mu (or the degree in L) and nnz(Z), not on
-the corpus size (apart from the MIPS itself, which is the searcher's business: exact or approximate).
+no tensor is |E| x |M|, and the work of a hop depends on K, mu (or the degrees in L), nnz(Z) and the
+mentions reached, not on the corpus size (apart from the MIPS itself, which is the searcher's business: exact or approximate).
 
 `rescore` is the paper's Z_0 of HotpotQA: the entities linked to a question, rescored by an encoding of it.
 """
