@@ -275,7 +275,7 @@ def _run_evaluate(args) -> int:
     kit, query = _load_kit(args)
     config = config_from_args(args, EvaluateConfig)
     metrics = evaluate(kit, args.questions, args.out, args.qtypes, config.batch_size, config.qps_sample, query,
-                       log=lambda line: print(line, file=sys.stderr))
+                       log=lambda line: print(line, file=sys.stderr), question_entity=config.question_entity)
     print(f"Hits@1 {metrics['hits@1']:.4f}  Hits@5 {metrics['hits@5']:.4f}  ({metrics['scored']:,} of {metrics['lines']:,} "
           f"lines scored); wrote {args.out}/metrics.json")
     return 0

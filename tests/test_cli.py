@@ -123,3 +123,21 @@ def test_flags_follow_the_config_dataclasses():
     for cls in (LinkConfig, SparseConfig):
         for f in dataclasses.fields(cls):
             assert "--" + f.name.replace("_", "-") in flags
+
+
+@pytest.mark.parametrize("flag, expected", [([], None), (["--question-entity", "linked"], "linked"),
+                                            (["--question-entity", "bracketed"], "bracketed")])
+def test_evaluate_passes_question_entity(monkeypatch, tmp_path, flag, expected):
+    import drkit.cli as cli
+    import drkit.qa.evaluate as ev
+
+    seen = {}
+
+    def fake_evaluate(kit, questions, out, qtypes, batch_size, qps_sample, query, log, question_entity):
+        seen["question_entity"] = question_entity
+        return {"hits@1": 0.0, "hits@5": 0.0, "scored": 0, "lines": 0}
+
+    monkeypatch.setattr(ev, "evaluate", fake_evaluate)
+    monkeypatch.setattr(cli, "_load_kit", lambda args: (None, None))
+    assert cli.main(["evaluate", "--index", "i", "--model", "m", "--questions", "q.txt", "--out", str(tmp_path)] + flag) == 0
+    assert seen == {"question_entity": expected}

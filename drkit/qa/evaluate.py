@@ -38,6 +38,10 @@ class EvaluateConfig:
 
     batch_size: int = field(default=64, metadata={"help": "questions per batch"})
     qps_sample: int = field(default=200, metadata={"help": "questions timed again at batch 1 (0: skip)"})
+    question_entity: str | None = field(default=None, metadata={
+        "help": "bracketed: a question starts from its [bracketed] entity; linked: from the least frequent entity "
+                "its text names, brackets ignored (the paper, Appendix A)", "choices": QUESTION_ENTITY,
+        "default_help": "as the model was trained"})
 
     def __post_init__(self):
         if self.batch_size < 1 or self.qps_sample < 0:
