@@ -291,7 +291,69 @@ class SparseIndex:
     @functools.cached_property
     def article_titles(self) -> list[str]:
         """Title of each article id (read on first use)."""
-        return [a["title"] for a in read_jsonl(self.path, "articles.jsonl")]
+        return [a["title"] for a in self._articles]
+
+    @functools.cached_property
+    def article_keys(self) -> list[str]:
+        """The corpus id of each article id (read on first use)."""
+        return [str(a["key"]) for a in self._articles]
+
+    @functools.cached_property
+    def _articles(self) -> list[dict]:
+        return read_jsonl(self.path, "articles.jsonl")
+
+    # -- title entities (a corpus whose passages are each about their title entity; the paper, 3.3) ----------
+    @functools.cached_property
+    def article_entity(self) -> np.ndarray:
+        """(A,) the entity each article's title names, -1 when the title is not an entity."""
+        from drkit.index.link_graph import title_entities
+
+        return title_entities(self.article_titles, self.entities.lookup)
+
+    @functools.cached_property
+    def passage_entity(self) -> np.ndarray:
+        """(P,) the title entity of each passage's article, -1 when none."""
+        return self.article_entity[np.asarray(self.passage_article, dtype=np.int64)]
+
+    @functools.cached_property
+    def entity_pages(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each entity's page: CSR ``(indptr (E+1,), article ids)``, articles in corpus order."""
+        from drkit.index.link_graph import pages
+
+        return pages(self.article_entity, self.n_entities)
+
+    @functools.cached_property
+    def _entity_link(self) -> tuple[np.ndarray, np.ndarray]:
+        from drkit.index.link_graph import link_graph
+
+        return link_graph(self.mention_entity, self.mentions[:, 1], self.passage_entity, self.n_entities)
+
+    @property
+    def entity_link_indptr(self) -> np.ndarray:
+        """(E+1,) the link graph L of `drkit.index.link_graph` as CSR (computed on first use)."""
+        return self._entity_link[0]
+
+    @property
+    def entity_link(self) -> np.ndarray:
+        """(nnz,) L's column indices, sorted within each row."""
+        return self._entity_link[1]
+
+    @functools.cached_property
+    def _entity_mentions(self) -> tuple[np.ndarray, np.ndarray]:
+        me = np.asarray(self.mention_entity, dtype=np.int64)
+        indptr = np.zeros(self.n_entities + 1, dtype=np.int64)
+        np.cumsum(np.bincount(me, minlength=self.n_entities), out=indptr[1:])
+        return indptr, np.argsort(me, kind="stable").astype(np.int64)
+
+    @property
+    def entity_mention_indptr(self) -> np.ndarray:
+        """(E+1,) entity e has mentions ``entity_mentions[indptr[e]:indptr[e+1]]``."""
+        return self._entity_mentions[0]
+
+    @property
+    def entity_mentions(self) -> np.ndarray:
+        """(M,) mention ids grouped by entity, ascending within an entity."""
+        return self._entity_mentions[1]
 
     def passage_text(self, passage_id: int) -> str:
         a, b = self._text_offsets[passage_id], self._text_offsets[passage_id + 1]
