@@ -51,7 +51,10 @@ def _index_parser(sub) -> None:
                    help="corpus format (default: jsonl for *.jsonl, else wikimovies)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--kb", metavar="PATH", help="KB file, subject|relation|object per line: its subjects and objects are the entities")
-    src.add_argument("--entities", metavar="PATH", help="entity list, one name per line")
+    src.add_argument("--entities", metavar="PATH|titles", action="append",
+                     help="entity list, one name per line; 'titles': every article title is an entity (a corpus whose "
+                     "passages are each about their title entity, e.g. Wikipedia); repeatable: the union, e.g. "
+                     "--entities titles --entities more.txt")
     p.add_argument("--out", required=True, metavar="DIR", help="artifact directory to write")
     p.add_argument("--questions", action="append", default=[], metavar="[HOPS:]PATH",
                    help="MetaQA-format questions for the sparse reachability report (repeatable); the hop count "
@@ -345,6 +348,72 @@ def _run_reproduce(args) -> int:
     return 0
 
 
+def _retrieve_parser(sub) -> None:
+    from drkit.qa.retrieve import RetrieveConfig
+
+    p = sub.add_parser(
+        "retrieve",
+        help="multi-hop passage retrieval with a hop-mixing model: predictions.jsonl and, with gold, metrics.json",
+        description="Rank the passages of a title-entity corpus for each question of a JSONL file ({\"id\", "
+        "\"question\"} per line; \"supporting\": gold corpus ids, and \"type\", when present, are used for scoring) "
+        "with a trained hop-mixing model: entities ranked by Z* = sum_t pi_t Z_t, each replaced by its page. Writes "
+        "OUT/predictions.jsonl ({\"id\", \"passages\": [{\"id\", \"title\", \"score\"}, ...], \"pi\", \"chain\", "
+        "\"answer\"}), OUT/bad_lines.txt and, when gold is given, OUT/metrics.json (R@k and AR@k for k = 2, 5, 10, 20, "
+        "overall and per type, questions/s at batch 1 and the batch size). The index may be one the model has never "
+        "seen: index and embed a new corpus with the model's encoder, then retrieve.",
+    )
+    p.add_argument("--index", required=True, metavar="DIR", help="sparse index (drkit index --entities titles ...)")
+    p.add_argument("--model", required=True, metavar="DIR", help="hop-mixing model, or the training run holding it")
+    p.add_argument("--mentions", metavar="DIR", help="mention index of --index (default: the one the model was trained "
+                   "with; give it for another corpus)")
+    p.add_argument("--questions", required=True, metavar="FILE.jsonl", help="questions, one JSON object per line")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    add_config_flags(p, RetrieveConfig, "retrieval")
+    p.set_defaults(run=_run_retrieve)
+
+
+def _run_retrieve(args) -> int:
+    from drkit.qa.retrieve import DrKITRetriever, RetrieveConfig, run_retrieval
+
+    retriever = DrKITRetriever.load(args.index, args.model, args.mentions)
+    index = retriever.vkb.index
+    metrics = run_retrieval(retriever, index.article_keys, index.article_titles, args.questions, args.out,
+                            config_from_args(args, RetrieveConfig), log=lambda line: print(line, file=sys.stderr))
+    o = metrics.get("overall")
+    print(f"wrote {args.out}/predictions.jsonl ({metrics['questions']} questions, {metrics['bad_lines']} bad lines)"
+          + (f"; R@2 {o['R@2']:.3f} R@5 {o['R@5']:.3f} AR@2 {o['AR@2']:.3f} AR@5 {o['AR@5']:.3f} "
+             f"({args.out}/metrics.json)" if o else ""))
+    return 0
+
+
+def _reproduce_2wiki_parser(sub) -> None:
+    from drkit.experiments.twowiki import TwoWikiConfig
+
+    p = sub.add_parser(
+        "reproduce-2wiki",
+        help="the HotpotQA-style setting on 2WikiMultiHopQA: index, encoder, embed, train hop mixing, retrieve, peers",
+        description="Run the paper's HotpotQA setting on a 2WikiMultiHopQA folder (corpus.jsonl, train.jsonl, "
+        "entities.txt): split the questions into train and dev (seeded, by type), index the corpus with every title "
+        "an entity, embed the mentions, train the hop-mixing model and its comparison rows, retrieve on dev, run the "
+        "BM25 and dense peers on the same questions, and compare entity answers with a fixed 2-hop bracketed model. "
+        "Each step is skipped when done. Writes OUT/results.md, OUT/results.json, OUT/recall_at_k.png, "
+        "OUT/timings.json.",
+    )
+    p.add_argument("--data", default="../shared/data/2wiki", metavar="DIR", help="2wiki folder (default: %(default)s)")
+    p.add_argument("--out", default="runs/2wiki", metavar="DIR", help="output folder (default: %(default)s)")
+    add_config_flags(p, TwoWikiConfig, "experiment")
+    p.set_defaults(run=_run_reproduce_2wiki)
+
+
+def _run_reproduce_2wiki(args) -> int:
+    from drkit.experiments import twowiki
+
+    twowiki.reproduce_2wiki(args.data, args.out, config_from_args(args, twowiki.TwoWikiConfig),
+                            log=lambda line: print(line, file=sys.stderr))
+    print(f"wrote {args.out}/results.md")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="drkit",
@@ -361,6 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     _evaluate_parser(sub)
     _ask_parser(sub)
     _reproduce_parser(sub)
+    _retrieve_parser(sub)
+    _reproduce_2wiki_parser(sub)
     return parser
 
 

@@ -61,7 +61,7 @@ def build_index(
     corpus: str | Path,
     out: str | Path,
     kb: str | Path | None = None,
-    entities: str | Path | None = None,
+    entities: str | Path | Sequence[str | Path] | None = None,
     corpus_format: str | None = None,
     link_config: LinkConfig = LinkConfig(),
     sparse_config: SparseConfig = SparseConfig(),
@@ -69,9 +69,14 @@ def build_index(
     overwrite: bool = False,
     log=print,
 ) -> SparseIndex:
-    """Build the sparse index of `corpus` over the entities of `kb` or of the list `entities`."""
-    if (kb is None) == (entities is None):
-        raise ConfigError("give exactly one of kb (subject|relation|object file) and entities (one name per line)")
+    """Build the sparse index of `corpus` over the entities of `kb`, or of `entities`: an entity list (one
+    name per line), ``"titles"`` (every article title is an entity: a title-entity corpus, the paper's
+    HotpotQA setting), or several of these (their union; e.g. ``["titles", "extra.txt"]``)."""
+    if isinstance(entities, (str, Path)):
+        entities = [entities]
+    if (kb is None) == (not entities):
+        raise ConfigError("give exactly one of kb (subject|relation|object file) and entities (one name per line, "
+                          "or 'titles')")
     corpus_format = corpus_format or guess_corpus_format(corpus)
     question_specs = [parse_question_spec(s) for s in questions]
     question_sets = [(hops, list(read_questions(path))) for hops, path in question_specs]  # fail early on bad lines
@@ -80,9 +85,18 @@ def build_index(
     t0 = time.perf_counter()
 
     triples = list(read_kb(kb)) if kb is not None else None
-    table = entities_from_kb(triples) if triples is not None else EntityTable.from_names(read_entity_list(entities))
+    if triples is not None:
+        table = entities_from_kb(triples)
+    else:
+        names: list[str] = []
+        for spec in entities:
+            if str(spec) == "titles":
+                names += [a.title for a in read_corpus(corpus, corpus_format, WarningLog()) if a.title.strip()]
+            else:
+                names += list(read_entity_list(spec))
+        table = EntityTable.from_names(names)
     if len(table) == 0:
-        raise ConfigError(f"no entities in {kb or entities}")
+        raise ConfigError(f"no entities in {kb or ', '.join(map(str, entities))}")
     linker = EntityLinker(table.keys, link_config.min_name_length)
     too_short = [n for n, k in zip(table.names, table.keys) if len(k) < link_config.min_name_length]
     if too_short:
@@ -143,7 +157,11 @@ def build_index(
     timings["total"] = time.perf_counter() - t0
     report["timings_s"] = {k: round(v, 2) for k, v in timings.items()}
 
-    inputs = {"corpus": file_checksum(corpus), ("kb" if kb is not None else "entities"): file_checksum(kb or entities)}
+    if kb is not None:
+        inputs = {"corpus": file_checksum(corpus), "kb": file_checksum(kb)}
+    else:
+        specs = ["titles" if str(e) == "titles" else file_checksum(e) for e in entities]
+        inputs = {"corpus": file_checksum(corpus), "entities": specs[0] if len(specs) == 1 else specs}
     inputs.update({f"questions_{i}": file_checksum(p) for i, (_, p) in enumerate(question_specs)})
     with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
         w.manifest.update(

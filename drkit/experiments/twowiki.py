@@ -1,0 +1,297 @@
+"""The paper's HotpotQA setting on 2WikiMultiHopQA in one command (``drkit reproduce-2wiki``).
+
+Real Wikipedia passages, each about its title entity; plain questions (no bracketed entity, hop count
+unknown); no KB at question time. Steps, each skipped when its output is complete (a training run or an
+evaluation made with other settings is refused, naming the setting, or made again):
+
+    split (train/dev, seeded, by type) -> index (--entities titles + the entity list) -> encoder
+    (the base MiniLM; with the kb row also pretrained on the train split's evidence triples) -> embed
+    -> train the hop-mixing model (and each row) -> retrieve on dev -> peers (BM25, dense MiniLM)
+    -> entity answers: Hits@1 of the last hop's top entity against a fixed 2-hop model given the
+    bracketed question entity
+
+Rows (``--rows``), each a hop-mixing model trained and scored like the main one but for one change:
+
+* ``fixed_0``, ``fixed_1``, ``fixed_2``: no mixing, Z_0 (rescored) / Z_1 / Z_2 alone;
+* ``links``, ``both``: the link-graph A, or both A's, instead of the TF-IDF A (the default: see results);
+* ``kb_pretrained``: the encoder pretrained on the KB made from the train split's evidence triples.
+
+Outputs in OUT: one directory per step, ``timings.json`` (wall seconds of each step), ``results.json``,
+``results.md`` and ``recall_at_k.png`` (R@k and AR@k against k for drkit and the peers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from drkit.errors import ConfigError
+from drkit.experiments.metaqa import Timings, _write_json
+from drkit.reason.follow import FollowConfig
+from drkit.reason.mixing import MixConfig
+from drkit.util.artifact import file_checksum
+
+KS = (2, 5, 10, 20)
+
+
+@dataclass(frozen=True)
+class Row:
+    what: str
+    mix: dict = field(default_factory=dict)  # MixConfig fields
+    follow: dict = field(default_factory=dict)  # FollowConfig fields
+    encoder: str = "base"  # base | kb
+
+
+DRKIT = Row("DrKIT: hop mixing over 0..2 hops, TF-IDF A, base MiniLM encoder")
+ROWS = {
+    "fixed_0": Row("no mixing: Z_0 alone (the linked entities, rescored)", mix={"fixed": 0}),
+    "fixed_1": Row("no mixing: Z_1 alone (1 hop)", mix={"fixed": 1}),
+    "fixed_2": Row("no mixing: Z_2 alone (2 hops)", mix={"fixed": 2}),
+    "links": Row("the paper's link-graph A instead of the TF-IDF A", follow={"adjacency": "links"}),
+    "both": Row("both A's (TF-IDF and link graph)", follow={"adjacency": "both"}),
+    "kb_pretrained": Row("encoder pretrained on the train split's evidence triples (distant supervision)", encoder="kb"),
+}
+
+
+@dataclass(frozen=True)
+class TwoWikiConfig:
+    """Settings of ``drkit reproduce-2wiki``."""
+
+    dev_fraction: float = field(default=0.5, metadata={"help": "share of the questions (per type) kept for dev"})
+    split_seed: int = field(default=0, metadata={"help": "seed of the train/dev split"})
+    steps: int = field(default=100, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
+    pretrain_steps: int = field(default=100, metadata={"help": "pretraining steps of the kb_pretrained row"})
+    answer_steps: int = field(default=300, metadata={"help": "training steps of the fixed 2-hop bracketed model"})
+    rows: tuple = field(default=tuple(ROWS), metadata={"help": f"rows beside DrKIT, of {', '.join(ROWS)}", "nargs": "*",
+                                                       "type": str})
+    peers: bool = field(default=True, metadata={"help": "run BM25 and dense MiniLM on the same dev questions"})
+    answers: bool = field(default=True, metadata={"help": "compare entity answers with a fixed 2-hop bracketed model"})
+    qps_sample: int = field(default=100, metadata={"help": "questions timed one at a time (batch-1 questions/s)"})
+
+    def __post_init__(self):
+        unknown = [r for r in self.rows if r not in ROWS]
+        if unknown:
+            raise ConfigError(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
+        if not 0 < self.dev_fraction < 1:
+            raise ConfigError(f"dev_fraction must be in (0, 1), got {self.dev_fraction}")
+
+
+def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = TwoWikiConfig(), log=print) -> dict:
+    """Run the experiment (module docstring) in `out`; return the results written to ``results.json``."""
+    from drkit.dense.mentions import MentionIndex, build_mention_index
+    from drkit.dense.pretrain import PretrainConfig, pretrain
+    from drkit.experiments.twowiki_data import split_questions, train_kb
+    from drkit.index.build import build_index
+    from drkit.index.sparse import SparseIndex
+    from drkit.qa.retrieve import DrKITRetriever, RetrieveConfig, run_retrieval
+    from drkit.reason.train_mixing import MixTrainConfig, train_mixing
+
+    data, out = Path(data), Path(out)
+    for f in ("corpus.jsonl", "train.jsonl", "entities.txt"):
+        if not (data / f).exists():
+            raise ConfigError(f"{data / f} is missing; --data must be a 2WikiMultiHopQA folder "
+                              "(see ../shared/data/2wiki/README.md)")
+    out.mkdir(parents=True, exist_ok=True)
+    timings = Timings(out / "timings.json")
+    split = out / "split"
+    split_questions(data / "train.jsonl", split, config.dev_fraction, config.split_seed)
+    train_file, dev_file = split / "train.jsonl", split / "dev.jsonl"
+    if not (out / "index" / "manifest.json").exists():
+        timings.run("index", lambda: build_index(data / "corpus.jsonl", out / "index",
+                                                 entities=["titles", data / "entities.txt"], overwrite=True, log=log), log)
+    index = SparseIndex.load(out / "index")
+    retrieve_config = RetrieveConfig(qps_sample=config.qps_sample)
+
+    encoders = {"base": out / "encoder-base"}
+    if not (encoders["base"] / "encoder" / "manifest.json").exists():
+        timings.run("encoder-base", lambda: pretrain(out / "index", None, encoders["base"], PretrainConfig(steps=0),
+                                                     log=log), log)
+    if any(ROWS[r].encoder == "kb" for r in config.rows):
+        encoders["kb"] = out / "pretrain-kb"
+        train_kb(train_file, out / "kb-train.txt")
+        run = encoders["kb"]
+        if not (run / "encoder" / "manifest.json").exists():
+            timings.run("pretrain-kb", lambda: pretrain(out / "index", out / "kb-train.txt", run,
+                                                        PretrainConfig(steps=config.pretrain_steps), log=log), log)
+    mentions = {}
+    for name, enc in encoders.items():
+        mentions[name] = out / f"mentions-{name}"
+        if (mentions[name] / "manifest.json").exists():
+            MentionIndex.load(mentions[name]).check_compatible(index, enc)
+        else:
+            timings.run(f"embed-{name}", lambda: build_mention_index(out / "index", enc, mentions[name], overwrite=True,
+                                                                     log=log), log)
+
+    def made_again(path: Path, made_with: dict) -> bool:
+        if path.exists() and json.loads(path.read_text()).get("made_with") == made_with:
+            return False
+        return True
+
+    results: dict = {"data": str(data), "settings": _jsonable(dataclasses.asdict(config)),
+                     "split": json.loads((split / "split.json").read_text())["counts"], "retrieval": {}, "rows": {}}
+    for name, row in [("drkit", DRKIT)] + [(r, ROWS[r]) for r in config.rows]:
+        run = out / f"train-{name}"
+        mix_config = MixConfig(**{**({"hops": 2}), **row.mix})
+        follow_config = FollowConfig(**row.follow)
+        train_config = MixTrainConfig(steps=config.steps)
+        done = (run / "done.json").exists()
+        train_mixing_call = lambda: train_mixing(out / "index", mentions[row.encoder], train_file, dev_file, run,  # noqa: E731
+                                                 mix_config, follow_config=follow_config, config=train_config, log=log)
+        train_mixing_call() if done else timings.run(f"train-{name}", train_mixing_call, log)
+        ev = out / f"retrieve-{name}"
+        made_with = {"model_sha256": file_checksum(run / "model" / "heads.safetensors")["sha256"],
+                     "base_sha256": file_checksum(run / "model" / "base" / "model.safetensors")["sha256"],
+                     "questions_sha256": file_checksum(dev_file)["sha256"], "retrieve": dataclasses.asdict(retrieve_config)}
+        if made_again(ev / "metrics.json", made_with):
+            def run_eval():
+                metrics = run_retrieval(DrKITRetriever.load(out / "index", run), index.article_keys, index.article_titles,
+                                        dev_file, ev, retrieve_config, log=log)
+                _write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
+            timings.run(f"retrieve-{name}", run_eval, log)
+        metrics = json.loads((ev / "metrics.json").read_text())
+        metrics["train"] = json.loads((run / "done.json").read_text())
+        metrics["what"] = row.what
+        metrics["mean_pi_by_type"] = mean_pi_by_type(ev / "predictions.jsonl", dev_file)
+        (results["retrieval"] if name == "drkit" else results["rows"])[name] = metrics
+    results["drkit"] = results["retrieval"].pop("drkit")
+
+    if config.peers:
+        from drkit.qa.peers import BM25Retriever, DenseRetriever
+
+        for name, make in (("bm25", BM25Retriever.from_index), ("dense", DenseRetriever.from_index)):
+            ev = out / f"peer-{name}"
+            made_with = {"index_sha256": json.loads((out / "index" / "manifest.json").read_text()).get("inputs"),
+                         "questions_sha256": file_checksum(dev_file)["sha256"], "retrieve": dataclasses.asdict(retrieve_config)}
+            if made_again(ev / "metrics.json", made_with):
+                def run_peer():
+                    metrics = run_retrieval(make(index), index.article_keys, index.article_titles, dev_file, ev,
+                                            retrieve_config, log=log)
+                    _write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
+                timings.run(f"peer-{name}", run_peer, log)
+            results["retrieval"][name] = json.loads((ev / "metrics.json").read_text())
+
+    if config.answers:
+        results["answers"] = _answers(out, index, mentions["base"], split, config, timings, log)
+    results["timings_s"] = json.loads((out / "timings.json").read_text())
+    _write_json(out / "results.json", results)
+    (out / "results.md").write_text("\n".join(results_markdown(results)) + "\n", encoding="utf-8")
+    plot_recall(results, out / "recall_at_k.png")
+    log(f"wrote {out / 'results.md'}")
+    return results
+
+
+def _answers(out: Path, index, mentions: Path, split: Path, config: TwoWikiConfig, timings, log) -> dict:
+    """Entity answers of the compositional and inference dev questions: the hop-mixing model's last hop
+    (plain question) against a fixed 2-hop DrKIT model trained and asked with the bracketed entity."""
+    from drkit.experiments.twowiki_data import bracketed_questions
+    from drkit.qa.evaluate import evaluate
+    from drkit.qa.pipeline import DrKIT
+    from drkit.reason.model import ModelConfig
+    from drkit.reason.train import TrainConfig, train
+
+    counts = {part: bracketed_questions(split / f"{part}.jsonl", out / f"bracketed-{part}.txt") for part in ("train", "dev")}
+    run = out / "train-bracketed-2hop"
+    cfg = TrainConfig(steps=config.answer_steps, batch_size=16, eval_every=config.answer_steps, dev_sample=0,
+                      checkpoint_every=config.answer_steps)
+    call = lambda: train(out / "index", mentions, out / "bracketed-train.txt", out / "bracketed-dev.txt", run,  # noqa: E731
+                         model_config=ModelConfig(hops=2), config=cfg, log=log)
+    call() if (run / "done.json").exists() else timings.run("train-bracketed-2hop", call, log)
+    ev = out / "eval-bracketed-2hop"
+    made_with = {"weights_sha256": file_checksum(run / "model" / "model.safetensors")["sha256"],
+                 "questions_sha256": file_checksum(out / "bracketed-dev.txt")["sha256"]}
+    if not (ev / "metrics.json").exists() or json.loads((ev / "metrics.json").read_text()).get("made_with") != made_with:
+        def run_eval():
+            metrics = evaluate(DrKIT.load(out / "index", run / "model"), out / "bracketed-dev.txt", ev, log=log)
+            _write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
+        timings.run("evaluate-bracketed-2hop", run_eval, log)
+    fixed = json.loads((ev / "metrics.json").read_text())
+    drkit = json.loads((out / "retrieve-drkit" / "metrics.json").read_text()).get("answers", {})
+    types = ("compositional", "inference")
+    n = sum(drkit.get(t, {}).get("questions", 0) for t in types)
+    hits = sum(drkit[t]["hits@1"] * drkit[t]["questions"] for t in types if t in drkit)
+    return {"questions": n, "drkit_mixing_hits@1": round(hits / n, 4) if n else None, "drkit_by_type": drkit,
+            "fixed_2hop_bracketed_hits@1": fixed.get("hits@1"), "fixed_2hop_bracketed_lines": fixed.get("lines"),
+            "bracketed_counts": {p: {k: v for k, v in c.items() if k != "ids"} for p, c in counts.items()}}
+
+
+def mean_pi_by_type(predictions: Path, questions: Path) -> dict:
+    """The mean mixing weights of each question type (predictions and questions in the same order)."""
+    from drkit.experiments.twowiki_data import read_question_records
+
+    types = [r.get("type") or "untyped" for r in read_question_records(questions)]
+    sums: dict[str, list] = {}
+    with open(predictions, encoding="utf-8") as f:
+        for t, line in zip(types, f):
+            pi = json.loads(line)["pi"]
+            acc = sums.setdefault(t, [0, [0.0] * len(pi)])
+            acc[0] += 1
+            acc[1] = [a + b for a, b in zip(acc[1], pi)]
+    return {t: [round(x / n, 3) for x in v] for t, (n, v) in sorted(sums.items())}
+
+
+def _jsonable(obj):
+    return json.loads(json.dumps(obj, default=list))
+
+
+def results_markdown(results: dict) -> list[str]:
+    cols = [f"R@{k}" for k in KS] + [f"AR@{k}" for k in KS]
+    head = "| retriever | " + " | ".join(cols) + " | q/s batch 1 | q/s batch 64 |"
+    lines = [f"# 2WikiMultiHopQA, dev split ({results['drkit']['overall']['questions']} questions, seeded by type)", "",
+             "## Passage retrieval", "", head, "|" + "---|" * (len(cols) + 3)]
+
+    def row(name, m):
+        o = m["overall"]
+        return (f"| {name} | " + " | ".join(f"{o[c]:.3f}" for c in cols)
+                + f" | {m.get('batch_1_questions_per_s', '-')} | {m.get('batch_64_questions_per_s', '-')} |")
+
+    lines.append(row("**drkit** (hop mixing)", results["drkit"]))
+    for name, m in results["retrieval"].items():
+        lines.append(row({"bm25": "BM25 (bm25s, title + text)", "dense": "dense MiniLM (mean pooled, cosine)"}.get(name, name), m))
+    if results["rows"]:
+        lines += ["", "## Rows (one change each from drkit)", "", head, "|" + "---|" * (len(cols) + 3)]
+        for name, m in results["rows"].items():
+            lines.append(row(f"{name}: {m['what']}", m))
+    lines += ["", "## By question type (drkit)", "", "| type | questions | R@2 | R@5 | AR@2 | AR@5 |", "|---|---|---|---|---|---|"]
+    for t, o in results["drkit"]["by_type"].items():
+        lines.append(f"| {t} | {o['questions']} | {o['R@2']:.3f} | {o['R@5']:.3f} | {o['AR@2']:.3f} | {o['AR@5']:.3f} |")
+    pi = results["drkit"].get("mean_pi_by_type")
+    if pi:
+        lines += ["", "Mean mixing weights pi (0, 1, 2 hops) by type: " + "; ".join(f"{t} {v}" for t, v in pi.items())]
+    a = results.get("answers")
+    if a:
+        lines += ["", "## Entity answers (compositional + inference dev questions)", "",
+                  f"* drkit, plain question, hop count unknown (top entity of the last hop): Hits@1 "
+                  f"{a['drkit_mixing_hits@1']} on {a['questions']} questions",
+                  f"* fixed 2-hop DrKIT model handed the bracketed entity: Hits@1 {a['fixed_2hop_bracketed_hits@1']} "
+                  f"on {a['fixed_2hop_bracketed_lines']} lines"]
+    lines += ["", "## Wall time (s)", "", "| step | s |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in results["timings_s"].items()]
+    lines.append(f"| total | {round(sum(results['timings_s'].values()), 1)} |")
+    return lines
+
+
+def plot_recall(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    runs = {"drkit": results["drkit"], **results["retrieval"]}
+    for i, (name, m) in enumerate(runs.items()):
+        for ax, metric in zip(axes, ("R", "AR")):
+            ax.plot(KS, [m["overall"][f"{metric}@{k}"] for k in KS], "o-", color=f"C{i}", label=name)
+    for ax, metric in zip(axes, ("R@k (share of gold passages in the top k)", "AR@k (all gold passages in the top k)")):
+        ax.set_xscale("log")
+        ax.set_xticks(KS, [str(k) for k in KS])
+        ax.set_xlabel("k")
+        ax.set_ylabel(metric)
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle("2WikiMultiHopQA dev split: passage retrieval")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,88 @@
+"""The peers drkit is compared with, as `drkit.qa.retrieve.Retriever`s scored by the same code.
+
+* `BM25Retriever`: BM25 over title + text (the ``bm25s`` package, its defaults: k1 1.5, b 0.75, Lucene
+  IDF; lower-cased, English stop words removed), the sparse baseline of the graph-RAG papers.
+* `DenseRetriever`: single-step dense retrieval with a sentence encoder, mean pooled and L2-normalised
+  (cosine), passages encoded as title + text (truncated to `max_pieces` word pieces); by default the
+  same all-MiniLM-L6-v2 that drkit starts from, untrained on the questions.
+
+Both rank articles (the index's passages of a title-entity corpus), like `drkit.qa.retrieve.DrKITRetriever`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from drkit.qa.retrieve import Retrieved
+from drkit.util.progress import progress
+
+
+def _article_texts(index) -> list[str]:
+    """Title and text of each article of the index (its passages joined)."""
+    parts: list[list[str]] = [[t] for t in index.article_titles]
+    for p, a in enumerate(np.asarray(index.passage_article)):
+        parts[int(a)].append(index.passage_text(p))
+    return ["\n".join(p) for p in parts]
+
+
+class BM25Retriever:
+    name = "bm25"
+
+    def __init__(self, texts: list[str]):
+        import bm25s
+
+        self._bm25s = bm25s
+        self.model = bm25s.BM25()
+        self.model.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+        self.n = len(texts)
+
+    @classmethod
+    def from_index(cls, index) -> "BM25Retriever":
+        return cls(_article_texts(index))
+
+    def retrieve(self, questions: Sequence[str], top: int) -> list[Retrieved]:
+        tokens = self._bm25s.tokenize(list(questions), stopwords="en", show_progress=False)
+        docs, scores = self.model.retrieve(tokens, k=min(top, self.n), show_progress=False, n_threads=1)
+        return [Retrieved([int(a) for a in d], [float(s) for s in sc]) for d, sc in zip(docs, scores)]
+
+
+class DenseRetriever:
+    name = "dense"
+
+    def __init__(self, texts: list[str], base: str = "all-MiniLM-L6-v2", max_pieces: int = 256, batch_size: int = 32,
+                 bf16: bool = True):
+        from drkit.data.tokenizer import encoder_path, load_tokenizer
+        from drkit.dense.encoder import _load_transformer
+
+        self.tokenizer = load_tokenizer(base)
+        self.model = _load_transformer(encoder_path(base)).eval()
+        self.max_pieces, self.bf16 = max_pieces, bf16
+        order = np.argsort([len(t) for t in texts], kind="stable")  # similar lengths batch together
+        vectors = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
+        with progress(total=len(texts), desc="dense peer: encode passages", unit="passage") as bar:
+            for s in range(0, len(texts), batch_size):
+                idx = order[s:s + batch_size]
+                vectors[idx] = self.embed([texts[i] for i in idx])
+                bar.update(len(idx))
+        self.vectors = torch.from_numpy(vectors)
+
+    @classmethod
+    def from_index(cls, index, **kw) -> "DenseRetriever":
+        return cls(_article_texts(index), **kw)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        from drkit.dense.encoder import mean_pool
+
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_pieces, return_tensors="pt")
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+            hidden = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+        pooled = mean_pool(hidden.float(), batch["attention_mask"])
+        return torch.nn.functional.normalize(pooled, dim=-1).numpy()
+
+    def retrieve(self, questions: Sequence[str], top: int) -> list[Retrieved]:
+        scores = torch.from_numpy(self.embed(list(questions))) @ self.vectors.T
+        values, ids = scores.topk(min(top, scores.shape[1]), dim=1)
+        return [Retrieved(i.tolist(), v.tolist()) for i, v in zip(ids, values)]

@@ -1,0 +1,262 @@
+"""Multi-hop passage retrieval over a title-entity corpus (the paper, 3.3) and its scoring.
+
+`drkit retrieve` reads questions as JSONL lines ``{"id", "question"}`` (other fields are ignored, except
+``supporting``: the gold corpus ids, used for scoring when present, and ``type``, used to break the
+scores down), asks a `Retriever` for the best passages of each, and writes:
+
+* ``predictions.jsonl``: one ``{"id", "passages": [{"id": <corpus id>, "title", "score"}, ...], "pi",
+  "chain"}`` per question, best passage first;
+* ``metrics.json`` (when gold is given): R@k (the mean over questions of the share of their supporting
+  passages in the top k, HippoRAG's "passage recall") and AR@k (the share of questions with every
+  supporting passage in the top k, the DrKIT paper's HotpotQA "accuracy@k") for each k, overall and per
+  question type, with questions/s at batch 1 and at the batch size;
+* ``bad_lines.txt``: every line that could not be read, with file, line and reason (counted in
+  metrics.json; a bad line never stops the run and is never silently dropped).
+
+A `Retriever` is anything with ``retrieve(questions, top) -> list[Retrieved]``: `DrKITRetriever` (a
+hop-mixing model: entities ranked by Z*, each replaced by its page), and the peers of
+`drkit.qa.peers` (BM25, single-step dense retrieval), so that all are run and scored by the same code.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+import torch
+
+from drkit.errors import ConfigError
+from drkit.util.progress import progress
+
+KS = (2, 5, 10, 20)
+
+
+@dataclass(frozen=True)
+class RetrieveConfig:
+    """Settings of `drkit retrieve`."""
+
+    top: int = field(default=20, metadata={"help": "passages written per question (at least the largest k scored)"})
+    batch_size: int = field(default=64, metadata={"help": "questions per batch"})
+    qps_sample: int = field(default=100, metadata={"help": "questions timed one at a time for questions/s at "
+                                                            "batch 1 (0: skip)"})
+
+    def __post_init__(self):
+        if self.top < max(KS) or self.batch_size < 1 or self.qps_sample < 0:
+            raise ConfigError(f"top must be at least {max(KS)}, batch_size at least 1, qps_sample at least 0")
+
+
+@dataclass
+class Retrieved:
+    """The passages found for one question, best first: article ids of the index and their scores."""
+
+    articles: list[int]
+    scores: list[float]
+    pi: list[float] | None = None  # hop-mixing weights pi_0 .. pi_T
+    chain: list | None = None  # per hop, the best entities: [{"entity", "score"}, ...]
+    answer: str | None = None  # the last hop's best entity (multi-hop slot filling)
+
+
+class Retriever(Protocol):
+    name: str
+
+    def retrieve(self, questions: Sequence[str], top: int) -> list[Retrieved]: ...
+
+
+@dataclass
+class Question:
+    id: str
+    question: str
+    supporting: list[str] | None
+    type: str | None
+    line: int
+    answers: list[str] | None = None
+
+
+def read_questions(path: str | Path) -> tuple[list[Question], list[str]]:
+    """The usable questions of a JSONL file and one message per bad line (file:line: reason). A line is
+    bad when it is not a JSON object, has no non-empty "question" string, or has a "supporting" that is
+    not a list of ids; a blank line is not a question and not bad."""
+    from drkit.data.lines import read_lines
+
+    path = Path(path)
+    items, bad = [], []
+    for line_no, line in read_lines(path, "question file"):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            bad.append(f"{path}:{line_no}: not valid JSON ({str(exc).split(':')[0]})")
+            continue
+        if not isinstance(obj, dict):
+            bad.append(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__}")
+            continue
+        q = obj.get("question")
+        if not isinstance(q, str) or not q.strip():
+            bad.append(f"{path}:{line_no}: field 'question' must be a non-empty string")
+            continue
+        sup = obj.get("supporting")
+        if sup is not None and (not isinstance(sup, list) or not all(isinstance(s, (str, int)) for s in sup)):
+            bad.append(f"{path}:{line_no}: field 'supporting' must be a list of corpus ids")
+            continue
+        qtype, answers = obj.get("type"), obj.get("answers")
+        answers = [a for a in answers if isinstance(a, str) and a.strip()] if isinstance(answers, list) else None
+        items.append(Question(str(obj.get("id", line_no)), q.strip(), [str(s) for s in sup] if sup is not None else None,
+                              qtype if isinstance(qtype, str) else None, line_no, answers or None))
+    return items, bad
+
+
+def recall_metrics(ranked: list[list[str]], gold: list[list[str]], types: list[str | None],
+                   ks: Sequence[int] = KS) -> dict:
+    """R@k and AR@k (module docstring) of ranked corpus ids against gold ones, overall and by type. A
+    question with no gold id is not scored (counted as ``without_gold``)."""
+
+    def block(idx: list[int]) -> dict:
+        out: dict = {"questions": len(idx)}
+        for k in ks:
+            shares = [len(set(ranked[i][:k]) & set(gold[i])) / len(set(gold[i])) for i in idx]
+            out[f"R@{k}"] = round(float(np.mean(shares)), 4) if idx else None
+            out[f"AR@{k}"] = round(float(np.mean([s == 1.0 for s in shares])), 4) if idx else None
+        return out
+
+    scored = [i for i in range(len(gold)) if gold[i]]
+    by_type: dict[str, list[int]] = {}
+    for i in scored:
+        by_type.setdefault(types[i] or "untyped", []).append(i)
+    return {"overall": block(scored), "by_type": {t: block(v) for t, v in sorted(by_type.items())},
+            "without_gold": len(gold) - len(scored)}
+
+
+def answer_hits(results: list[Retrieved], items: list[Question]) -> dict:
+    """Hits@1 of the retriever's answer (the last hop's best entity) on the questions that have answers,
+    by type: right when it equals one of them, ignoring case and surrounding space."""
+    by_type: dict[str, list[bool]] = {}
+    for r, q in zip(results, items):
+        if q.answers:
+            gold = {a.strip().casefold() for a in q.answers}
+            by_type.setdefault(q.type or "untyped", []).append(r.answer is not None and r.answer.strip().casefold() in gold)
+    return {t: {"questions": len(v), "hits@1": round(float(np.mean(v)), 4)} for t, v in sorted(by_type.items())}
+
+
+def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], questions: str | Path, out: str | Path,
+                  config: RetrieveConfig = RetrieveConfig(), log=print) -> dict:
+    """Retrieve for every question of `questions`, write OUT/predictions.jsonl, OUT/bad_lines.txt and (with
+    gold) OUT/metrics.json; return the metrics. `keys` and `titles` are the corpus ids and titles of the
+    index's articles."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    items, bad = read_questions(questions)
+    (out / "bad_lines.txt").write_text("".join(b + "\n" for b in bad), encoding="utf-8")
+    for b in bad[:5]:
+        log(f"skipped {b}")
+    if len(bad) > 5:
+        log(f"... {len(bad) - 5} more bad lines, all in {out / 'bad_lines.txt'}")
+    results: list[Retrieved] = []
+    t0 = time.perf_counter()
+    with progress(total=len(items), desc=f"retrieve ({retriever.name})", unit="q") as bar:
+        for s in range(0, len(items), config.batch_size):
+            batch = items[s:s + config.batch_size]
+            results += retriever.retrieve([q.question for q in batch], config.top)
+            bar.update(len(batch))
+    batch_s = time.perf_counter() - t0
+    ranked = []
+    with open(out / "predictions.jsonl", "w", encoding="utf-8") as f:
+        for q, r in zip(items, results):
+            ids = [keys[a] for a in r.articles]
+            ranked.append(ids)
+            f.write(json.dumps({"id": q.id, "passages": [{"id": keys[a], "title": titles[a], "score": round(float(s), 5)}
+                                                         for a, s in zip(r.articles, r.scores)],
+                                "pi": r.pi, "chain": r.chain, "answer": r.answer}, ensure_ascii=False) + "\n")
+    metrics: dict = {"retriever": retriever.name, "questions_file": str(questions), "questions": len(items),
+                     "bad_lines": len(bad), "top": config.top,
+                     f"batch_{config.batch_size}_questions_per_s": round(len(items) / batch_s, 2) if items else None}
+    sample = items[:config.qps_sample]
+    if sample:
+        retriever.retrieve([sample[0].question], config.top)  # warm-up
+        t = time.perf_counter()
+        for q in sample:
+            retriever.retrieve([q.question], config.top)
+        metrics["batch_1_questions_per_s"] = round(len(sample) / (time.perf_counter() - t), 2)
+        metrics["batch_1_sample"] = len(sample)
+    if any(q.supporting is not None for q in items):
+        metrics.update(recall_metrics(ranked, [q.supporting or [] for q in items], [q.type for q in items]))
+    if any(r.answer is not None for r in results) and any(q.answers for q in items):
+        metrics["answers"] = answer_hits(results, items)
+    if "overall" in metrics or "answers" in metrics:
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
+    return metrics
+
+
+class DrKITRetriever:
+    """Passages ranked by a hop-mixing model's Z* (`drkit.reason.mixing`): the best entities, each replaced
+    by its page (`drkit.qa.passages.PageRanker`); when these run out, the question linker's ranking fills
+    the list, below them, then the other articles in corpus order (so that every question gets `top`
+    passages when the corpus has them)."""
+
+    name = "drkit"
+
+    def __init__(self, model, vkb, linker, entities: int = 200, chain_top: int = 3, bf16: bool = True):
+        from drkit.qa.passages import PageRanker
+
+        self.model, self.vkb, self.linker = model, vkb, linker
+        self.pages = PageRanker.from_index(vkb.index)
+        self.entities, self.chain_top, self.bf16 = entities, chain_top, bf16
+        self.names = vkb.entity_names
+
+    @classmethod
+    def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None, **kw) -> "DrKITRetriever":
+        """A trained hop-mixing model (a ``drkit.mixing-model`` directory, or a training run holding one in
+        ``model/``) on an index; the mention index defaults to the one it was trained with."""
+        from drkit.dense.mentions import MentionIndex
+        from drkit.index.question_linking import QuestionLinkConfig, QuestionLinker
+        from drkit.index.sparse import SparseIndex
+        from drkit.reason.mixing import HopMixingModel, is_mixing_model
+        from drkit.reason.vkb import VirtualKB
+
+        model = Path(model)
+        if not is_mixing_model(model):
+            raise ConfigError(f"{model} is not a hop-mixing model (made by 'drkit reproduce-2wiki' or train_mixing)")
+        if not (model / "manifest.json").exists():
+            model = model / "model"
+        m = HopMixingModel.load(model)
+        if mentions is None:
+            mentions = m.manifest.get("mentions", {}).get("path")
+            if mentions is None:
+                raise ConfigError(f"{model} does not name its mention index; pass --mentions")
+        sparse = SparseIndex.load(index)
+        vkb = VirtualKB(sparse, MentionIndex.load(mentions))
+        m.base.set_entities(vkb.entity_names)
+        linker = QuestionLinker.from_index(sparse, QuestionLinkConfig(**m.manifest.get("link", {})))
+        return cls(m, vkb, linker, **kw)
+
+    def retrieve(self, questions: Sequence[str], top: int) -> list[Retrieved]:
+        from drkit.reason.train_mixing import linked_entity_set
+
+        linked = self.linker.link(list(questions))
+        fill = self.linker.link(list(questions), top=top) if self.linker.config.top < top else linked
+        with torch.no_grad():
+            out = self.model(list(questions), linked_entity_set(linked), self.vkb, bf16=self.bf16)
+        ids, probs = out.z_star.top(self.entities)
+        chains = [z.top(self.chain_top) for z in out.z]
+        results = []
+        for b in range(len(questions)):
+            keep = ids[b] >= 0
+            ranked = self.pages.rank(ids[b][keep], probs[b][keep], top, fallback=fill.row(b)[0])
+            chain = [[{"entity": self.names[int(e)], "score": round(float(p), 4)}
+                      for e, p in zip(cids[b], cprobs[b]) if e >= 0] for cids, cprobs in chains]
+            articles, scores = [p.article for p in ranked], [p.score for p in ranked]
+            if len(articles) < top:  # entities and linker ran out: the other articles in corpus order, below them
+                seen, low = set(articles), min(scores, default=0.0)
+                rest = [a for a in range(len(self.pages.keys)) if a not in seen][:top - len(articles)]
+                articles += rest
+                scores += [min(low, 0.0) - 1.0 - i for i in range(len(rest))]
+            last = chains[-1][0][b]
+            results.append(Retrieved(articles, scores,
+                                     [round(float(x), 4) for x in out.pi[b]], chain,
+                                     self.names[int(last[0])] if last[0] >= 0 else None))
+        return results
+

@@ -1,0 +1,204 @@
+"""Hop mixing: questions of unknown hop count (the paper, section 3.3, HotpotQA).
+
+"We run DrKIT for 2 hops for each question, and then take a weighted average of the distribution over
+entities after each hop Z* = pi_0 Z_0 + pi_1 Z_1 + pi_2 Z_2. Z_0 consists of the entities linked to the
+question itself, rescored based on an encoding of the question [...]. The mixing weights pi_i are the
+softmax outputs of a classifier on top of another encoding of the question, learnt end-to-end."
+
+`HopMixingModel` holds a T-hop `MultiHopModel` (its question encoder, hop queries and follows) and two
+heads on the mean of the question's shared-layer outputs (`MultiHopModel.pooled`):
+
+* the mixing classifier, ``pi = softmax(W_pi h)`` over 0..T hops (zero at start: uniform pi);
+* the rescoring query of Z_0, ``g_0 = [V_st,0 h ; V_en,0 h]`` (initialised as the pretrained slot-filling
+  query's start and end projections), with ``Z_0' = rescore(Z_0, g_0)`` (`drkit.reason.follow.rescore`:
+  each linked entity's prior weight times the exponentiated best score of its mentions).
+
+Hop 1 follows from the rescored Z_0', so the linker's noise is filtered before it is expanded. The
+question entity is never removed (a plain question has no single one; ``remove_topic`` is ignored).
+Z* is an `EntitySet` on the union of the supports; everything is differentiable in pi, in the queries and
+in each Z_t, so the model trains end to end from the gold entities (`mixture_loss`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from drkit.errors import ArtifactError, ConfigError
+from drkit.reason.entity_set import EntitySet
+from drkit.reason.follow import FollowConfig, FollowTrace, follow, rescore
+from drkit.reason.model import ModelConfig, MultiHopModel
+from drkit.util.artifact import ArtifactWriter, read_manifest
+
+FORMAT = "drkit.mixing-model"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class MixConfig:
+    """Shape of a hop-mixing model."""
+
+    hops: int = field(default=2, metadata={"help": "largest number of hops T; Z* mixes Z_0 .. Z_T (paper: 2)"})
+    rescore: bool = field(default=True, metadata={"help": "rescore Z_0 by an encoding of the question (paper); "
+                                                   "off: Z_0 is the linker's weights"})
+    fixed: int | None = field(default=None, metadata={"help": "no mixing: answer with Z_fixed alone (pi one-hot; "
+                                                                "the fixed-hop models mixing is compared with)"})
+
+    def __post_init__(self):
+        if self.hops < 1:
+            raise ConfigError(f"hops must be at least 1, got {self.hops}")
+        if self.fixed is not None and not 0 <= self.fixed <= self.hops:
+            raise ConfigError(f"fixed must be a hop count in 0..{self.hops}, got {self.fixed}")
+
+
+@dataclass
+class MixOutput:
+    z_star: EntitySet  # sum_t pi_t Z_t
+    pi: torch.Tensor  # (B, T+1)
+    z: list[EntitySet]  # Z_0 (rescored), Z_1, .., Z_T
+    queries: list[torch.Tensor]  # g_0, g_1, .., g_T, each (B, p)
+    traces: list[FollowTrace | None]
+
+
+def mix(sets: list[EntitySet], pi: torch.Tensor) -> EntitySet:
+    """``sum_t pi[:, t] Z_t`` as one `EntitySet` on the union of the supports (logits: log probs)."""
+    batch = pi.shape[0]
+    rows = torch.cat([z.rows for z in sets])
+    ids = torch.cat([z.ids for z in sets])
+    probs = torch.cat([z.probs.to(pi.dtype) * pi[z.rows, t] for t, z in enumerate(sets)])
+    n_entities = int(ids.max()) + 1 if len(ids) else 1
+    keys = rows.numpy() * n_entities + ids.numpy()
+    unique, inverse = np.unique(keys, return_inverse=True)
+    total = torch.zeros(len(unique), dtype=probs.dtype).index_add(0, torch.from_numpy(inverse.astype(np.int64)), probs)
+    return EntitySet(torch.from_numpy(unique // n_entities), torch.from_numpy(unique % n_entities), total, batch,
+                     torch.log(total.clamp_min(torch.finfo(total.dtype).tiny)))
+
+
+def mixture_loss(z: EntitySet, gold: list[np.ndarray]) -> tuple[torch.Tensor | None, np.ndarray]:
+    """Multi-label loss: for each row, the mean over its gold entities that are in Z*'s support of
+    ``-log Z*[g]``; averaged over the rows with at least one. (A softmax mixture is a ranking: pushing up
+    every gold entity pushes the others down.) Returns the loss (None if no row has a gold entity in its
+    support) and, per row, how many of its gold entities were in the support."""
+    rows, ids = z.rows.numpy(), z.ids.numpy()
+    n = int(max(ids.max(initial=-1), max((int(g.max()) for g in gold if len(g)), default=-1))) + 1
+    keys = rows * n + ids
+    gold_keys = np.concatenate([b * n + np.unique(g) for b, g in enumerate(gold)]) if gold else np.zeros(0, np.int64)
+    member = np.isin(keys, gold_keys)
+    found = np.bincount(rows[member], minlength=z.batch_size)
+    if not member.any():
+        return None, found
+    sel = torch.from_numpy(np.flatnonzero(member))
+    log_p = torch.log(z.probs[sel].clamp_min(torch.finfo(z.probs.dtype).tiny))
+    per_row = torch.zeros(z.batch_size, dtype=log_p.dtype).index_add(0, z.rows[sel], -log_p)
+    has = torch.from_numpy(found > 0)
+    return (per_row[has] / torch.from_numpy(found[found > 0]).to(log_p.dtype)).mean(), found
+
+
+class HopMixingModel(nn.Module):
+    """A T-hop DrKIT model whose answer distribution mixes Z_0 .. Z_T with weights from the question."""
+
+    def __init__(self, base: MultiHopModel, config: MixConfig = MixConfig()):
+        super().__init__()
+        if base.config.hops != config.hops:
+            raise ConfigError(f"the base model has {base.config.hops} hops, the mixing model {config.hops}")
+        self.config = config
+        self.base = base
+        hidden, half = base.encoder.bert_config.hidden_size, base.dim // 2
+        self.pi_head = nn.Linear(hidden, config.hops + 1)
+        nn.init.zeros_(self.pi_head.weight)
+        nn.init.zeros_(self.pi_head.bias)
+        self.start0 = nn.Linear(hidden, half, bias=False)
+        self.end0 = nn.Linear(hidden, half, bias=False)
+        self.manifest: dict = {}
+
+    @classmethod
+    def from_encoder(cls, encoder, config: MixConfig = MixConfig(), model_config: ModelConfig | None = None,
+                     follow_config: FollowConfig = FollowConfig()) -> "HopMixingModel":
+        """A new model whose question encoder and Z_0 query start from a pretrained `DualEncoder`."""
+        import dataclasses
+
+        model_config = dataclasses.replace(model_config or ModelConfig(), hops=config.hops)
+        model = cls(MultiHopModel.from_encoder(encoder, model_config, follow_config), config)
+        model.start0.load_state_dict(encoder.query_start.state_dict())
+        model.end0.load_state_dict(encoder.query_end.state_dict())
+        return model
+
+    @property
+    def follow_config(self) -> FollowConfig:
+        return self.base.follow_config
+
+    def forward(self, texts: list[str], z0: EntitySet, vkb, bf16: bool = True, trace: bool = False,
+                follow_config: FollowConfig | None = None) -> MixOutput:
+        base, fc = self.base, follow_config or self.base.follow_config
+        if len(base.entity_table) != vkb.graph.n_entities:
+            raise ConfigError(f"the model's entity table has {len(base.entity_table)} rows but the index has "
+                              f"{vkb.graph.n_entities} entities; call set_entities with the index's names")
+        enc = base.encode(texts, bf16)
+        h = base.pooled(enc)  # (B, hidden) float32
+        if self.config.fixed is None:
+            pi = torch.softmax(self.pi_head(h), dim=-1)  # (B, T+1)
+        else:
+            pi = torch.nn.functional.one_hot(torch.full((len(texts),), self.config.fixed), self.config.hops + 1).float()
+        g0 = torch.cat([self.start0(h), self.end0(h)], dim=-1)  # (B, p)
+        traces: list[FollowTrace | None] = []
+        if self.config.rescore:
+            result = rescore(z0, g0, vkb.graph, fc, trace=trace)
+            z, tr = result if trace else (result, None)
+        else:
+            z, tr = z0, None
+        sets, queries = [z], [g0]
+        traces.append(tr)
+        for t in range(self.config.hops):
+            q = base.hop_queries(enc, t, z)
+            power = base.tfidf_power[t].clamp_min(0) if base.config.learn_tfidf_power else None
+            result = follow(z, q, vkb.graph, vkb.search, fc, None, trace=trace, tfidf_power=power)
+            z, tr = result if trace else (result, None)
+            sets.append(z)
+            queries.append(q)
+            traces.append(tr)
+        z_star = mix(sets, pi) if self.config.fixed is None else sets[self.config.fixed]
+        return MixOutput(z_star, pi, sets, queries, traces)
+
+    # -- persistence: the base model in base/, the heads beside it ---------------------------------------
+    def save(self, out: str | Path, overwrite: bool = False, extra_manifest: dict | None = None) -> None:
+        from safetensors.torch import save_file
+
+        with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
+            self.base.save(w.path("base"), extra_manifest=extra_manifest)
+            heads = {k: v.detach().contiguous().clone() for k, v in self.state_dict().items() if not k.startswith("base.")}
+            save_file(heads, str(w.path("heads.safetensors")))
+            w.manifest.update(mix=asdict(self.config), **(extra_manifest or {}))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "HopMixingModel":
+        path = Path(path)
+        manifest = read_manifest(path, FORMAT, FORMAT_VERSION)
+        base = MultiHopModel.load(path / "base")
+        model = cls(base, MixConfig(**manifest["mix"]))
+        from safetensors.torch import load_file
+
+        missing, unexpected = model.load_state_dict(load_file(str(path / "heads.safetensors")), strict=False)
+        missing = [k for k in missing if not k.startswith("base.")]
+        if missing or unexpected:
+            raise ArtifactError(f"{path / 'heads.safetensors'} does not match the mixing heads: missing {missing[:5]}, "
+                                f"unexpected {unexpected[:5]}")
+        model.manifest = manifest
+        return model.eval()
+
+
+def is_mixing_model(path: str | Path) -> bool:
+    """Whether `path` (or its ``model/``) is a hop-mixing model directory."""
+    path = Path(path)
+    for p in (path, path / "model"):
+        m = p / "manifest.json"
+        if m.exists():
+            try:
+                return json.loads(m.read_text()).get("format") == FORMAT
+            except ValueError:
+                return False
+    return False

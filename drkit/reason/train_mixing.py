@@ -1,0 +1,231 @@
+"""End-to-end training of a hop-mixing model from gold passages (the paper's HotpotQA setting).
+
+Questions are JSONL lines ``{"id", "question", "supporting": [corpus ids], "answers": [...]}`` (2WikiMultiHopQA's
+format; other fields are ignored). The gold entities of a question are the title entities of its
+supporting passages, and, with `answers`, its answers that are entities of the index (the paper trains
+"from the answers where these are entities"). Z_0 is the question linker's (`drkit.index.question_linking`);
+the loss is `drkit.reason.mixing.mixture_loss` on Z*. Every `eval_every` steps the share of dev gold
+page entities in the top 5 of Z* (entity R@5) is logged.
+
+The run directory holds ``run.json`` (settings: a rerun with the same ones finds the run done, with
+others it is refused, naming the setting), ``train_log.jsonl``, ``dev_log.jsonl``, ``model/`` and
+``done.json``. The model kept is the last step's (``keep="last"``, default: dev only draws the learning
+curve) or the best on dev (``keep="best"``). Runs are short (minutes), so an interrupted one starts again from its first step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from drkit.dense.encoder import DualEncoder
+from drkit.dense.mentions import MentionIndex, resolve_encoder_dir
+from drkit.errors import ConfigError, InputFormatError
+from drkit.index.question_linking import QuestionLinkConfig, QuestionLinker
+from drkit.index.sparse import SparseIndex
+from drkit.reason.entity_set import EntitySet
+from drkit.reason.follow import FollowConfig
+from drkit.reason.mixing import HopMixingModel, MixConfig, mixture_loss
+from drkit.reason.model import ModelConfig
+from drkit.reason.vkb import VirtualKB
+from drkit.util.progress import progress
+from drkit.util.runs import adamw, optimizer_step, prepare_run
+from drkit.util.sampling import step_rows
+
+
+@dataclass(frozen=True)
+class MixTrainConfig:
+    """Settings of hop-mixing training."""
+
+    steps: int = field(default=300, metadata={"help": "optimizer steps"})
+    batch_size: int = field(default=16, metadata={"help": "questions per step"})
+    lr: float = field(default=2e-5, metadata={"help": "peak learning rate of the transformer layers"})
+    head_lr: float = field(default=1e-3, metadata={"help": "peak learning rate of the projections and the pi classifier"})
+    power_lr: float = field(default=0.02, metadata={"help": "peak learning rate of the per-hop TF-IDF powers"})
+    warmup: float = field(default=0.1, metadata={"help": "fraction of steps of linear warm-up"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})
+    eval_every: int = field(default=50, metadata={"help": "steps between dev evaluations (the learning curve)"})
+    keep: str = field(default="last", metadata={"help": "the model kept: 'last' (the final step's; dev only draws the "
+                                                       "curve) or 'best' (the best on dev: model selection on dev)"})
+    answers: bool = field(default=True, metadata={"help": "answers that are entities are gold entities too"})
+    bf16: bool = field(default=True, metadata={"help": "bf16 autocast for the question encoder"})
+    seed: int = field(default=0, metadata={"help": "seed of the question order and dropout"})
+
+    def __post_init__(self):
+        if self.steps < 0 or self.batch_size < 1 or self.eval_every < 1:
+            raise ConfigError("steps must be >= 0, batch_size and eval_every >= 1")
+        if self.keep not in ("last", "best"):
+            raise ConfigError(f"keep must be 'last' or 'best', got {self.keep!r}")
+
+
+def linked_entity_set(linked) -> EntitySet:
+    """A `drkit.index.question_linking.LinkedQuestions` as Z_0."""
+    return EntitySet(torch.from_numpy(linked.rows.astype(np.int64)), torch.from_numpy(linked.ids.astype(np.int64)),
+                     torch.from_numpy(linked.weights.astype(np.float32)), linked.batch_size)
+
+
+def _article_of(index: SparseIndex) -> dict[str, int]:
+    return {k: i for i, k in enumerate(index.article_keys)}
+
+
+def gold_questions(path: str | Path, index: SparseIndex, answers: bool = True) -> tuple[list[dict], dict]:
+    """Questions with their gold entity ids (``gold``: title entities of the supporting passages, then, with
+    `answers`, the answers that are entities; ``pages``: the former only). A supporting id not in the corpus,
+    or a passage whose title is not an entity, is counted in the returned counts, not fatal; a line that is
+    not a JSON object with a "question" string is an `InputFormatError` naming file and line."""
+    from drkit.data.corpus import iter_json_objects
+
+    article = _article_of(index)
+    items, counts = [], {"lines": 0, "supporting_not_in_corpus": 0, "supporting_without_entity": 0,
+                         "answer_entities": 0, "without_gold": 0}
+    for line, obj in iter_json_objects(path, "question file"):
+        counts["lines"] += 1
+        if not isinstance(obj.get("question"), str) or not obj["question"].strip():
+            raise InputFormatError(path, line, "'question' must be a non-empty string", field="question")
+        supporting = obj.get("supporting") or []
+        if not isinstance(supporting, list):
+            raise InputFormatError(path, line, "'supporting' must be a list of corpus ids", field="supporting")
+        gold = []
+        for key in supporting:
+            a = article.get(str(key))
+            if a is None:
+                counts["supporting_not_in_corpus"] += 1
+            elif index.article_entity[a] < 0:
+                counts["supporting_without_entity"] += 1
+            else:
+                gold.append(int(index.article_entity[a]))
+        n_pages = len(gold)
+        if answers:
+            for ans in obj.get("answers") or []:
+                e = index.entities.lookup(ans) if isinstance(ans, str) else None
+                if e is not None and e not in gold:
+                    gold.append(int(e))
+                    counts["answer_entities"] += 1
+        if not gold:
+            counts["without_gold"] += 1
+        items.append({"id": obj.get("id", str(line)), "question": obj["question"].strip(), "gold": np.array(gold, np.int64),
+                      "pages": np.array(gold[:n_pages], np.int64), "type": obj.get("type"), "line": line})
+    return items, counts
+
+
+def entity_recall(model: HopMixingModel, vkb: VirtualKB, linker: QuestionLinker, items: list[dict], k: int = 5,
+                  batch_size: int = 32) -> float:
+    """Mean over questions of the share of their page entities in the top `k` of Z*."""
+    shares = []
+    with torch.no_grad():
+        for s in range(0, len(items), batch_size):
+            batch = items[s:s + batch_size]
+            texts = [it["question"] for it in batch]
+            out = model(texts, linked_entity_set(linker.link(texts)), vkb, bf16=True)
+            ids, _ = out.z_star.top(k)
+            for b, it in enumerate(batch):
+                if len(it["pages"]):
+                    shares.append(np.isin(it["pages"], ids[b]).mean())
+    return float(np.mean(shares)) if shares else 0.0
+
+
+def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Path, dev_file: str | Path,
+                 out: str | Path, mix_config: MixConfig = MixConfig(), model_config: ModelConfig = ModelConfig(),
+                 follow_config: FollowConfig = FollowConfig(), config: MixTrainConfig = MixTrainConfig(),
+                 link_config: QuestionLinkConfig = QuestionLinkConfig(), overwrite: bool = False, log=print) -> Path:
+    """Train a hop-mixing model, written to ``out/model`` (the last step's, or with ``keep="best"`` the best on
+    dev by entity R@5 of Z*)."""
+    run = Path(out)
+    mentions = MentionIndex.load(mentions_dir)
+    encoder_dir = resolve_encoder_dir(mentions.manifest["encoder"]["path"])
+    settings = {"train": dataclasses.asdict(config), "mix": dataclasses.asdict(mix_config),
+                "model": dataclasses.asdict(model_config), "follow": dataclasses.asdict(follow_config),
+                "link": dataclasses.asdict(link_config), "index": str(index_dir), "mentions": str(mentions_dir),
+                "encoder": str(encoder_dir), "train_file": str(train_file), "dev_file": str(dev_file)}
+    prepare_run(run, settings, overwrite, "training", paths=("index", "mentions", "encoder", "train_file", "dev_file"))
+    if (run / "done.json").exists():
+        log(f"{run} is already trained ({run / 'model'}); pass --overwrite to train again")
+        return run / "model"
+    for name in ("train_log.jsonl", "dev_log.jsonl"):  # an interrupted run starts again
+        (run / name).unlink(missing_ok=True)
+    torch.manual_seed(config.seed)
+    index = SparseIndex.load(index_dir)
+    vkb = VirtualKB(index, mentions)
+    linker = QuestionLinker.from_index(index, link_config)
+    train_items, train_counts = gold_questions(train_file, index, config.answers)
+    dev_items, dev_counts = gold_questions(dev_file, index, False)
+    usable = [it for it in train_items if len(it["gold"])]
+    log(f"training questions: {len(usable)} of {len(train_items)} with a gold entity ({train_counts}); "
+        f"dev: {len(dev_items)} ({dev_counts})")
+    if not usable:
+        raise ConfigError(f"no training question of {train_file} has a gold entity in the index {index_dir}")
+    model = HopMixingModel.from_encoder(DualEncoder.load(encoder_dir), mix_config, model_config, follow_config)
+    model.base.set_entities(vkb.entity_names)
+    heads = [p for n, p in model.named_parameters() if p.requires_grad and (
+        not n.startswith("base.") or n.startswith(("base.encoder.start.", "base.encoder.end.", "base.encoder.entity.")))]
+    powers = [model.base.tfidf_power] if model.base.tfidf_power.requires_grad else []
+    special = {id(p) for p in heads + powers}
+    body = [p for p in model.parameters() if p.requires_grad and id(p) not in special]
+    opt, sched = adamw([{"params": body, "lr": config.lr}, {"params": heads, "lr": config.head_lr},
+                        {"params": powers, "lr": config.power_lr, "weight_decay": 0.0}],
+                       config.weight_decay, config.steps, config.warmup)
+    staging = run / ".model-best"
+    identity = {"index": str(Path(index_dir).resolve()), "encoder": str(Path(encoder_dir).resolve()),
+                "mentions": {"path": str(Path(mentions_dir).resolve()),
+                             "encoder_sha256": mentions.manifest["encoder"]["sha256"],
+                             "index_mentions_sha256": mentions.manifest["index"]["mentions_sha256"]},
+                "link": dataclasses.asdict(link_config)}
+    best = {"entity_R@5": -1.0, "step": 0}
+
+    def evaluate(step: int) -> None:
+        nonlocal best
+        model.eval()
+        r5 = entity_recall(model, vkb, linker, dev_items)
+        model.train()
+        _append(run / "dev_log.jsonl", {"step": step, "entity_R@5": round(r5, 5)})
+        if r5 > best["entity_R@5"] if config.keep == "best" else step == config.steps:
+            best = {"entity_R@5": r5, "step": step}
+            model.save(staging, overwrite=True, extra_manifest={**identity, "training": {"best": best, "settings": settings}})
+        log(f"step {step}: dev entity R@5 {r5:.4f}" + (f" (best {best['entity_R@5']:.4f} at step {best['step']})"
+                                                        if config.keep == "best" else ""))
+
+    evaluate(0)
+    model.train()
+    t0 = time.perf_counter()
+    with open(run / "train_log.jsonl", "a", encoding="utf-8") as logf, \
+            progress(total=config.steps, desc="train mixing", unit="step") as bar:
+        for step in range(config.steps):
+            t = time.perf_counter()
+            batch = [usable[i] for i in step_rows(len(usable), config.batch_size, step, config.seed)]
+            texts = [it["question"] for it in batch]
+            out = model(texts, linked_entity_set(linker.link(texts)), vkb, bf16=config.bf16)
+            loss, found = mixture_loss(out.z_star, [it["gold"] for it in batch])
+            record = {"step": step + 1, "gold": int(sum(len(it["gold"]) for it in batch)), "gold_in_support": int(found.sum()),
+                      "pi": [round(float(x), 3) for x in out.pi.detach().mean(0)]}
+            if loss is not None:
+                record.update(loss=round(loss.item(), 5), grad_norm=round(optimizer_step(opt, loss), 4))
+                if not math.isfinite(record["loss"]):
+                    raise FloatingPointError(f"training loss is {record['loss']} at step {step + 1}")
+            sched.step()
+            record["step_s"] = round(time.perf_counter() - t, 3)
+            logf.write(json.dumps(record) + "\n")
+            logf.flush()
+            bar.set_postfix(loss=record.get("loss", "-"), best=round(best["entity_R@5"], 3))
+            bar.update(1)
+            if (step + 1) % config.eval_every == 0 or step + 1 == config.steps:
+                evaluate(step + 1)
+    if (run / "model").exists():
+        shutil.rmtree(run / "model")
+    staging.rename(run / "model")
+    train_s = time.perf_counter() - t0
+    (run / "done.json").write_text(json.dumps({"best": best, "train_s": round(train_s, 1)}, indent=2) + "\n")
+    log(f"wrote {run / 'model'} (step {best['step']}, dev entity R@5 {best['entity_R@5']:.4f}; {train_s:.0f} s)")
+    return run / "model"
+
+
+def _append(path: Path, record: dict) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")

@@ -1,0 +1,231 @@
+"""Passage retrieval (drkit.qa.retrieve, `drkit retrieve`): R@k / AR@k against a literal reference, bad lines
+counted and reported, the peers, and a hop-mixing model trained on one tiny title-entity corpus and run,
+without retraining, on a second one it has never seen (the way held-out corpora are scored)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from drkit.cli import main
+from drkit.qa.retrieve import Retrieved, read_questions, recall_metrics, run_retrieval
+
+
+def test_recall_metrics_by_hand():
+    ranked = [["a", "b", "c", "d", "e", "f"], ["x", "y", "z", "a", "b", "c"], ["q"]]
+    gold = [["a", "c"], ["b"], []]
+    m = recall_metrics(ranked, gold, ["t1", "t2", "t1"], ks=(2, 5))
+    assert m["overall"] == {"questions": 2, "R@2": 0.25, "AR@2": 0.0, "R@5": 1.0, "AR@5": 1.0}
+    assert m["by_type"]["t1"]["R@2"] == 0.5 and m["by_type"]["t2"]["R@5"] == 1.0
+    assert m["without_gold"] == 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_recall_metrics_match_a_loop(seed):
+    rng = np.random.default_rng(seed)
+    ranked = [[str(x) for x in rng.permutation(30)[:20]] for _ in range(25)]
+    gold = [[str(x) for x in rng.choice(30, size=int(rng.integers(1, 5)), replace=False)] for _ in range(25)]
+    m = recall_metrics(ranked, gold, [None] * 25)
+    for k in (2, 5, 10, 20):
+        r = ar = 0.0
+        for rk, g in zip(ranked, gold):
+            hit = 0
+            for x in g:
+                if x in rk[:k]:
+                    hit += 1
+            r += hit / len(g)
+            ar += 1.0 if hit == len(g) else 0.0
+        assert m["overall"][f"R@{k}"] == pytest.approx(r / 25, abs=1e-4)
+        assert m["overall"][f"AR@{k}"] == pytest.approx(ar / 25, abs=1e-4)
+
+
+class FirstPassages:
+    name = "first"
+
+    def retrieve(self, questions, top):
+        return [Retrieved(list(range(top)), [1.0 / (i + 1) for i in range(top)]) for _ in questions]
+
+
+def test_bad_lines_are_reported_and_counted(tmp_path):
+    q = tmp_path / "q.jsonl"
+    q.write_text("\n".join([
+        json.dumps({"id": "ok", "question": "who?", "supporting": ["k0", "k1"], "type": "t"}),
+        "{not json",
+        json.dumps(["a", "list"]),
+        json.dumps({"id": "no-question"}),
+        json.dumps({"id": "bad-sup", "question": "what?", "supporting": "k0"}),
+        "",
+        json.dumps({"id": "ok2", "question": "where?", "supporting": ["k30"]}),
+    ]) + "\n")
+    items, bad = read_questions(q)
+    assert [i.id for i in items] == ["ok", "ok2"]
+    assert [b.split(": ")[0] for b in bad] == [f"{q}:2", f"{q}:3", f"{q}:4", f"{q}:5"]
+    keys = [f"k{i}" for i in range(40)]
+    m = run_retrieval(FirstPassages(), keys, keys, q, tmp_path / "out", log=lambda *a: None)
+    assert m["bad_lines"] == 4 and m["questions"] == 2
+    assert (tmp_path / "out" / "bad_lines.txt").read_text().count("\n") == 4
+    assert m["overall"]["R@2"] == 0.5 and m["overall"]["AR@20"] == 0.5
+    lines = (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and len(json.loads(lines[0])["passages"]) == 20
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["bad_lines"] == 4
+
+
+def test_bm25_peer_finds_the_passage_with_the_rare_words():
+    from drkit.qa.peers import BM25Retriever
+
+    texts = ["The quick brown fox", "A slow green turtle crosses the road", "Lorem ipsum dolor", "Brown bears sleep"]
+    r = BM25Retriever(texts)
+    out = r.retrieve(["which turtle is green", "where do bears sleep"], top=2)
+    assert out[0].articles[0] == 1 and out[1].articles[0] == 3
+    assert out[0].scores[0] >= out[0].scores[1]
+
+
+# -- a hop-mixing model on a tiny title-entity corpus, then on a second corpus it has never seen ------------
+
+FIRST = ["Anna", "Boris", "Clara", "Dmitri", "Elena", "Felix", "Greta", "Hugo", "Irene", "Jonas"]
+LAST = ["Abbott", "Brennan", "Castillo", "Dorsey", "Eckhart", "Fairbanks"]
+ADJ = ["Silver", "Hidden", "Broken", "Crimson", "Silent", "Golden", "Frozen", "Wild"]
+NOUN = ["River", "Garden", "Harbor", "Mountain", "Letter", "Empire"]
+CITY = ["Oslo", "Lima", "Perth", "Quito", "Riga", "Sofia", "Turin", "Utrecht"]
+
+
+def title_corpus(seed, n_films=16, n_directors=8):
+    rng = np.random.default_rng(seed)
+    people = [f"{f} {l}" for f in FIRST for l in LAST]
+    films = [f"The {a} {n}" for a in ADJ for n in NOUN]
+    rng.shuffle(people), rng.shuffle(films)
+    directors = people[:n_directors]
+    rows, questions = [], []
+    born = {d: CITY[rng.integers(len(CITY))] for d in directors}
+    for i, d in enumerate(directors):
+        rows.append({"id": f"s{seed}-d{i}", "title": d, "text": f"{d} is a film director born in {born[d]}."})
+    directed = {}
+    for i, f in enumerate(films[:n_films]):
+        d = directors[rng.integers(len(directors))]
+        directed[f] = d
+        year = 1950 + int(rng.integers(60))
+        rows.append({"id": f"s{seed}-f{i}", "title": f, "text": f"{f} is a {year} film directed by {d}."})
+    key = {r["title"]: r["id"] for r in rows}
+    for i, f in enumerate(films[:n_films]):
+        g = films[(i + 1) % n_films]
+        questions.append({"id": f"q{seed}-c{i}", "type": "comparison", "question": f"Which film came out first, {f} or {g}?",
+                          "supporting": [key[f], key[g]], "answers": [f]})
+        d = directed[f]
+        questions.append({"id": f"q{seed}-p{i}", "type": "compositional",
+                          "question": f"Where was the director of film {f} born?",
+                          "supporting": [key[f], key[d]], "answers": [born[d]]})
+    return rows, questions
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def mixing_run(tmp_path_factory, tiny_base):
+    from drkit.dense.encoder import EncoderConfig
+    from drkit.dense.mentions import EmbedConfig, build_mention_index
+    from drkit.dense.pretrain import PretrainConfig, pretrain
+    from drkit.index.build import build_index
+    from drkit.reason.model import ModelConfig
+    from drkit.reason.train_mixing import MixTrainConfig, train_mixing
+
+    d = tmp_path_factory.mktemp("titles")
+    quiet = lambda *a: None  # noqa: E731
+    for seed in (1, 2):
+        rows, questions = title_corpus(seed)
+        write_jsonl(d / f"corpus{seed}.jsonl", rows)
+        write_jsonl(d / f"questions{seed}.jsonl", questions)
+        (d / f"cities{seed}.txt").write_text("\n".join(CITY) + "\n")
+        build_index(d / f"corpus{seed}.jsonl", d / f"index{seed}", entities=["titles", d / f"cities{seed}.txt"], log=quiet)
+    pretrain(d / "index1", None, d / "enc", PretrainConfig(steps=0, bf16=False), EncoderConfig(base=str(tiny_base), dim=32),
+             log=quiet)
+    for seed in (1, 2):  # the second corpus is embedded with the same encoder
+        build_mention_index(d / f"index{seed}", d / "enc", d / f"mentions{seed}", EmbedConfig(bf16=False), log=quiet)
+    train_mixing(d / "index1", d / "mentions1", d / "questions1.jsonl", d / "questions1.jsonl", d / "run",
+                 model_config=ModelConfig(shared_layers=1, hop_layers=1),
+                 config=MixTrainConfig(steps=4, batch_size=8, eval_every=4, bf16=False), log=quiet)
+    return d
+
+
+def test_titles_are_the_entities(mixing_run):
+    from drkit.index.sparse import SparseIndex
+
+    index = SparseIndex.load(mixing_run / "index1")
+    rows = [json.loads(line) for line in (mixing_run / "corpus1.jsonl").read_text().splitlines()]
+    assert all(index.entities.lookup(r["title"]) is not None for r in rows)
+    assert all(index.entities.lookup(c) is not None for c in CITY)
+    assert (index.article_entity >= 0).all()
+    manifest = json.loads((mixing_run / "index1" / "manifest.json").read_text())
+    assert manifest["inputs"]["entities"][0] == "titles"
+
+
+@pytest.mark.parametrize("seed", [1, 2])  # 2: a corpus the model was not trained on
+def test_retrieve_cli_on_the_training_corpus_and_an_unseen_one(mixing_run, tmp_path, seed, capsys):
+    d = mixing_run
+    out = tmp_path / "out"
+    assert main(["retrieve", "--index", str(d / f"index{seed}"), "--model", str(d / "run"), "--mentions",
+                 str(d / f"mentions{seed}"), "--questions", str(d / f"questions{seed}.jsonl"), "--out", str(out),
+                 "--qps-sample", "3", "--batch-size", "7"]) == 0
+    assert "R@5" in capsys.readouterr().out
+    preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    questions = [json.loads(line) for line in (d / f"questions{seed}.jsonl").read_text().splitlines()]
+    assert [p["id"] for p in preds] == [q["id"] for q in questions]
+    keys = {json.loads(line)["id"] for line in (d / f"corpus{seed}.jsonl").read_text().splitlines()}
+    for p in preds:
+        assert len(p["passages"]) == 20 and len({x["id"] for x in p["passages"]}) == 20
+        assert {x["id"] for x in p["passages"]} <= keys  # passages of the corpus asked, not the training one
+        assert len(p["pi"]) == 3 and abs(sum(p["pi"]) - 1) < 1e-3
+        assert len(p["chain"]) == 3
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["questions"] == len(questions) and metrics["bad_lines"] == 0
+    # both films are named in a comparison question: the linker puts them in Z_0, and they stay on top
+    assert metrics["by_type"]["comparison"]["AR@5"] >= 0.9, metrics["by_type"]
+    assert metrics["by_type"]["compositional"]["R@5"] >= 0.5, metrics["by_type"]
+    assert set(metrics["answers"]) == {"comparison", "compositional"}
+
+
+def test_index_cli_entities_titles_and_a_list(mixing_run, tmp_path):
+    from drkit.index.sparse import SparseIndex
+
+    d = mixing_run
+    assert main(["index", "--corpus", str(d / "corpus1.jsonl"), "--entities", "titles", "--out", str(tmp_path / "t")]) == 0
+    assert main(["index", "--corpus", str(d / "corpus1.jsonl"), "--entities", "titles", "--entities",
+                 str(d / "cities1.txt"), "--out", str(tmp_path / "tc")]) == 0
+    n_articles = len((d / "corpus1.jsonl").read_text().splitlines())
+    assert SparseIndex.load(tmp_path / "t").n_entities == n_articles
+    assert SparseIndex.load(tmp_path / "tc").n_entities == n_articles + len(CITY)
+
+
+def test_mixing_training_run_and_model_round_trip(mixing_run, tmp_path):
+    import torch
+
+    from drkit.dense.mentions import MentionIndex
+    from drkit.index.question_linking import QuestionLinker
+    from drkit.index.sparse import SparseIndex
+    from drkit.reason.mixing import HopMixingModel, is_mixing_model
+    from drkit.reason.train_mixing import linked_entity_set
+    from drkit.reason.vkb import VirtualKB
+
+    d = mixing_run
+    assert [json.loads(line)["step"] for line in (d / "run" / "dev_log.jsonl").read_text().splitlines()] == [0, 4]
+    assert len((d / "run" / "train_log.jsonl").read_text().splitlines()) == 4
+    assert json.loads((d / "run" / "done.json").read_text())["best"]["step"] == 4  # keep="last"
+    assert is_mixing_model(d / "run") and not is_mixing_model(d / "index1")
+    model = HopMixingModel.load(d / "run" / "model")
+    model.save(tmp_path / "copy")
+    again = HopMixingModel.load(tmp_path / "copy")
+    index = SparseIndex.load(d / "index1")
+    vkb = VirtualKB(index, MentionIndex.load(d / "mentions1"))
+    for m in (model, again):
+        m.base.set_entities(vkb.entity_names)
+    texts = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()[:6]]
+    z0 = linked_entity_set(QuestionLinker.from_index(index).link(texts))
+    with torch.no_grad():
+        a, b = model(texts, z0, vkb, bf16=False), again(texts, z0, vkb, bf16=False)
+        one = model(texts[2:3], linked_entity_set(QuestionLinker.from_index(index).link(texts[2:3])), vkb, bf16=False)
+    torch.testing.assert_close(a.pi, b.pi)
+    torch.testing.assert_close(a.z_star.to_dense(index.n_entities), b.z_star.to_dense(index.n_entities))
+    # a question is answered the same alone and in a batch
+    torch.testing.assert_close(one.z_star.to_dense(index.n_entities)[0], a.z_star.to_dense(index.n_entities)[2],
+                               atol=1e-5, rtol=1e-4)
