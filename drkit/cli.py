@@ -100,7 +100,11 @@ def _pretrain_parser(sub) -> None:
     )
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index built by 'drkit index'")
     p.add_argument("--kb", metavar="PATH", default=None,
-                   help="KB file, subject|relation|object per line (default: none; only --steps 0 then)")
+                   help="KB file, subject|relation|object per line (default: none; only --steps 0 then, unless --qa)")
+    p.add_argument("--qa", metavar="FILE.jsonl", default=None,
+                   help="question-answer pairs over a title-entity corpus, {\"question\", \"supporting\": [corpus ids]} per "
+                   "line: each question is a query answered by its supporting passages' title entities, with "
+                   "BM25-retrieved negatives (with --kb too: steps alternate between the two)")
     p.add_argument("--out", required=True, metavar="DIR", help="run directory (resumed if it holds a run with the same settings)")
     p.add_argument("--overwrite", action="store_true", help="delete --out and start again")
     add_config_flags(p, PretrainConfig, "pretraining recipe")
@@ -116,7 +120,7 @@ def _run_pretrain(args) -> int:
 
     pretrain(args.index, args.kb, args.out, config_from_args(args, PretrainConfig),
              config_from_args(args, EncoderConfig), config_from_args(args, DistantConfig), overwrite=args.overwrite,
-             log=lambda line: print(line, file=sys.stderr))
+             log=lambda line: print(line, file=sys.stderr), qa=args.qa)
     return 0
 
 
@@ -292,7 +296,9 @@ def _ask_parser(sub) -> None:
         help="answer questions and show each answer's reasoning chain",
         description="Answer each QUESTION. The question entity is the bracketed name ('who directed [Kismet]'), or, "
         "for a plain question, the least frequent entity of the index named in it. Prints the answers with their "
-        "probabilities and, for each hop, the top entities with their supporting mention in its passage.",
+        "probabilities and, for each hop, the top entities with their supporting mention in its passage. With a "
+        "hop-mixing model (drkit reproduce-2wiki), prints the mixing weights pi, the best entities of each hop and "
+        "the best passages.",
     )
     _model_flags(p)
     p.add_argument("questions", nargs="+", metavar="QUESTION")
@@ -305,8 +311,21 @@ def _run_ask(args) -> int:
 
     from drkit.qa.ask import AskConfig, format_result
 
-    kit, query = _load_kit(args)
     config = config_from_args(args, AskConfig)
+    from drkit.reason.mixing import is_mixing_model
+
+    if is_mixing_model(args.model):  # plain questions of unknown hop count: pi, the chain, the best passages
+        from drkit.qa.ask import format_retrieved
+        from drkit.qa.retrieve import DrKITRetriever
+
+        retriever = DrKITRetriever.load(args.index, args.model, args.mentions, chain_top=max(config.chain_top, 1))
+        keys, titles = retriever.vkb.index.article_keys, retriever.vkb.index.article_titles
+        for q, r in zip(args.questions, retriever.retrieve(args.questions, max(config.top, 20))):
+            print(json.dumps({"question": q, "passages": [{"id": keys[a], "title": titles[a], "score": s} for a, s in zip(
+                r.articles[:config.top], r.scores[:config.top])], "pi": r.pi, "chain": r.chain, "answer": r.answer},
+                ensure_ascii=False) if config.json else "\n".join(format_retrieved(q, r, keys, titles, config.top)))
+        return 0
+    kit, query = _load_kit(args)
     failed = 0
     for q in args.questions:
         try:

@@ -229,3 +229,15 @@ def test_mixing_training_run_and_model_round_trip(mixing_run, tmp_path):
     # a question is answered the same alone and in a batch
     torch.testing.assert_close(one.z_star.to_dense(index.n_entities)[0], a.z_star.to_dense(index.n_entities)[2],
                                atol=1e-5, rtol=1e-4)
+
+
+def test_ask_with_a_mixing_model_shows_pi_and_the_chain(mixing_run, capsys):
+    d = mixing_run
+    q = json.loads((d / "questions1.jsonl").read_text().splitlines()[1])["question"]
+    assert main(["ask", "--index", str(d / "index1"), "--model", str(d / "run"), "--top", "3", q]) == 0
+    out = capsys.readouterr().out
+    assert "pi (weight of 0, 1, .. hops)" in out and "Z_0 (linked, rescored)" in out and "Z_2:" in out
+    assert out.count("  1. ") == 1 and "  3. " in out and "  4. " not in out
+    assert main(["ask", "--index", str(d / "index1"), "--model", str(d / "run"), "--json", q]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert len(obj["pi"]) == 3 and len(obj["chain"]) == 3 and len(obj["passages"]) == 5

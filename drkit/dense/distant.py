@@ -149,6 +149,8 @@ def _contains_any(sorted_values: np.ndarray, items: np.ndarray) -> bool:
 class DistantSupervision:
     """Queries, positive passages, labels and hard negatives over a sparse index and a KB."""
 
+    negative_kinds = NEGATIVE_KINDS
+
     def __init__(self, index: SparseIndex, triples: Iterable[Triple], config: DistantConfig = DistantConfig(),
                  warnings: WarningLog | None = None):
         self.index = index

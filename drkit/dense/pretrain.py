@@ -12,6 +12,11 @@ A run directory holds ``checkpoints/`` (resumed automatically), ``train_log.json
 (the held-out queries), ``run.json`` and, when done, ``encoder/`` (a `drkit.dense.encoder` artifact).
 Without a KB there is nothing to pretrain on: the run is ``encoder/`` untrained (steps 0), which
 ``drkit embed`` takes as it takes a pretrained one.
+
+Question-answer pairs (``qa``: JSONL questions with their gold ``supporting`` passages, over a
+title-entity corpus) are a second source of slot-filling queries (`drkit.dense.qa_supervision`: the
+question is the query, the supporting passages' title entities its answers, BM25-retrieved passages its
+hard negatives). With both a KB and QA pairs, steps alternate between them (even steps KB, odd steps QA).
 """
 
 from __future__ import annotations
@@ -88,12 +93,13 @@ def sample_batch(ds: DistantSupervision, config: PretrainConfig, step: int) -> B
         queries.extend(rng.choice(qs, size=min(len(qs), config.queries_per_passage), replace=False).tolist())
     queries = list(dict.fromkeys(queries))
     passages = list(dict.fromkeys(int(p) for p in anchors))
-    kinds = {k: 0 for k in NEGATIVE_KINDS}
+    kind_names = getattr(ds, "negative_kinds", NEGATIVE_KINDS)
+    kinds = {k: 0 for k in kind_names}
     for i, q in enumerate(rng.permutation(queries)):
         if len(passages) >= config.max_passages:
             break
-        for j in range(len(NEGATIVE_KINDS)):
-            kind = NEGATIVE_KINDS[(i + j) % len(NEGATIVE_KINDS)]
+        for j in range(len(kind_names)):
+            kind = kind_names[(i + j) % len(kind_names)]
             p = ds.negative(int(q), kind, rng)
             if p is not None and p not in passages:
                 passages.append(p)
@@ -171,21 +177,26 @@ def _distant_data(index: SparseIndex, kb: str | Path, distant_config: DistantCon
 
 def pretrain(index_dir: str | Path, kb: str | Path | None, out: str | Path, config: PretrainConfig = PretrainConfig(),
              encoder_config: EncoderConfig = EncoderConfig(), distant_config: DistantConfig = DistantConfig(),
-             overwrite: bool = False, log=print) -> Path:
-    """Pretrain (or resume pretraining) and write ``out/encoder``. Returns that path.
+             overwrite: bool = False, log=print, qa: str | Path | None = None) -> Path:
+    """Pretrain (or resume pretraining) and write ``out/encoder``. Returns that path. `kb` and/or `qa`
+    (module docstring) are the data.
 
     Without a `kb` there is nothing to pretrain on: ``out/encoder`` is the untrained encoder (steps 0,
     the default then), ready for `drkit.dense.mentions.build_mention_index`."""
     run = Path(out)
+    has_data = kb is not None or qa is not None
     if config.steps is None:
-        config = dataclasses.replace(config, steps=PRETRAIN_STEPS if kb is not None else 0)
-    if kb is None and config.steps:
-        raise ConfigError(f"pretraining needs a KB (--kb): its facts are the slot-filling queries; without one only "
-                          f"--steps 0 (the untrained encoder) is possible, not --steps {config.steps}")
+        config = dataclasses.replace(config, steps=PRETRAIN_STEPS if has_data else 0)
+    if not has_data and config.steps:
+        raise ConfigError(f"pretraining needs a KB (--kb) or question-answer pairs (--qa): their facts or questions are "
+                          f"the slot-filling queries; without either only --steps 0 (the untrained encoder) is possible, "
+                          f"not --steps {config.steps}")
     settings = {"pretrain": dataclasses.asdict(config), "encoder": dataclasses.asdict(encoder_config),
                 "distant": dataclasses.asdict(distant_config), "index": str(index_dir),
                 "kb": None if kb is None else str(kb)}
-    prepare_run(run, settings, overwrite, "pretraining", paths=("index", "kb"))
+    if qa is not None:  # absent from the settings of a run without QA pairs (and of runs made before them)
+        settings["qa"] = str(qa)
+    prepare_run(run, settings, overwrite, "pretraining", paths=("index", "kb", "qa"))
     if (run / "encoder" / "manifest.json").exists():
         log(f"{run} is already pretrained ({run / 'encoder'}); pass --overwrite to pretrain again")
         return run / "encoder"
@@ -193,9 +204,19 @@ def pretrain(index_dir: str | Path, kb: str | Path | None, out: str | Path, conf
 
     t0 = time.perf_counter()
     index = SparseIndex.load(index_dir)
-    ds, summary = None, None
+    sources, summary = [], None
     if kb is not None:
         ds, summary = _distant_data(index, kb, distant_config, run, log)
+        sources.append(ds)
+    if qa is not None:
+        from drkit.dense.qa_supervision import QASupervision
+
+        qa_ds = QASupervision(index, qa)
+        qa_summary = qa_ds.summary()
+        log(f"pretraining data from {qa}: {qa_summary['queries']:,} questions, {qa_summary['positive_pairs']:,} positive "
+            f"(question, passage) pairs, BM25 negatives for {qa_summary['with_tfidf_negatives']:,}")
+        summary = qa_summary if summary is None else {"kb": summary, "qa": qa_summary}
+        sources.append(qa_ds)
 
     model = DualEncoder.from_base(encoder_config)
     opt, sched = _optimizer(model, config)
@@ -212,6 +233,7 @@ def pretrain(index_dir: str | Path, kb: str | Path | None, out: str | Path, conf
             progress(total=config.steps, initial=start, desc="pretrain", unit="step") as bar:
         for step in range(start, config.steps):
             t = time.perf_counter()
+            ds = sources[step % len(sources)]  # KB and QA pairs in turn when both are given
             batch = sample_batch(ds, config, step)
             out_ = batch_loss(model, ds, batch, config)
             grad_norm = optimizer_step(opt, out_["loss"])

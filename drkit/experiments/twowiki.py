@@ -14,7 +14,10 @@ Rows (``--rows``), each a hop-mixing model trained and scored like the main one 
 
 * ``fixed_0``, ``fixed_1``, ``fixed_2``: no mixing, Z_0 (rescored) / Z_1 / Z_2 alone;
 * ``links``, ``both``: the link-graph A, or both A's, instead of the TF-IDF A (the default: see results);
-* ``kb_pretrained``: the encoder pretrained on the KB made from the train split's evidence triples.
+* ``kb_pretrained``, ``qa_pretrained``, ``kb_qa_pretrained``: the paper's three ways of pretraining the
+  encoder (`pretrain_steps` steps each): on the KB made from the train split's evidence triples (distant
+  supervision), on the train split's questions and gold passages with BM25-retrieved negatives
+  (`drkit.dense.qa_supervision`), and on both in turn.
 
 Outputs in OUT: one directory per step, ``timings.json`` (wall seconds of each step), ``results.json``,
 ``results.md`` and ``recall_at_k.png`` (R@k and AR@k against k for drkit and the peers).
@@ -41,7 +44,7 @@ class Row:
     what: str
     mix: dict = field(default_factory=dict)  # MixConfig fields
     follow: dict = field(default_factory=dict)  # FollowConfig fields
-    encoder: str = "base"  # base | kb
+    encoder: str = "base"  # base | kb | qa | kb_qa: the base MiniLM, or pretrained on the KB, QA pairs, both
 
 
 DRKIT = Row("DrKIT: hop mixing over 0..2 hops, TF-IDF A, base MiniLM encoder")
@@ -51,7 +54,10 @@ ROWS = {
     "fixed_2": Row("no mixing: Z_2 alone (2 hops)", mix={"fixed": 2}),
     "links": Row("the paper's link-graph A instead of the TF-IDF A", follow={"adjacency": "links"}),
     "both": Row("both A's (TF-IDF and link graph)", follow={"adjacency": "both"}),
-    "kb_pretrained": Row("encoder pretrained on the train split's evidence triples (distant supervision)", encoder="kb"),
+    "kb_pretrained": Row("encoder pretrained on the KB of the train split's evidence triples", encoder="kb"),
+    "qa_pretrained": Row("encoder pretrained on the train split's questions and gold passages (BM25 negatives)",
+                         encoder="qa"),
+    "kb_qa_pretrained": Row("encoder pretrained on both, in turn", encoder="kb_qa"),
 }
 
 
@@ -62,7 +68,7 @@ class TwoWikiConfig:
     dev_fraction: float = field(default=0.5, metadata={"help": "share of the questions (per type) kept for dev"})
     split_seed: int = field(default=0, metadata={"help": "seed of the train/dev split"})
     steps: int = field(default=100, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
-    pretrain_steps: int = field(default=100, metadata={"help": "pretraining steps of the kb_pretrained row"})
+    pretrain_steps: int = field(default=100, metadata={"help": "pretraining steps of each *_pretrained row"})
     answer_steps: int = field(default=300, metadata={"help": "training steps of the fixed 2-hop bracketed model"})
     rows: tuple = field(default=tuple(ROWS), metadata={"help": f"rows beside DrKIT, of {', '.join(ROWS)}", "nargs": "*",
                                                        "type": str})
@@ -108,13 +114,14 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     if not (encoders["base"] / "encoder" / "manifest.json").exists():
         timings.run("encoder-base", lambda: pretrain(out / "index", None, encoders["base"], PretrainConfig(steps=0),
                                                      log=log), log)
-    if any(ROWS[r].encoder == "kb" for r in config.rows):
-        encoders["kb"] = out / "pretrain-kb"
-        train_kb(train_file, out / "kb-train.txt")
-        run = encoders["kb"]
+    train_kb(train_file, out / "kb-train.txt")
+    for name in dict.fromkeys(ROWS[r].encoder for r in config.rows if ROWS[r].encoder != "base"):
+        run = encoders[name] = out / f"pretrain-{name}"
+        kb = out / "kb-train.txt" if name in ("kb", "kb_qa") else None
+        qa = train_file if name in ("qa", "kb_qa") else None
         if not (run / "encoder" / "manifest.json").exists():
-            timings.run("pretrain-kb", lambda: pretrain(out / "index", out / "kb-train.txt", run,
-                                                        PretrainConfig(steps=config.pretrain_steps), log=log), log)
+            timings.run(f"pretrain-{name}", lambda: pretrain(out / "index", kb, run, PretrainConfig(
+                steps=config.pretrain_steps), log=log, qa=qa), log)
     mentions = {}
     for name, enc in encoders.items():
         mentions[name] = out / f"mentions-{name}"

@@ -38,3 +38,18 @@ def format_result(result: Result) -> list[str]:
             lines.append(f"     {e.entity} ({e.prob:.3f}){via}, in \"{e.evidence.title}\":")
             lines.append(f"        {e.evidence.snippet()}")
     return lines
+
+
+def format_retrieved(question: str, r, keys: list[str], titles: list[str], top: int) -> list[str]:
+    """A hop-mixing model's answer (`drkit.qa.retrieve.Retrieved`): the mixing weights pi, the chain (the best
+    entities of Z_0 .. Z_T), the last hop's best entity and the best passages."""
+    lines = [f"Q: {question}", "   pi (weight of 0, 1, .. hops): " + ", ".join(f"{x:.3f}" for x in r.pi)]
+    for t, hop in enumerate(r.chain):
+        shown = ", ".join(f"{e['entity']} ({e['score']:.3f})" for e in hop) or "(empty)"
+        lines.append(f"   Z_{t}{' (linked, rescored)' if t == 0 else ''}: {shown}")
+    if r.answer is not None:
+        lines.append(f"   answer (best entity of the last hop): {r.answer}")
+    lines.append("   passages:")
+    for i, (a, s) in enumerate(zip(r.articles[:top], r.scores[:top]), 1):
+        lines.append(f"  {i}. {titles[a]}  [{keys[a]}]  ({s:.3f})")
+    return lines

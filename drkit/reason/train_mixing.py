@@ -4,7 +4,8 @@ Questions are JSONL lines ``{"id", "question", "supporting": [corpus ids], "answ
 format; other fields are ignored). The gold entities of a question are the title entities of its
 supporting passages, and, with `answers`, its answers that are entities of the index (the paper trains
 "from the answers where these are entities"). Z_0 is the question linker's (`drkit.index.question_linking`);
-the loss is `drkit.reason.mixing.mixture_loss` on Z*. Every `eval_every` steps the share of dev gold
+the loss is `drkit.reason.mixing.mixture_loss` on Z*, plus (``answer_weight``) the same loss on the last
+hop Z_T for the answer entities alone, so that Z_T's best entity is the answer. Every `eval_every` steps the share of dev gold
 page entities in the top 5 of Z* (entity R@5) is logged.
 
 The run directory holds ``run.json`` (settings: a rerun with the same ones finds the run done, with
@@ -56,6 +57,8 @@ class MixTrainConfig:
     keep: str = field(default="last", metadata={"help": "the model kept: 'last' (the final step's; dev only draws the "
                                                        "curve) or 'best' (the best on dev: model selection on dev)"})
     answers: bool = field(default=True, metadata={"help": "answers that are entities are gold entities too"})
+    answer_weight: float = field(default=1.0, metadata={"help": "weight of the loss -log Z_T[answer] that makes the last "
+                                                                 "hop's best entity the answer (0: Z* only)"})
     bf16: bool = field(default=True, metadata={"help": "bf16 autocast for the question encoder"})
     seed: int = field(default=0, metadata={"help": "seed of the question order and dropout"})
 
@@ -112,7 +115,8 @@ def gold_questions(path: str | Path, index: SparseIndex, answers: bool = True) -
         if not gold:
             counts["without_gold"] += 1
         items.append({"id": obj.get("id", str(line)), "question": obj["question"].strip(), "gold": np.array(gold, np.int64),
-                      "pages": np.array(gold[:n_pages], np.int64), "type": obj.get("type"), "line": line})
+                      "pages": np.array(gold[:n_pages], np.int64), "answers": np.array(gold[n_pages:], np.int64),
+                      "type": obj.get("type"), "line": line})
     return items, counts
 
 
@@ -203,6 +207,11 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
             texts = [it["question"] for it in batch]
             out = model(texts, linked_entity_set(linker.link(texts)), vkb, bf16=config.bf16)
             loss, found = mixture_loss(out.z_star, [it["gold"] for it in batch])
+            if config.answer_weight > 0 and any(len(it["answers"]) for it in batch):
+                # the answer entity is the last hop's output (multi-hop slot filling): -log Z_T[answer]
+                answer_loss, _ = mixture_loss(out.z[-1], [it["answers"] for it in batch])
+                if answer_loss is not None:
+                    loss = answer_loss * config.answer_weight if loss is None else loss + config.answer_weight * answer_loss
             record = {"step": step + 1, "gold": int(sum(len(it["gold"]) for it in batch)), "gold_in_support": int(found.sum()),
                       "pi": [round(float(x), 3) for x in out.pi.detach().mean(0)]}
             if loss is not None:
