@@ -38,6 +38,9 @@ class Article:
     title: str
     text: str
     source_line: int  # 1-based line in the corpus file where the article starts
+    # hyperlinks (start, end, target title), character offsets into `text`: when given (JSONL "links", even
+    # empty), they are the mentions of the text, and the entity linker only links the title line
+    links: tuple[tuple[int, int, str], ...] | None = None
 
     @property
     def content(self) -> str:
@@ -164,10 +167,40 @@ def read_jsonl_corpus(path: str | Path, warnings: WarningLog) -> Iterator[Articl
         if key in seen:
             raise InputFormatError(path, line_no, f"duplicate id {key!r} (first on line {seen[key]})", field="id")
         seen[key] = line_no
+        links = _read_links(obj, path, line_no) if "links" in obj else None
         title, text = obj["title"].strip(), obj["text"].strip()
+        if links is not None:  # offsets into the stripped text
+            lead = len(obj["text"]) - len(obj["text"].lstrip())
+            for i, (start, end, _) in enumerate(links):
+                if start < lead or end - lead > len(text):
+                    raise InputFormatError(path, line_no, f"link {i} [{start}, {end}) covers only surrounding "
+                                           "whitespace of the text", field="links")
+            links = tuple((start - lead, end - lead, target) for start, end, target in links)
         if not title and not text:
             warnings.add("empty_article", f"{path}:{line_no}: article {key!r} has no title and no text; not indexed")
             continue
         if not text:
             warnings.add("article_without_text", f"{path}:{line_no}: article {key!r} has a title and no text")
-        yield Article(key=key, title=title, text=text, source_line=line_no)
+        yield Article(key=key, title=title, text=text, source_line=line_no, links=links)
+
+
+def _read_links(obj: dict, path: Path, line_no: int) -> list[tuple[int, int, str]]:
+    """The ``"links": [{"start", "end", "title"}, ...]`` of a JSONL article, checked: integer offsets with
+    0 <= start < end <= len(text), a non-empty target title."""
+    links = obj["links"]
+    if not isinstance(links, list):
+        raise InputFormatError(path, line_no, f"must be a list of {{start, end, title}} objects, got "
+                               f"{type(links).__name__}", field="links")
+    out = []
+    n = len(obj["text"])
+    for i, link in enumerate(links):
+        if not isinstance(link, dict) or not {"start", "end", "title"} <= set(link):
+            raise InputFormatError(path, line_no, f"link {i} must be an object with start, end and title", field="links")
+        start, end, target = link["start"], link["end"], link["title"]
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (start, end)) or not 0 <= start < end <= n:
+            raise InputFormatError(path, line_no, f"link {i}: start and end must be integers with 0 <= start < end <= "
+                                   f"{n} (the text's length), got {start!r}, {end!r}", field="links")
+        if not isinstance(target, str) or not target.strip():
+            raise InputFormatError(path, line_no, f"link {i}: title must be a non-empty string", field="links")
+        out.append((start, end, target.strip()))
+    return out

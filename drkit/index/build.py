@@ -116,7 +116,7 @@ def build_index(
                                + (f" ({empty} read, all without title and text)" if empty else "")
                                + ("; expected a {'id', 'title', 'text'} object per line" if corpus_format == "jsonl"
                                   else "; expected articles of numbered lines, '1 <title>' then '2 <text>', ..."))
-    linked = link_corpus(articles, linker, link_config, warnings, total=len(articles))
+    linked = link_corpus(articles, linker, link_config, warnings, total=len(articles), entity_of=table.lookup)
     if linked.n_passages == 0:
         raise InputFormatError(corpus, None, f"no passage to index: none of its {len(articles)} articles has a "
                                f"word piece of the tokenizer {link_config.encoder!r}")

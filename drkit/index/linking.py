@@ -157,8 +157,12 @@ def link_corpus(
     warnings: WarningLog | None = None,
     batch_size: int = 256,
     total: int | None = None,
+    entity_of=None,
 ) -> LinkedCorpus:
-    """Link, tokenize and split every article; see the module docstring."""
+    """Link, tokenize and split every article; see the module docstring. An article with hyperlinks
+    (`Article.links`) takes them as the mentions of its text, each the entity ``entity_of(target title)``
+    (a link whose target is not an entity, or that overlaps an earlier one, is counted and left out); the
+    linker then links its title line only."""
     warnings = warnings if warnings is not None else WarningLog()
     tokenizer = load_tokenizer(config.encoder)
     keys, titles, texts = [], [], []
@@ -193,6 +197,8 @@ def link_corpus(
     def _split_article(article_id, article, content, ids, offsets):
         n = len(ids)
         found = linker.find(content)
+        if article.links is not None:
+            found = _link_mentions(article, found)
         if n == 0:
             warnings.add("article_without_pieces", f"article {article.key!r} (line {article.source_line}) has no word pieces")
             return
@@ -239,6 +245,22 @@ def link_corpus(
                     warnings.add("mention_cut_by_passage", f"article {article.key!r}: {content[cs:ce]!r} is longer than a passage")
                     continue
                 mention_rows.append((entity_id, passage_id, ps - a + shift, pe - a + shift, cs - c0 + k, ce - c0 + k))
+
+    def _link_mentions(article, found):
+        head = len(article.title) + 1  # content = title + "\n" + text
+        out = [f for f in found if f[1] < head]  # the title line, linked by the linker
+        for start, end, target in sorted(article.links):
+            entity_id = entity_of(target) if entity_of is not None else None
+            if entity_id is None:
+                warnings.add("link_target_not_entity", f"article {article.key!r} (line {article.source_line}): link "
+                             f"to {target!r} is not an entity of the index; not a mention")
+                continue
+            if out and head + start < out[-1][1]:
+                warnings.add("overlapping_link", f"article {article.key!r} (line {article.source_line}): link to "
+                             f"{target!r} overlaps the previous one; left out")
+                continue
+            out.append((head + start, head + end, entity_id))
+        return out
 
     batch: list[Article] = []
     for article in progress(articles, desc="link", unit="article", total=total):
