@@ -46,7 +46,10 @@ def _index_parser(sub) -> None:
         description="Link entities in a corpus, split it into passages and build A_{E->M} (TF-IDF co-occurrence) "
         "and B_{M->E} (mention -> entity) as a self-describing artifact directory, with a stats report.",
     )
-    p.add_argument("--corpus", required=True, metavar="PATH", help="corpus file")
+    p.add_argument("--corpus", required=True, metavar="PATH",
+                   help="corpus file: WikiMovies-style numbered lines, or JSONL {\"id\", \"title\", \"text\"} per line, "
+                   "optionally with \"links\": [{\"start\", \"end\", \"title\"}] (character offsets into text), which "
+                   "are then the text's mentions instead of the linker's")
     p.add_argument("--format", choices=CORPUS_FORMATS, default=None,
                    help="corpus format (default: jsonl for *.jsonl, else wikimovies)")
     src = p.add_mutually_exclusive_group(required=True)

@@ -9,8 +9,8 @@ from test_model import SMALL, films_kb  # noqa: F401  (films_kb is a fixture)
 
 from drkit.errors import ConfigError
 from drkit.qa.ask import format_result
-from drkit.qa.pipeline import DrKIT, QueryConfig, Result, _best_mention_of_slot
-from drkit.reason.follow import FollowConfig
+from drkit.qa.pipeline import DrKIT, QueryConfig, Result
+from drkit.reason.follow import FollowConfig, best_mention_of_slot
 from drkit.reason.model import ModelConfig
 from drkit.reason.train import TrainConfig, train
 from drkit.reason.vkb import QuestionError
@@ -115,7 +115,7 @@ def test_best_mention_of_each_slot_matches_a_loop():
             cand = np.flatnonzero(slot == s)
             if len(cand):
                 expected[s] = mentions[cand[np.argmax(logits[cand])]]
-        np.testing.assert_array_equal(_best_mention_of_slot(slot, logits, mentions, slots), expected)
+        np.testing.assert_array_equal(best_mention_of_slot(slot, logits, mentions, slots), expected)
 
 
 def test_question_vectors_do_not_depend_on_the_batch(films_kb):  # noqa: F811

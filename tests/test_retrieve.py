@@ -177,6 +177,11 @@ def test_retrieve_cli_on_the_training_corpus_and_an_unseen_one(mixing_run, tmp_p
         assert {x["id"] for x in p["passages"]} <= keys  # passages of the corpus asked, not the training one
         assert len(p["pi"]) == 3 and abs(sum(p["pi"]) - 1) < 1e-3
         assert len(p["chain"]) == 3
+        for hop in p["chain"]:
+            for e in hop:  # the evidence: a mention of the entity (the linker's: its name up to case), in the corpus
+                if "mention" in e:
+                    assert e["mention"].casefold() == e["entity"].casefold() and e["passage"] in keys
+        assert any("mention" in e for hop in p["chain"][1:] for e in hop)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["questions"] == len(questions) and metrics["bad_lines"] == 0
     # both films are named in a comparison question: the linker puts them in Z_0, and they stay on top
@@ -237,6 +242,7 @@ def test_ask_with_a_mixing_model_shows_pi_and_the_chain(mixing_run, capsys):
     assert main(["ask", "--index", str(d / "index1"), "--model", str(d / "run"), "--top", "3", q]) == 0
     out = capsys.readouterr().out
     assert "pi (weight of 0, 1, .. hops)" in out and "Z_0 (linked, rescored)" in out and "Z_2:" in out
+    assert ", as \"" in out  # an entity's supporting mention and its passage
     assert out.count("  1. ") == 1 and "  3. " in out and "  4. " not in out
     assert main(["ask", "--index", str(d / "index1"), "--model", str(d / "run"), "--json", q]) == 0
     obj = json.loads(capsys.readouterr().out)

@@ -45,8 +45,10 @@ def format_retrieved(question: str, r, keys: list[str], titles: list[str], top: 
     entities of Z_0 .. Z_T), the last hop's best entity and the best passages."""
     lines = [f"Q: {question}", "   pi (weight of 0, 1, .. hops): " + ", ".join(f"{x:.3f}" for x in r.pi)]
     for t, hop in enumerate(r.chain):
-        shown = ", ".join(f"{e['entity']} ({e['score']:.3f})" for e in hop) or "(empty)"
-        lines.append(f"   Z_{t}{' (linked, rescored)' if t == 0 else ''}: {shown}")
+        lines.append(f"   Z_{t}{' (linked, rescored)' if t == 0 else ''}:" + ("" if hop else " (empty)"))
+        for e in hop:
+            where = f", as \"{e['mention']}\" in \"{e['title']}\" [{e['passage']}]" if "mention" in e else ""
+            lines.append(f"     {e['entity']} ({e['score']:.3f}){where}")
     if r.answer is not None:
         lines.append(f"   answer (best entity of the last hop): {r.answer}")
     lines.append("   passages:")

@@ -192,7 +192,7 @@ class DrKIT:
         prev = [(np.array([t]), np.array([1.0])) for t in topics]  # Z_0 of each row
         for t, out in enumerate(outs):
             z, tr = out.z, out.trace
-            best = _best_mention_of_slot(tr.slot, tr.logits, tr.mentions, len(z))
+            best = tr.best_mention(len(z))
             z_rows, z_ids = z.rows.numpy(), z.ids.numpy()
             row_start = np.searchsorted(z_rows, np.arange(batch + 1))
             current = []
@@ -229,14 +229,3 @@ class DrKIT:
                 if w > best_w:
                     best, best_w = pe, w
         return None if best is None else self.entity_names[best]
-
-
-def _best_mention_of_slot(slot: np.ndarray, logits: np.ndarray, mentions: np.ndarray, n_slots: int) -> np.ndarray:
-    """For each entity slot of Z_t, the surviving mention with the highest logit (-1 where none)."""
-    best = np.full(n_slots, -1, dtype=np.int64)
-    if len(slot):
-        order = np.lexsort((-logits, slot))  # by slot, best logit first
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = slot[order][1:] != slot[order][:-1]
-        best[slot[order][first]] = mentions[order][first]
-    return best

@@ -56,7 +56,8 @@ class Retrieved:
     articles: list[int]
     scores: list[float]
     pi: list[float] | None = None  # hop-mixing weights pi_0 .. pi_T
-    chain: list | None = None  # per hop, the best entities: [{"entity", "score"}, ...]
+    chain: list | None = None  # per hop, the best entities: [{"entity", "score", "passage", "title", "mention"}, ...]
+    # (passage, title, mention: the entity's best-scoring mention in that hop, when it has one)
     answer: str | None = None  # the last hop's best entity (multi-hop slot filling)
 
 
@@ -199,12 +200,13 @@ class DrKITRetriever:
 
     name = "drkit"
 
-    def __init__(self, model, vkb, linker, entities: int = 200, chain_top: int = 3, bf16: bool = True):
+    def __init__(self, model, vkb, linker, entities: int = 200, chain_top: int = 3, bf16: bool = True,
+                 evidence: bool = True):
         from drkit.qa.passages import PageRanker
 
         self.model, self.vkb, self.linker = model, vkb, linker
         self.pages = PageRanker.from_index(vkb.index)
-        self.entities, self.chain_top, self.bf16 = entities, chain_top, bf16
+        self.entities, self.chain_top, self.bf16, self.evidence = entities, chain_top, bf16, evidence
         self.names = vkb.entity_names
 
     @classmethod
@@ -233,21 +235,49 @@ class DrKITRetriever:
         linker = QuestionLinker.from_index(sparse, QuestionLinkConfig(**m.manifest.get("link", {})))
         return cls(m, vkb, linker, **kw)
 
+    def _evidence(self, z, trace, chain_ids: np.ndarray) -> list[list[dict | None]]:
+        """For each row's chain entities of one hop, its best-scoring mention: the passage (corpus id), the
+        title of its article and the mention's text."""
+        index = self.vkb.index
+        best = trace.best_mention(len(z))
+        z_rows, z_ids = z.rows.numpy(), z.ids.numpy()
+        starts = np.searchsorted(z_rows, np.arange(z.batch_size + 1))
+        out = []
+        for b in range(z.batch_size):
+            lo, hi = starts[b], starts[b + 1]
+            row = []
+            for e in chain_ids[b]:
+                slot = lo + int(np.searchsorted(z_ids[lo:hi], e)) if e >= 0 else -1
+                m = int(best[slot]) if 0 <= slot < hi and z_ids[slot] == e else -1
+                if m < 0:
+                    row.append(None)
+                    continue
+                _, passage, _, _, c0, c1 = (int(x) for x in index.mentions[m])
+                article = int(index.passage_article[passage])
+                row.append({"passage": self.pages.keys[article], "title": self.pages.titles[article],
+                            "mention": index.passage_text(passage)[c0:c1]})
+            out.append(row)
+        return out
+
     def retrieve(self, questions: Sequence[str], top: int) -> list[Retrieved]:
         from drkit.reason.train_mixing import linked_entity_set
 
         linked = self.linker.link(list(questions))
         fill = self.linker.link(list(questions), top=top) if self.linker.config.top < top else linked
         with torch.no_grad():
-            out = self.model(list(questions), linked_entity_set(linked), self.vkb, bf16=self.bf16)
+            out = self.model(list(questions), linked_entity_set(linked), self.vkb, bf16=self.bf16, trace=self.evidence)
         ids, probs = out.z_star.top(self.entities)
         chains = [z.top(self.chain_top) for z in out.z]
+        evidence = [self._evidence(z, tr, cids) if tr is not None else None
+                    for z, tr, (cids, _) in zip(out.z, out.traces, chains)]
         results = []
         for b in range(len(questions)):
             keep = ids[b] >= 0
             ranked = self.pages.rank(ids[b][keep], probs[b][keep], top, fallback=fill.row(b)[0])
-            chain = [[{"entity": self.names[int(e)], "score": round(float(p), 4)}
-                      for e, p in zip(cids[b], cprobs[b]) if e >= 0] for cids, cprobs in chains]
+            chain = [[{"entity": self.names[int(e)], "score": round(float(p), 4),
+                       **(ev[b][j] if ev is not None and ev[b][j] else {})}
+                      for j, (e, p) in enumerate(zip(cids[b], cprobs[b])) if e >= 0]
+                     for (cids, cprobs), ev in zip(chains, evidence)]
             articles, scores = [p.article for p in ranked], [p.score for p in ranked]
             if len(articles) < top:  # entities and linker ran out: the other articles in corpus order, below them
                 seen, low = set(articles), min(scores, default=0.0)

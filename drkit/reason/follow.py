@@ -127,6 +127,21 @@ class FollowTrace:
     logits: np.ndarray  # (n,) mention logits
     slot: np.ndarray  # (n,) index of the mention's entity in the output EntitySet
 
+    def best_mention(self, n_slots: int) -> np.ndarray:
+        """For each entity slot of the output, the surviving mention with the highest logit (-1 where none)."""
+        return best_mention_of_slot(self.slot, self.logits, self.mentions, n_slots)
+
+
+def best_mention_of_slot(slot: np.ndarray, logits: np.ndarray, mentions: np.ndarray, n_slots: int) -> np.ndarray:
+    """For each entity slot of Z_t, the surviving mention with the highest logit (-1 where none)."""
+    best = np.full(n_slots, -1, dtype=np.int64)
+    if len(slot):
+        order = np.lexsort((-logits, slot))  # by slot, best logit first
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = slot[order][1:] != slot[order][:-1]
+        best[slot[order][first]] = mentions[order][first]
+    return best
+
 
 def _retrieved(z, queries, graph, search, config, power, topic):
     """Global retrieval (the paper): the top-K mentions of the index by MIPS, then, with `config.tfidf`,
