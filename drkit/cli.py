@@ -15,13 +15,16 @@ from drkit.index.linking import LinkConfig
 from drkit.index.sparse import SparseConfig
 
 
-def add_config_flags(parser: argparse.ArgumentParser, config_cls, title: str) -> None:
+def add_config_flags(parser: argparse.ArgumentParser, config_cls, title: str, exclude: tuple = ()) -> None:
     """One ``--field-name`` flag per field of the frozen dataclass `config_cls`, its help from the field's
     ``metadata["help"]``. A field whose default is None (meaning "keep what the artifact says") gives its
     type in ``metadata["type"]`` (and ``metadata["default_help"]`` says what it means);
-    ``metadata["choices"]`` restricts the values; ``metadata["nargs"]`` takes several (a tuple field)."""
+    ``metadata["choices"]`` restricts the values; ``metadata["nargs"]`` takes several (a tuple field). Fields
+    in `exclude` get no flag (their defaults stand)."""
     group = parser.add_argument_group(title)
     for f in dataclasses.fields(config_cls):
+        if f.name in exclude:
+            continue
         flag, dest = "--" + f.name.replace("_", "-"), f"{config_cls.__name__}.{f.name}"
         shown = f.metadata.get("default_help", "the model's" if f.default is None else f.default)
         help_text = f"{f.metadata.get('help', '')} (default: {shown})"
@@ -370,6 +373,53 @@ def _run_reproduce(args) -> int:
     return 0
 
 
+def _train_mixing_parser(sub) -> None:
+    from drkit.index.question_linking import QuestionLinkConfig
+    from drkit.reason.follow import FollowConfig
+    from drkit.reason.mixing import MixConfig
+    from drkit.reason.model import ModelConfig
+    from drkit.reason.train_mixing import MixTrainConfig
+
+    p = sub.add_parser(
+        "train-mixing",
+        help="train a hop-mixing model on plain questions with gold passages (JSONL), for drkit retrieve and ask",
+        description="Train the paper's HotpotQA-setting model on a title-entity index: Z_0 links the plain question "
+        "to entity names, up to --hops textual follows give Z_1..Z_T, and Z* = sum_t pi_t Z_t with pi from a classifier "
+        "on the question. Questions are JSONL lines {\"id\", \"question\", \"supporting\": [corpus ids]} (\"answers\", "
+        "when they are entities, train the last hop). The loss is multi-label on the supporting passages' title "
+        "entities. Writes OUT/model (the model for 'drkit retrieve' and 'drkit ask'), OUT/train_log.jsonl and "
+        "OUT/dev_log.jsonl (dev entity R@5 of Z*); a rerun with the same settings finds the run done.",
+    )
+    p.add_argument("--index", required=True, metavar="DIR", help="sparse index (drkit index --entities titles ...)")
+    p.add_argument("--mentions", required=True, metavar="DIR", help="mention index built by 'drkit embed'")
+    p.add_argument("--train", required=True, metavar="FILE.jsonl", help="training questions with 'supporting'")
+    p.add_argument("--dev", required=True, metavar="FILE.jsonl", help="dev questions with 'supporting' (learning curve)")
+    p.add_argument("--out", required=True, metavar="DIR", help="run directory")
+    p.add_argument("--overwrite", action="store_true", help="delete --out and start again")
+    add_config_flags(p, MixConfig, "hop mixing")
+    add_config_flags(p, ModelConfig, "question encoder", exclude=("hops",))  # the hop count is --hops of hop mixing
+    add_config_flags(p, QuestionLinkConfig, "question linking")
+    add_config_flags(p, FollowConfig, "textual follow")
+    add_config_flags(p, MixTrainConfig, "training")
+    p.set_defaults(run=_run_train_mixing)
+
+
+def _run_train_mixing(args) -> int:
+    from drkit.index.question_linking import QuestionLinkConfig
+    from drkit.reason.follow import FollowConfig
+    from drkit.reason.mixing import MixConfig
+    from drkit.reason.model import ModelConfig
+    from drkit.reason.train_mixing import MixTrainConfig, train_mixing
+
+    path = train_mixing(args.index, args.mentions, args.train, args.dev, args.out, config_from_args(args, MixConfig),
+                        model_config=config_from_args(args, ModelConfig),
+                        follow_config=config_from_args(args, FollowConfig), config=config_from_args(args, MixTrainConfig),
+                        link_config=config_from_args(args, QuestionLinkConfig), overwrite=args.overwrite,
+                        log=lambda line: print(line, file=sys.stderr))
+    print(f"wrote {path}")
+    return 0
+
+
 def _retrieve_parser(sub) -> None:
     from drkit.qa.retrieve import RetrieveConfig
 
@@ -452,6 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     _evaluate_parser(sub)
     _ask_parser(sub)
     _reproduce_parser(sub)
+    _train_mixing_parser(sub)
     _retrieve_parser(sub)
     _reproduce_2wiki_parser(sub)
     return parser

@@ -247,3 +247,68 @@ def test_ask_with_a_mixing_model_shows_pi_and_the_chain(mixing_run, capsys):
     assert main(["ask", "--index", str(d / "index1"), "--model", str(d / "run"), "--json", q]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert len(obj["pi"]) == 3 and len(obj["chain"]) == 3 and len(obj["passages"]) == 5
+
+
+def test_the_answer_is_the_last_hops_best_entity_the_question_does_not_name(mixing_run):
+    import torch
+
+    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.reason.train_mixing import linked_entity_set
+
+    d = mixing_run
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()]
+    # film passages name only their director: two hops from a director (films, then their directors) walk
+    # back to the director the question names
+    rows = [json.loads(line) for line in (d / "corpus1.jsonl").read_text().splitlines()]
+    questions += [f"Which films did {r['title']} direct?" for r in rows if "-d" in r["id"]]
+    keep = DrKITRetriever.load(d / "index1", d / "run", answer_skips_named=False)
+    skip = DrKITRetriever.load(d / "index1", d / "run")
+    named = keep.linker.link(questions)
+    with torch.no_grad():
+        out = keep.model(questions, linked_entity_set(named), keep.vkb, bf16=True)
+    ranked, _ = out.z[-1].top(50)
+    a, b = keep.retrieve(questions, 20), skip.retrieve(questions, 20)
+    n_named = 0
+    for i, (x, y) in enumerate(zip(a, b)):
+        exact = {keep.names[int(e)] for e in named.ids[(named.rows == i) & named.exact]}
+        assert exact, questions[i]  # every toy question names a film or a director
+        assert x.answer == keep.names[int(ranked[i][0])]  # without the rule: Z_T's best entity
+        expected = next(keep.names[int(e)] for e in ranked[i] if e >= 0 and keep.names[int(e)] not in exact)
+        assert y.answer == expected and y.answer not in exact
+        n_named += x.answer in exact
+    assert n_named > 0  # the rule was exercised: some last hops walk back to a named entity
+
+
+def test_train_mixing_cli_writes_a_model_that_retrieve_loads(mixing_run, tmp_path, capsys):
+    d = mixing_run
+    run = tmp_path / "run"
+    args = ["train-mixing", "--index", str(d / "index1"), "--mentions", str(d / "mentions1"), "--train",
+            str(d / "questions1.jsonl"), "--dev", str(d / "questions1.jsonl"), "--out", str(run), "--steps", "2",
+            "--batch-size", "4", "--eval-every", "2", "--no-bf16", "--shared-layers", "1", "--hop-layers", "1",
+            "--hops", "1"]
+    assert main(args) == 0
+    assert len((run / "train_log.jsonl").read_text().splitlines()) == 2
+    assert json.loads((run / "run.json").read_text())["mix"]["hops"] == 1
+    assert main(args) == 0  # the same settings: found done
+    assert main(args[:-1] + ["2"]) == 2  # other settings: refused, naming the setting
+    assert "hops" in capsys.readouterr().err
+    assert main(["retrieve", "--index", str(d / "index1"), "--model", str(run), "--questions",
+                 str(d / "questions1.jsonl"), "--out", str(tmp_path / "r"), "--qps-sample", "0"]) == 0
+    pred = json.loads((tmp_path / "r" / "predictions.jsonl").read_text().splitlines()[0])
+    assert len(pred["pi"]) == 2 and len(pred["chain"]) == 2
+
+
+def test_retrieve_refuses_mentions_embedded_by_another_encoder(mixing_run, tmp_path, capsys):
+    import shutil
+
+    d = mixing_run
+    other = tmp_path / "mentions-other"
+    shutil.copytree(d / "mentions2", other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["encoder"]["sha256"] = "0" * 64
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["retrieve", "--index", str(d / "index2"), "--model", str(d / "run"), "--mentions", str(other),
+                 "--questions", str(d / "questions2.jsonl"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "embedded by the encoder" in err and "drkit embed --encoder" in err
+    assert not (tmp_path / "out").exists()

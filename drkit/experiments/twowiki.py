@@ -4,20 +4,21 @@ Real Wikipedia passages, each about its title entity; plain questions (no bracke
 unknown); no KB at question time. Steps, each skipped when its output is complete (a training run or an
 evaluation made with other settings is refused, naming the setting, or made again):
 
-    split (train/dev, seeded, by type) -> index (--entities titles + the entity list) -> encoder
-    (the base MiniLM; with the kb row also pretrained on the train split's evidence triples) -> embed
-    -> train the hop-mixing model (and each row) -> retrieve on dev -> peers (BM25, dense MiniLM)
-    -> entity answers: Hits@1 of the last hop's top entity against a fixed 2-hop model given the
-    bracketed question entity
+    split (train/dev, seeded, by type) -> index (--entities titles + the entity list) -> encoders
+    (the base MiniLM, and pretrained as the rows need) -> embed -> train the hop-mixing model (and each
+    row) -> retrieve on dev -> peers (BM25, dense MiniLM) -> entity answers: Hits@1 of the last hop's top
+    entity against a fixed 2-hop model given the bracketed question entity (same encoder)
 
+DrKIT's encoder (``--encoder``, default ``kb_qa``) is pretrained as the paper does, here on both the KB of
+the train split's evidence triples (distant supervision) and the train split's questions with their gold
+passages (BM25-retrieved negatives, `drkit.dense.qa_supervision`): `pretrain_steps` steps alternating between the two.
 Rows (``--rows``), each a hop-mixing model trained and scored like the main one but for one change:
 
 * ``fixed_0``, ``fixed_1``, ``fixed_2``: no mixing, Z_0 (rescored) / Z_1 / Z_2 alone;
 * ``links``, ``both``: the link-graph A, or both A's, instead of the TF-IDF A (the default: see results);
-* ``kb_pretrained``, ``qa_pretrained``, ``kb_qa_pretrained``: the paper's three ways of pretraining the
-  encoder (`pretrain_steps` steps each): on the KB made from the train split's evidence triples (distant
-  supervision), on the train split's questions and gold passages with BM25-retrieved negatives
-  (`drkit.dense.qa_supervision`), and on both in turn.
+* ``no_pretraining``, ``kb_pretrained``, ``qa_pretrained``, ``kb_qa_pretrained``: the base MiniLM, and the
+  paper's three ways of pretraining the encoder (the one that is DrKIT's own is DrKIT's row, not trained
+  twice).
 
 Outputs in OUT: one directory per step, ``timings.json`` (wall seconds of each step), ``results.json``,
 ``results.md`` and ``recall_at_k.png`` (R@k and AR@k against k for drkit and the peers).
@@ -44,16 +45,19 @@ class Row:
     what: str
     mix: dict = field(default_factory=dict)  # MixConfig fields
     follow: dict = field(default_factory=dict)  # FollowConfig fields
-    encoder: str = "base"  # base | kb | qa | kb_qa: the base MiniLM, or pretrained on the KB, QA pairs, both
+    encoder: str | None = None  # base | kb | qa | kb_qa: the base MiniLM, or pretrained on the KB, QA pairs,
+    # both in turn; None: DrKIT's
 
 
-DRKIT = Row("DrKIT: hop mixing over 0..2 hops, TF-IDF A, base MiniLM encoder")
+ENCODERS = ("base", "kb", "qa", "kb_qa")
+DRKIT = Row("DrKIT: hop mixing over 0..2 hops, TF-IDF A")
 ROWS = {
     "fixed_0": Row("no mixing: Z_0 alone (the linked entities, rescored)", mix={"fixed": 0}),
     "fixed_1": Row("no mixing: Z_1 alone (1 hop)", mix={"fixed": 1}),
     "fixed_2": Row("no mixing: Z_2 alone (2 hops)", mix={"fixed": 2}),
     "links": Row("the paper's link-graph A instead of the TF-IDF A", follow={"adjacency": "links"}),
     "both": Row("both A's (TF-IDF and link graph)", follow={"adjacency": "both"}),
+    "no_pretraining": Row("the base MiniLM encoder, not pretrained", encoder="base"),
     "kb_pretrained": Row("encoder pretrained on the KB of the train split's evidence triples", encoder="kb"),
     "qa_pretrained": Row("encoder pretrained on the train split's questions and gold passages (BM25 negatives)",
                          encoder="qa"),
@@ -68,8 +72,13 @@ class TwoWikiConfig:
     dev_fraction: float = field(default=0.5, metadata={"help": "share of the questions (per type) kept for dev"})
     split_seed: int = field(default=0, metadata={"help": "seed of the train/dev split"})
     steps: int = field(default=100, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
-    pretrain_steps: int = field(default=100, metadata={"help": "pretraining steps of each *_pretrained row"})
-    answer_steps: int = field(default=300, metadata={"help": "training steps of the fixed 2-hop bracketed model"})
+    encoder: str = field(default="kb_qa", metadata={"help": "DrKIT's encoder: base (MiniLM, not pretrained) or "
+                                                            "pretrained on kb, qa or kb_qa (both in turn)",
+                                                    "choices": ENCODERS})
+    pretrain_steps: int = field(default=100, metadata={"help": "pretraining steps of each pretrained encoder (kb_qa "
+                                                                "alternates KB and QA steps)"})
+    answer_steps: int = field(default=300, metadata={"help": "training steps of the fixed 2-hop bracketed model "
+                                                             "(DrKIT's encoder)"})
     rows: tuple = field(default=tuple(ROWS), metadata={"help": f"rows beside DrKIT, of {', '.join(ROWS)}", "nargs": "*",
                                                        "type": str})
     peers: bool = field(default=True, metadata={"help": "run BM25 and dense MiniLM on the same dev questions"})
@@ -80,6 +89,8 @@ class TwoWikiConfig:
         unknown = [r for r in self.rows if r not in ROWS]
         if unknown:
             raise ConfigError(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
+        if self.encoder not in ENCODERS:
+            raise ConfigError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
         if not 0 < self.dev_fraction < 1:
             raise ConfigError(f"dev_fraction must be in (0, 1), got {self.dev_fraction}")
 
@@ -115,7 +126,11 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
         timings.run("encoder-base", lambda: pretrain(out / "index", None, encoders["base"], PretrainConfig(steps=0),
                                                      log=log), log)
     train_kb(train_file, out / "kb-train.txt")
-    for name in dict.fromkeys(ROWS[r].encoder for r in config.rows if ROWS[r].encoder != "base"):
+    def encoder_of(row: Row) -> str:
+        return row.encoder or config.encoder
+
+    wanted = [config.encoder] + [encoder_of(ROWS[r]) for r in config.rows]
+    for name in dict.fromkeys(e for e in wanted if e != "base"):
         run = encoders[name] = out / f"pretrain-{name}"
         kb = out / "kb-train.txt" if name in ("kb", "kb_qa") else None
         qa = train_file if name in ("qa", "kb_qa") else None
@@ -139,6 +154,10 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     results: dict = {"data": str(data), "settings": _jsonable(dataclasses.asdict(config)),
                      "split": json.loads((split / "split.json").read_text())["counts"], "retrieval": {}, "rows": {}}
     for name, row in [("drkit", DRKIT)] + [(r, ROWS[r]) for r in config.rows]:
+        if name != "drkit" and not row.mix and not row.follow and encoder_of(row) == config.encoder:
+            results["rows"][name] = {**results["retrieval"]["drkit"], "what": f"{row.what} (= DrKIT's row)"}
+            continue
+        row = dataclasses.replace(row, encoder=encoder_of(row))
         run = out / f"train-{name}"
         mix_config = MixConfig(**{**({"hops": 2}), **row.mix})
         follow_config = FollowConfig(**row.follow)
@@ -180,7 +199,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
             results["retrieval"][name] = json.loads((ev / "metrics.json").read_text())
 
     if config.answers:
-        results["answers"] = _answers(out, index, mentions["base"], split, config, timings, log)
+        results["answers"] = _answers(out, index, mentions[config.encoder], split, config, timings, log)
     results["timings_s"] = json.loads((out / "timings.json").read_text())
     _write_json(out / "results.json", results)
     (out / "results.md").write_text("\n".join(results_markdown(results)) + "\n", encoding="utf-8")
@@ -219,7 +238,7 @@ def _answers(out: Path, index, mentions: Path, split: Path, config: TwoWikiConfi
     n = sum(drkit.get(t, {}).get("questions", 0) for t in types)
     hits = sum(drkit[t]["hits@1"] * drkit[t]["questions"] for t in types if t in drkit)
     return {"questions": n, "drkit_mixing_hits@1": round(hits / n, 4) if n else None, "drkit_by_type": drkit,
-            "fixed_2hop_bracketed_hits@1": fixed.get("hits@1"), "fixed_2hop_bracketed_lines": fixed.get("lines"),
+            "fixed_2hop_bracketed_hits@1": round(fixed["hits@1"], 4), "fixed_2hop_bracketed_lines": fixed.get("lines"),
             "bracketed_counts": {p: {k: v for k, v in c.items() if k != "ids"} for p, c in counts.items()}}
 
 
@@ -246,7 +265,9 @@ def results_markdown(results: dict) -> list[str]:
     cols = [f"R@{k}" for k in KS] + [f"AR@{k}" for k in KS]
     head = "| retriever | " + " | ".join(cols) + " | q/s batch 1 | q/s batch 64 |"
     lines = [f"# 2WikiMultiHopQA, dev split ({results['drkit']['overall']['questions']} questions, seeded by type)", "",
-             "## Passage retrieval", "", head, "|" + "---|" * (len(cols) + 3)]
+             f"DrKIT's encoder: {results['settings']['encoder']} (see `drkit reproduce-2wiki --help`). Split (train / dev "
+             "questions): " + ", ".join(f"{t} {c['train']} / {c['dev']}" for t, c in results["split"].items()) + ".",
+             "", "## Passage retrieval", "", head, "|" + "---|" * (len(cols) + 3)]
 
     def row(name, m):
         o = m["overall"]
@@ -271,8 +292,8 @@ def results_markdown(results: dict) -> list[str]:
         lines += ["", "## Entity answers (compositional + inference dev questions)", "",
                   f"* drkit, plain question, hop count unknown (top entity of the last hop): Hits@1 "
                   f"{a['drkit_mixing_hits@1']} on {a['questions']} questions",
-                  f"* fixed 2-hop DrKIT model handed the bracketed entity: Hits@1 {a['fixed_2hop_bracketed_hits@1']} "
-                  f"on {a['fixed_2hop_bracketed_lines']} lines"]
+                  f"* fixed 2-hop DrKIT model handed the bracketed entity (same encoder and mention index): Hits@1 "
+                  f"{a['fixed_2hop_bracketed_hits@1']} on {a['fixed_2hop_bracketed_lines']} lines"]
     lines += ["", "## Wall time (s)", "", "| step | s |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in results["timings_s"].items()]
     lines.append(f"| total | {round(sum(results['timings_s'].values()), 1)} |")
@@ -293,6 +314,7 @@ def plot_recall(results: dict, path: Path) -> None:
     for ax, metric in zip(axes, ("R@k (share of gold passages in the top k)", "AR@k (all gold passages in the top k)")):
         ax.set_xscale("log")
         ax.set_xticks(KS, [str(k) for k in KS])
+        ax.minorticks_off()
         ax.set_xlabel("k")
         ax.set_ylabel(metric)
         ax.set_ylim(0, 1)

@@ -58,7 +58,7 @@ class Retrieved:
     pi: list[float] | None = None  # hop-mixing weights pi_0 .. pi_T
     chain: list | None = None  # per hop, the best entities: [{"entity", "score", "passage", "title", "mention"}, ...]
     # (passage, title, mention: the entity's best-scoring mention in that hop, when it has one)
-    answer: str | None = None  # the last hop's best entity (multi-hop slot filling)
+    answer: str | None = None  # the last hop's best entity the question does not name (multi-hop slot filling)
 
 
 class Retriever(Protocol):
@@ -201,12 +201,16 @@ class DrKITRetriever:
     name = "drkit"
 
     def __init__(self, model, vkb, linker, entities: int = 200, chain_top: int = 3, bf16: bool = True,
-                 evidence: bool = True):
+                 evidence: bool = True, answer_skips_named: bool = True):
         from drkit.qa.passages import PageRanker
 
         self.model, self.vkb, self.linker = model, vkb, linker
         self.pages = PageRanker.from_index(vkb.index)
         self.entities, self.chain_top, self.bf16, self.evidence = entities, chain_top, bf16, evidence
+        # the answer is the last hop's best entity that the question does not name verbatim, as MetaQA's
+        # question entity is removed from the answers: a chain that walks back to the question's own
+        # entity (film -> director -> film) does not answer it
+        self.answer_skips_named = answer_skips_named
         self.names = vkb.entity_names
 
     @classmethod
@@ -230,7 +234,15 @@ class DrKITRetriever:
             if mentions is None:
                 raise ConfigError(f"{model} does not name its mention index; pass --mentions")
         sparse = SparseIndex.load(index)
-        vkb = VirtualKB(sparse, MentionIndex.load(mentions))
+        mention_index = MentionIndex.load(mentions)
+        trained = m.manifest.get("mentions", {}).get("encoder_sha256")
+        used = mention_index.manifest.get("encoder", {}).get("sha256")
+        if trained and used and trained != used:
+            raise ConfigError(f"{mentions} was embedded by the encoder {mention_index.manifest['encoder'].get('path')} "
+                              f"(sha256 {used[:12]}), but {model} was trained on mentions embedded by "
+                              f"{m.manifest.get('encoder')} (sha256 {trained[:12]}): embed the corpus with "
+                              f"'drkit embed --encoder {m.manifest.get('encoder')}'")
+        vkb = VirtualKB(sparse, mention_index)
         m.base.set_entities(vkb.entity_names)
         linker = QuestionLinker.from_index(sparse, QuestionLinkConfig(**m.manifest.get("link", {})))
         return cls(m, vkb, linker, **kw)
@@ -268,6 +280,9 @@ class DrKITRetriever:
             out = self.model(list(questions), linked_entity_set(linked), self.vkb, bf16=self.bf16, trace=self.evidence)
         ids, probs = out.z_star.top(self.entities)
         chains = [z.top(self.chain_top) for z in out.z]
+        named = [set(linked.ids[(linked.rows == b) & linked.exact].tolist()) if self.answer_skips_named else set()
+                 for b in range(len(questions))]
+        last_ids, _ = out.z[-1].top(self.chain_top + max(map(len, named), default=0))
         evidence = [self._evidence(z, tr, cids) if tr is not None else None
                     for z, tr, (cids, _) in zip(out.z, out.traces, chains)]
         results = []
@@ -284,9 +299,8 @@ class DrKITRetriever:
                 rest = [a for a in range(len(self.pages.keys)) if a not in seen][:top - len(articles)]
                 articles += rest
                 scores += [min(low, 0.0) - 1.0 - i for i in range(len(rest))]
-            last = chains[-1][0][b]
-            results.append(Retrieved(articles, scores,
-                                     [round(float(x), 4) for x in out.pi[b]], chain,
-                                     self.names[int(last[0])] if last[0] >= 0 else None))
+            answer = next((int(e) for e in last_ids[b] if e >= 0 and int(e) not in named[b]), None)
+            results.append(Retrieved(articles, scores, [round(float(x), 4) for x in out.pi[b]], chain,
+                                     self.names[answer] if answer is not None else None))
         return results
 
