@@ -300,3 +300,30 @@ def test_chance_hits_matches_enumeration():
             subsets = list(combinations(range(n), min(k, n)))
             want = sum(bool(gold & set(s)) for s in subsets) / len(subsets)
             assert got == pytest.approx(want)
+
+
+def test_a_transformer_folder_without_safetensors_is_refused_not_unpickled(tiny_base, tmp_path):
+    import shutil
+
+    import torch
+    from transformers import BertModel
+
+    from drkit.dense.encoder import load_transformer
+    from drkit.errors import ConfigError
+
+    assert load_transformer(tiny_base) is not None
+    pickled = tmp_path / "pickled"  # the same model, its weights as a pickle only
+    pickled.mkdir()
+    for f in tiny_base.iterdir():
+        if f.name != "model.safetensors":
+            shutil.copy(f, pickled / f.name)
+    torch.save(BertModel.from_pretrained(str(tiny_base)).state_dict(), pickled / "pytorch_model.bin")
+    called = []
+    real_load = torch.load
+    torch.load = lambda *a, **k: called.append(1) or real_load(*a, **k)
+    try:
+        with pytest.raises(ConfigError, match="cannot load a transformer"):
+            load_transformer(pickled)
+    finally:
+        torch.load = real_load
+    assert not called

@@ -67,3 +67,15 @@ def test_the_rule_catches_an_upward_import(tmp_path):
     names = [n for _, n in imported_modules(path, "drkit.index.sparse")]
     assert names == ["drkit.reason.model", "drkit.data"]
     assert STAGES.index(stage_of(names[0])) > STAGES.index("index")
+
+
+def test_no_private_name_is_imported_across_modules():
+    """A name with a leading underscore is private to its module: no other module imports it."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("drkit")):
+                offenders += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.module}.{a.name}"
+                              for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not offenders, offenders

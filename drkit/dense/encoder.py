@@ -61,13 +61,14 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden * m).sum(1) / m.sum(1).clamp_min(1)
 
 
-def _load_transformer(path: Path):
+def load_transformer(path: Path):
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # drkit shows its own progress
     try:
-        return AutoModel.from_pretrained(str(path), local_files_only=True)
+        # safetensors only: a folder holding just pytorch_model.bin (a pickle) is refused, not unpickled
+        return AutoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot load a transformer from {path}: {exc}") from exc
 
@@ -116,7 +117,7 @@ class DualEncoder(nn.Module):
         from drkit.data.tokenizer import load_tokenizer
 
         path = encoder_path(config.base)
-        passage_model = _load_transformer(path)
+        passage_model = load_transformer(path)
         query_model = copy.deepcopy(passage_model)
         n_layers = query_model.config.num_hidden_layers
         if config.query_layers:

@@ -230,7 +230,7 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
             def run_eval():
                 metrics = evaluate(DrKIT.load(out / "index", run / "model"), questions, ev, qtypes, log=log,
                                    question_entity=train_config.question_entity)
-                _write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
+                write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
             timings.run(ev.name.replace("eval-", "evaluate-", 1), run_eval, log)
         return json.loads((ev / "metrics.json").read_text())
 
@@ -244,7 +244,7 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
         made_with = {"model": model_identity(model), "questions_sha256": file_checksum(dev_file(h))["sha256"],
                      "k": list(config.k_sweep), "sample": config.sweep_questions, "denominator": "all lines"}
         if made_again(sweep, made_with):
-            timings.run(f"k-sweep-{h}hop", lambda: _write_json(sweep, {"made_with": made_with, "points": k_sweep_points(
+            timings.run(f"k-sweep-{h}hop", lambda: write_json(sweep, {"made_with": made_with, "points": k_sweep_points(
                 out / "index", model, dev_file(h), config.k_sweep, config.sweep_questions)}), log)
         results["k_sweep"][h] = json.loads(sweep.read_text())["points"]
     if config.ablations or config.ablation_rows:
@@ -287,7 +287,7 @@ def model_identity(model_dir: Path) -> dict:
             "model": manifest["model"], "follow": manifest["follow"]}
 
 
-def _write_json(path: Path, obj) -> None:
+def write_json(path: Path, obj) -> None:
     """Write `path` whole or not at all (a temporary file renamed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -313,7 +313,7 @@ def dev_sample(questions: Path, path: Path, n: int | None, seed: int = 0, log=pr
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text("".join(lines[i] + "\n" for i in sample_rows(len(lines), n, seed)), encoding="utf-8")
     os.replace(tmp, path)
-    _write_json(meta, made_with)
+    write_json(meta, made_with)
     return path
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drkit.errors import ConfigError
-from drkit.experiments.metaqa import Timings, _write_json
+from drkit.experiments.metaqa import Timings, write_json
 from drkit.reason.follow import FollowConfig
 from drkit.reason.mixing import MixConfig
 from drkit.util.artifact import file_checksum
@@ -174,7 +174,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
             def run_eval():
                 metrics = run_retrieval(DrKITRetriever.load(out / "index", run), index.article_keys, index.article_titles,
                                         dev_file, ev, retrieve_config, log=log)
-                _write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
+                write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
             timings.run(f"retrieve-{name}", run_eval, log)
         metrics = json.loads((ev / "metrics.json").read_text())
         metrics["train"] = json.loads((run / "done.json").read_text())
@@ -194,14 +194,14 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
                 def run_peer():
                     metrics = run_retrieval(make(index), index.article_keys, index.article_titles, dev_file, ev,
                                             retrieve_config, log=log)
-                    _write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
+                    write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
                 timings.run(f"peer-{name}", run_peer, log)
             results["retrieval"][name] = json.loads((ev / "metrics.json").read_text())
 
     if config.answers:
         results["answers"] = _answers(out, index, mentions[config.encoder], split, config, timings, log)
     results["timings_s"] = json.loads((out / "timings.json").read_text())
-    _write_json(out / "results.json", results)
+    write_json(out / "results.json", results)
     (out / "results.md").write_text("\n".join(results_markdown(results)) + "\n", encoding="utf-8")
     plot_recall(results, out / "recall_at_k.png")
     log(f"wrote {out / 'results.md'}")
@@ -230,7 +230,7 @@ def _answers(out: Path, index, mentions: Path, split: Path, config: TwoWikiConfi
     if not (ev / "metrics.json").exists() or json.loads((ev / "metrics.json").read_text()).get("made_with") != made_with:
         def run_eval():
             metrics = evaluate(DrKIT.load(out / "index", run / "model"), out / "bracketed-dev.txt", ev, log=log)
-            _write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
+            write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
         timings.run("evaluate-bracketed-2hop", run_eval, log)
     fixed = json.loads((ev / "metrics.json").read_text())
     drkit = json.loads((out / "retrieve-drkit" / "metrics.json").read_text()).get("answers", {})

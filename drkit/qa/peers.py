@@ -55,10 +55,10 @@ class DenseRetriever:
     def __init__(self, texts: list[str], base: str = "all-MiniLM-L6-v2", max_pieces: int = 256, batch_size: int = 32,
                  bf16: bool = True):
         from drkit.data.tokenizer import encoder_path, load_tokenizer
-        from drkit.dense.encoder import _load_transformer
+        from drkit.dense.encoder import load_transformer
 
         self.tokenizer = load_tokenizer(base)
-        self.model = _load_transformer(encoder_path(base)).eval()
+        self.model = load_transformer(encoder_path(base)).eval()
         self.max_pieces, self.bf16 = max_pieces, bf16
         order = np.argsort([len(t) for t in texts], kind="stable")  # similar lengths batch together
         vectors = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
