@@ -125,6 +125,43 @@ def test_flags_follow_the_config_dataclasses():
             assert "--" + f.name.replace("_", "-") in flags
 
 
+def test_every_command_has_a_flag_for_every_field_of_its_settings():
+    from drkit.dense.distant import DistantConfig
+    from drkit.dense.encoder import EncoderConfig
+    from drkit.dense.mentions import EmbedConfig
+    from drkit.dense.pretrain import PretrainConfig
+    from drkit.experiments.metaqa import ReproduceConfig
+    from drkit.experiments.twowiki import TwoWikiConfig
+    from drkit.index.question_linking import QuestionLinkConfig
+    from drkit.qa.ask import AskConfig
+    from drkit.qa.evaluate import EvaluateConfig
+    from drkit.qa.pipeline import LoadConfig, QueryConfig
+    from drkit.qa.retrieve import RetrieveConfig
+    from drkit.reason.follow import FollowConfig
+    from drkit.reason.mixing import MixConfig
+    from drkit.reason.model import ModelConfig
+    from drkit.reason.train import TrainConfig
+    from drkit.reason.train_mixing import MixTrainConfig
+
+    expected = {  # command -> its settings dataclasses, and fields deliberately without a flag
+        "index": [LinkConfig, SparseConfig], "pretrain": [DistantConfig, EncoderConfig, PretrainConfig],
+        "embed": [EmbedConfig], "slot-fill": [], "train": [FollowConfig, ModelConfig, TrainConfig],
+        "evaluate": [EvaluateConfig, LoadConfig, QueryConfig], "ask": [AskConfig, LoadConfig, QueryConfig],
+        "reproduce-metaqa": [ReproduceConfig], "retrieve": [RetrieveConfig], "reproduce-2wiki": [TwoWikiConfig],
+        "train-mixing": [FollowConfig, MixConfig, MixTrainConfig, ModelConfig, QuestionLinkConfig],
+    }
+    unflagged = {("train-mixing", "ModelConfig.hops")}  # the hop count is MixConfig's --hops
+    commands = build_parser()._subparsers._group_actions[0].choices
+    assert set(commands) == set(expected)
+    for name, sub in commands.items():
+        dests = {a.dest for a in sub._actions}
+        assert {d.split(".")[0] for d in dests if "." in d} == {c.__name__ for c in expected[name]}, name
+        for cls in expected[name]:
+            for f in dataclasses.fields(cls):
+                dest = f"{cls.__name__}.{f.name}"
+                assert (dest in dests) != ((name, dest) in unflagged), (name, dest)
+
+
 @pytest.mark.parametrize("flag, expected", [([], None), (["--question-entity", "linked"], "linked"),
                                             (["--question-entity", "bracketed"], "bracketed")])
 def test_evaluate_passes_question_entity(monkeypatch, tmp_path, flag, expected):

@@ -1,0 +1,75 @@
+"""`drkit reproduce-2wiki` end to end on a tiny 2WikiMultiHopQA-shaped folder (the real MiniLM, a few steps
+of each stage): every output is written, the figures are the retrievers' own metrics files, a rerun finds
+everything done, and a run with other settings is refused, naming the setting."""
+
+import json
+
+import numpy as np
+
+from drkit.cli import main
+
+FIRST = ["Anna", "Boris", "Clara", "Dmitri", "Elena", "Farid"]
+LAST = ["Lindqvist", "Okafor", "Ramirez", "Tanaka"]
+FILMS = ["The Silent Harbor", "Red Mountain", "A Letter to Quito", "The Glass Empire", "Night Garden",
+         "The Long River", "Paper Moons", "Winter Orchard"]
+CITY = ["Oslo", "Lima", "Perth", "Riga"]
+
+
+def tiny_2wiki(d):
+    rng = np.random.default_rng(0)
+    people = [f"{f} {l}" for f in FIRST for l in LAST][:6]
+    born = {p: CITY[i % len(CITY)] for i, p in enumerate(people)}
+    rows, questions = [], []
+    for i, p in enumerate(people):
+        rows.append({"id": str(len(rows)), "title": p, "text": f"{p} is a film director who was born in {born[p]}."})
+    directed, year = {}, {}
+    for f in FILMS:
+        directed[f], year[f] = people[int(rng.integers(len(people)))], 1950 + int(rng.integers(60))
+        rows.append({"id": str(len(rows)), "title": f, "text": f"{f} is a {year[f]} drama film directed by {directed[f]}."})
+    key = {r["title"]: r["id"] for r in rows}
+    for i, f in enumerate(FILMS):
+        g = FILMS[(i + 3) % len(FILMS)]
+        questions.append({"id": f"c{i}", "type": "comparison", "question": f"Which film came out first, {f} or {g}?",
+                          "answers": [f if year[f] <= year[g] else g], "supporting": [key[f], key[g]],
+                          "supporting_titles": [f, g], "evidence": [[f, "publication date", str(year[f])],
+                                                                    [g, "publication date", str(year[g])]]})
+        p = directed[f]
+        questions.append({"id": f"p{i}", "type": "compositional", "question": f"Where was the director of film {f} born?",
+                          "answers": [born[p]], "supporting": [key[f], key[p]], "supporting_titles": [f, p],
+                          "evidence": [[f, "director", p], [p, "place of birth", born[p]]]})
+    d.mkdir()
+    (d / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (d / "train.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
+    (d / "entities.txt").write_text("\n".join([r["title"] for r in rows] + CITY) + "\n")
+    return d
+
+
+def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
+    data, out = tiny_2wiki(tmp_path / "data"), tmp_path / "run"
+    args = ["reproduce-2wiki", "--data", str(data), "--out", str(out), "--steps", "2", "--pretrain-steps", "2",
+            "--answer-steps", "2", "--rows", "fixed_1", "no_pretraining", "kb_qa_pretrained", "--qps-sample", "2"]
+    assert main(args) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["split"] == {"comparison": {"train": 4, "dev": 4}, "compositional": {"train": 4, "dev": 4}}
+    drkit = json.loads((out / "retrieve-drkit" / "metrics.json").read_text())
+    assert results["drkit"]["overall"] == drkit["overall"] and drkit["questions"] == 8
+    assert set(results["retrieval"]) == {"bm25", "dense"}
+    assert set(results["rows"]) == {"fixed_1", "no_pretraining", "kb_qa_pretrained"}
+    # kb_qa is DrKIT's own encoder: the row is DrKIT's, not a second training
+    assert results["rows"]["kb_qa_pretrained"]["overall"] == drkit["overall"]
+    assert not (out / "train-kb_qa_pretrained").exists()
+    assert json.loads((out / "train-no_pretraining" / "run.json").read_text())["mentions"].endswith("mentions-base")
+    assert json.loads((out / "train-drkit" / "run.json").read_text())["mentions"].endswith("mentions-kb_qa")
+    a = results["answers"]
+    assert a["questions"] == 4 and a["fixed_2hop_bracketed_lines"] == 4
+    assert 0 <= a["drkit_mixing_hits@1"] <= 1 and 0 <= a["fixed_2hop_bracketed_hits@1"] <= 1
+    md = (out / "results.md").read_text()
+    assert "| **drkit** (hop mixing) |" in md and "BM25" in md and "Entity answers" in md
+    assert (out / "recall_at_k.png").stat().st_size > 0
+    timings = json.loads((out / "timings.json").read_text())
+    assert {"index", "pretrain-kb_qa", "embed-kb_qa", "train-drkit", "retrieve-drkit", "peer-bm25"} <= set(timings)
+    capsys.readouterr()
+    assert main(args) == 0  # everything is done: nothing is made again
+    assert json.loads((out / "timings.json").read_text()) == timings
+    assert main(args[:args.index("--steps") + 1] + ["3"] + args[args.index("--steps") + 2:]) == 2
+    assert "steps" in capsys.readouterr().err
