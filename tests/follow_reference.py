@@ -29,7 +29,7 @@ def dense_follow_reference(z: torch.Tensor, queries: torch.Tensor, A: torch.Tens
 
     The slow, obviously correct reference the tests check `follow` against. A is the TF-IDF A the follow
     uses (0/1, or the relative TF-IDF score to the power), self-loops included: they are removed here
-    unless `config.self_loops`. L (E, E) is the link graph, needed for ``config.adjacency`` links or
+    unless `config.self_loops`. `topic[b]` is the entity, or the entities, removed from row b. L (E, E) is the link graph, needed for ``config.adjacency`` links or
     both: A_link is built from it (`dense_link_adjacency`) and the A used is A (tfidf), A_link (links)
     or their sum (both).
 
@@ -38,6 +38,11 @@ def dense_follow_reference(z: torch.Tensor, queries: torch.Tensor, A: torch.Tens
     times its largest over the mentions."""
     B, E = z.shape
     M = F.shape[0]
+
+    def removed(b, e):  # topic[b]: one entity (-1: none) or several
+        return (config.remove_topic != "never" and topic is not None
+                and int(e) in {int(t) for t in np.atleast_1d(topic[b])})
+
     use_tfidf, use_links = config.adjacency in ("tfidf", "both"), config.adjacency in ("links", "both")
     A_tfidf = A_full = None
     if use_tfidf:
@@ -64,12 +69,12 @@ def dense_follow_reference(z: torch.Tensor, queries: torch.Tensor, A: torch.Tens
             if use_links:  # skip entities of negligible weight
                 kept |= (link_weight > 0) & (link_weight >= config.min_weight * link_weight.max())
             order = [m for m in order if expansion[m] > 0 and kept[m]
-                     and not (config.remove_topic != "never" and topic is not None and mention_entity[m] == topic[b])]
+                     and not removed(b, mention_entity[m])]
         order = order[: config.top_k]
         per_entity: dict[int, list] = {}
         for m in order:
             e = int(mention_entity[m])
-            if config.remove_topic != "never" and topic is not None and e == topic[b]:
+            if removed(b, e):
                 continue
             logit = scores[m] / config.temperature
             if config.tfidf:

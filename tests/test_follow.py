@@ -41,6 +41,32 @@ def test_follow_matches_dense_reference(seed, config):
     assert torch.allclose(got.sum(1)[got.sum(1) > 0], torch.ones(1, dtype=got.dtype))
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("config", [CONFIGS[2], CONFIGS[4], CONFIGS[6], CONFIGS[8]],
+                         ids=["global", "no-tfidf", "restricted", "restricted-sum-self"])
+def test_several_removed_entities_per_row_match_the_dense_reference(seed, config):
+    from drkit.reason.follow import not_topic
+
+    graph, A = random_graph(seed)
+    z = random_z(seed, batch=4, n_entities=graph.n_entities)
+    q = torch.from_numpy(np.random.default_rng(100 + seed).normal(size=(4, 5)))
+    rng = np.random.default_rng(seed)
+    topic = np.stack([rng.choice(graph.n_entities, 3, replace=False) for _ in range(4)])
+    topic[1, 2] = topic[3, 1:] = -1  # padding
+    got = follow(z, q, graph, exact_search(graph), config, topic).to_dense(graph.n_entities)
+    want = dense_follow_reference(z.to_dense(graph.n_entities), q, weighted(A, config.tfidf_power), graph.vectors,
+                                  graph.mention_entity, config, topic)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    for b in range(4):
+        assert (got[b, topic[b][topic[b] >= 0]] == 0).all()
+    # one entity per row, as a column, is the one-entity removal
+    one = topic[:, 0]
+    torch.testing.assert_close(follow(z, q, graph, exact_search(graph), config, one[:, None]).to_dense(graph.n_entities),
+                               follow(z, q, graph, exact_search(graph), config, one).to_dense(graph.n_entities))
+    entities, rows = np.array([5, 1, 0, 2]), np.array([0, 1, 3, 3])
+    assert not_topic(entities, rows, np.array([[5, -1], [0, 1], [2, 2], [-1, -1]])).tolist() == [False, False, True, True]
+
+
 def test_question_entity_is_removed():
     graph, A = random_graph(1)
     z = EntitySet.one_hot([0, 1, 2])

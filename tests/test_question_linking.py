@@ -67,6 +67,8 @@ def test_linker_matches_the_slow_reference(seed):
             for e, w in zip(ids, weights):
                 assert w == pytest.approx(want[int(e)], rel=1e-4, abs=1e-6)
             assert exact <= set(ids.tolist())
+            named = linked.named()[b]
+            assert set(named[named >= 0].tolist()) == exact and (named >= 0).sum() == len(exact)
 
 
 def test_exact_matches_are_always_in_and_case_does_not_matter():
@@ -84,6 +86,7 @@ def test_a_question_naming_nothing_gets_an_empty_row():
     names = ["Blood Street", "Paris"]
     linked = QuestionLinker(names, EntityLinker([fold(n) for n in names], 3)).link(["who is it?", "Paris"])
     assert linked.row(0)[0].tolist() == [] and linked.row(1)[0].tolist() == [1]
+    assert linked.named().tolist() == [[-1], [1]]
 
 
 def test_recall_against_a_bfs_with_literal_shares():

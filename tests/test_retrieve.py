@@ -312,3 +312,32 @@ def test_retrieve_refuses_mentions_embedded_by_another_encoder(mixing_run, tmp_p
     err = capsys.readouterr().err
     assert "embedded by the encoder" in err and "drkit embed --encoder" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_remove_named_drops_the_named_entities_from_every_hop_but_z0(mixing_run):
+    import dataclasses
+
+    import torch
+
+    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.reason.train_mixing import linked_entity_set
+
+    d = mixing_run
+    r = DrKITRetriever.load(d / "index1", d / "run")
+    rows = [json.loads(line) for line in (d / "corpus1.jsonl").read_text().splitlines()]
+    questions = [f"Which films did {x['title']} direct?" for x in rows if "-d" in x["id"]]
+    linked = r.linker.link(questions)
+    named = linked.named()
+    outs = {}
+    for flag in (False, True):
+        r.model.config = dataclasses.replace(r.model.config, remove_named=flag)
+        with torch.no_grad():
+            outs[flag] = r.model(questions, linked_entity_set(linked), r.vkb, bf16=False, named=named)
+    n = r.vkb.index.n_entities
+    for b in range(len(questions)):
+        gone = named[b][named[b] >= 0]
+        assert len(gone) and all((z.to_dense(n)[b, gone] == 0).all() for z in outs[True].z[1:])
+        torch.testing.assert_close(outs[True].z[0].to_dense(n)[b], outs[False].z[0].to_dense(n)[b])
+        torch.testing.assert_close(outs[True].z[1].to_dense(n)[b], outs[False].z[1].to_dense(n)[b])  # films
+    # without removal, two hops from a director walk back to it
+    assert any((outs[False].z[2].to_dense(n)[b, named[b][named[b] >= 0]] > 0).any() for b in range(len(questions)))

@@ -15,6 +15,8 @@ passages (BM25-retrieved negatives, `drkit.dense.qa_supervision`): `pretrain_ste
 Rows (``--rows``), each a hop-mixing model trained and scored like the main one but for one change:
 
 * ``fixed_0``, ``fixed_1``, ``fixed_2``: no mixing, Z_0 (rescored) / Z_1 / Z_2 alone;
+* ``remove_named``: the entities the question names verbatim removed from every hop's output, as MetaQA's
+  question entity is (Z_0 keeps them);
 * ``links``, ``both``: the link-graph A, or both A's, instead of the TF-IDF A (the default: see results);
 * ``no_pretraining``, ``kb_pretrained``, ``qa_pretrained``, ``kb_qa_pretrained``: the base MiniLM, and the
   paper's three ways of pretraining the encoder (the one that is DrKIT's own is DrKIT's row, not trained
@@ -55,6 +57,8 @@ ROWS = {
     "fixed_0": Row("no mixing: Z_0 alone (the linked entities, rescored)", mix={"fixed": 0}),
     "fixed_1": Row("no mixing: Z_1 alone (1 hop)", mix={"fixed": 1}),
     "fixed_2": Row("no mixing: Z_2 alone (2 hops)", mix={"fixed": 2}),
+    "remove_named": Row("the entities the question names removed from every hop's output (Z_0 keeps them)",
+                        mix={"remove_named": True}),
     "links": Row("the paper's link-graph A instead of the TF-IDF A", follow={"adjacency": "links"}),
     "both": Row("both A's (TF-IDF and link graph)", follow={"adjacency": "both"}),
     "no_pretraining": Row("the base MiniLM encoder, not pretrained", encoder="base"),

@@ -63,6 +63,16 @@ class LinkedQuestions:
     exact: np.ndarray
     batch_size: int
 
+    def named(self) -> np.ndarray:
+        """(batch, k) ids of the entities each question names verbatim, -1 padded (k >= 1)."""
+        rows, ids = self.rows[self.exact], self.ids[self.exact]
+        counts = np.bincount(rows, minlength=self.batch_size)
+        out = np.full((self.batch_size, max(int(counts.max(initial=0)), 1)), -1, dtype=np.int64)
+        order = np.lexsort((ids, rows))
+        rows, ids = rows[order], ids[order]
+        out[rows, np.arange(len(rows)) - np.searchsorted(rows, rows)] = ids
+        return out
+
     def row(self, b: int) -> tuple[np.ndarray, np.ndarray]:
         """Entity ids and weights of question `b`, best first (ties: lower id first)."""
         sel = np.flatnonzero(self.rows == b)

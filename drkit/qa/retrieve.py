@@ -277,7 +277,8 @@ class DrKITRetriever:
         linked = self.linker.link(list(questions))
         fill = self.linker.link(list(questions), top=top) if self.linker.config.top < top else linked
         with torch.no_grad():
-            out = self.model(list(questions), linked_entity_set(linked), self.vkb, bf16=self.bf16, trace=self.evidence)
+            out = self.model(list(questions), linked_entity_set(linked), self.vkb, bf16=self.bf16, trace=self.evidence,
+                             named=linked.named())
         ids, probs = out.z_star.top(self.entities)
         chains = [z.top(self.chain_top) for z in out.z]
         named = [set(linked.ids[(linked.rows == b) & linked.exact].tolist()) if self.answer_skips_named else set()

@@ -143,6 +143,14 @@ def best_mention_of_slot(slot: np.ndarray, logits: np.ndarray, mentions: np.ndar
     return best
 
 
+def not_topic(entities: np.ndarray, rows: np.ndarray, topic: np.ndarray) -> np.ndarray:
+    """Whether each `entities[i]` (of row `rows[i]`) is none of its row's removed entities: `topic` is one
+    entity per row (B,) or several (B, k), -1 for none."""
+    if topic.ndim == 1:
+        return entities != topic[rows]
+    return ~(entities[:, None] == topic[rows]).any(axis=1)
+
+
 def _retrieved(z, queries, graph, search, config, power, topic):
     """Global retrieval (the paper): the top-K mentions of the index by MIPS, then, with `config.tfidf`,
     those with ``(Z^T A)[m] > 0``. Returns (rows, mentions, scores, log weights or None)."""
@@ -153,7 +161,7 @@ def _retrieved(z, queries, graph, search, config, power, topic):
     rows = np.repeat(np.arange(batch, dtype=np.int64), len(ids) // max(batch, 1))
     keep = ids >= 0
     if topic is not None:
-        keep &= graph.mention_entity[np.maximum(ids, 0)] != topic[rows]
+        keep &= not_topic(graph.mention_entity[np.maximum(ids, 0)], rows, topic)
     rows, mentions, scores = rows[keep], ids[keep], scores[keep]
     if not config.tfidf:
         return rows, mentions, scores, None
@@ -202,7 +210,7 @@ def _co_occurring(z, queries, graph, config, power, topic):
         keys = np.unique(np.concatenate([r * n + m for r, m in found]))
         rows, mentions = keys // n, keys % n
     if topic is not None:
-        keep = graph.mention_entity[mentions] != topic[rows]
+        keep = not_topic(graph.mention_entity[mentions], rows, topic)
         rows, mentions = rows[keep], mentions[keep]
     present, w = expansion.lookup(rows, mentions)
     rows, mentions = rows[present], mentions[present]
@@ -238,7 +246,7 @@ def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, conf
     forward values of ``f(m) . g_t``, bf16-rounded for float32 queries, and their gradient is exact.
     Every step is computed row by row or pair by pair, so a row's result does not depend on the other
     rows of the batch (restricted retrieval: bit for bit; global: as far as `search` is row-wise).
-    `topic[b]` is the entity removed from row b (-1: none) unless ``config.remove_topic`` is "never" (the
+    `topic[b]` is the entity removed from row b (-1: none; a (batch, k) array: k entities each) unless ``config.remove_topic`` is "never" (the
     caller passes it only at the hops where it applies: every hop, or the last); `tfidf_power` (a learned scalar) replaces
     ``config.tfidf_power`` when given."""
     batch = queries.shape[0]

@@ -13,8 +13,9 @@ heads on the mean of the question's shared-layer outputs (`MultiHopModel.pooled`
   query's start and end projections), with ``Z_0' = rescore(Z_0, g_0)`` (`drkit.reason.follow.rescore`:
   each linked entity's prior weight times the exponentiated best score of its mentions).
 
-Hop 1 follows from the rescored Z_0', so the linker's noise is filtered before it is expanded. The
-question entity is never removed (a plain question has no single one; ``remove_topic`` is ignored).
+Hop 1 follows from the rescored Z_0', so the linker's noise is filtered before it is expanded. With
+``remove_named``, the entities the question names verbatim are removed from the output of every hop (Z_0
+keeps them), as MetaQA's question entity is (``remove_topic``): a chain then cannot walk back to them.
 Z* is an `EntitySet` on the union of the supports; everything is differentiable in pi, in the queries and
 in each Z_t, so the model trains end to end from the gold entities (`mixture_loss`).
 """
@@ -48,6 +49,8 @@ class MixConfig:
                                                    "off: Z_0 is the linker's weights"})
     fixed: int | None = field(default=None, metadata={"help": "no mixing: answer with Z_fixed alone (pi one-hot; "
                                                                 "the fixed-hop models mixing is compared with)"})
+    remove_named: bool = field(default=False, metadata={"help": "remove the entities the question names verbatim "
+                                                        "from every hop's output (Z_0 keeps them)"})
 
     def __post_init__(self):
         if self.hops < 1:
@@ -133,7 +136,9 @@ class HopMixingModel(nn.Module):
         return self.base.follow_config
 
     def forward(self, texts: list[str], z0: EntitySet, vkb, bf16: bool = True, trace: bool = False,
-                follow_config: FollowConfig | None = None) -> MixOutput:
+                follow_config: FollowConfig | None = None, named: np.ndarray | None = None) -> MixOutput:
+        """Z* of a batch; `named` (batch, k), -1 padded: the entities each question names verbatim
+        (`LinkedQuestions.named`), removed from every hop with ``remove_named``."""
         base, fc = self.base, follow_config or self.base.follow_config
         if len(base.entity_table) != vkb.graph.n_entities:
             raise ConfigError(f"the model's entity table has {len(base.entity_table)} rows but the index has "
@@ -156,7 +161,8 @@ class HopMixingModel(nn.Module):
         for t in range(self.config.hops):
             q = base.hop_queries(enc, t, z)
             power = base.tfidf_power[t].clamp_min(0) if base.config.learn_tfidf_power else None
-            result = follow(z, q, vkb.graph, vkb.search, fc, None, trace=trace, tfidf_power=power)
+            topic = named if self.config.remove_named else None
+            result = follow(z, q, vkb.graph, vkb.search, fc, topic, trace=trace, tfidf_power=power)
             z, tr = result if trace else (result, None)
             sets.append(z)
             queries.append(q)

@@ -46,7 +46,17 @@ from drkit.reason.predict import answer_batches, hits
 from drkit.reason.segment import segment_logsumexp
 from drkit.reason.vkb import VirtualKB
 from drkit.util.progress import progress
-from drkit.util.runs import adamw, best_staging, checkpoints, optimizer_step, prepare_run, read_log, resume, save_checkpoint
+from drkit.util.runs import (
+    adamw,
+    best_staging,
+    checkpoints,
+    optimizer_step,
+    prepare_run,
+    read_log,
+    resume,
+    save_checkpoint,
+    upgrade_run_settings,
+)
 from drkit.util.sampling import sample_rows, step_rows
 
 
@@ -84,25 +94,6 @@ def question_entity_of(manifest: dict) -> str:
 
 
 _SETTINGS_CLASSES = {"train": TrainConfig, "model": ModelConfig, "follow": FollowConfig}
-
-
-def _upgrade_run_settings(run: Path) -> None:
-    """Rewrite ``run.json`` of a run made before a settings field existed (or was a bool) as the settings it
-    meant: each section through its settings class, absent fields at their defaults. Left alone when a
-    section does not read (unknown field, bad value): `prepare_run` then names what differs."""
-    path = run / "run.json"
-    if not path.exists():
-        return
-    settings = json.loads(path.read_text())
-    upgraded = dict(settings)
-    for key, cls in _SETTINGS_CLASSES.items():
-        if isinstance(settings.get(key), dict):
-            try:
-                upgraded[key] = dataclasses.asdict(cls(**settings[key]))
-            except (TypeError, ConfigError):
-                return
-    if upgraded != settings:
-        path.write_text(json.dumps(upgraded, indent=2) + "\n")
 
 
 def answer_set_loss(z: EntitySet, answers: list[np.ndarray], n_entities: int) -> tuple[torch.Tensor | None, np.ndarray]:
@@ -150,7 +141,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
             raise ConfigError(f"--init {init}: not a DrKIT model or training run")
         settings["init"] = str(init)
     if not overwrite:
-        _upgrade_run_settings(run)
+        upgrade_run_settings(run, _SETTINGS_CLASSES)
     prepare_run(run, settings, overwrite, "training",
                 paths=("index", "mentions", "encoder", "train_file", "dev_file", "init"))
     if (run / "done.json").exists():

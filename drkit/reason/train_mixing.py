@@ -38,7 +38,7 @@ from drkit.reason.mixing import HopMixingModel, MixConfig, mixture_loss
 from drkit.reason.model import ModelConfig
 from drkit.reason.vkb import VirtualKB
 from drkit.util.progress import progress
-from drkit.util.runs import adamw, optimizer_step, prepare_run
+from drkit.util.runs import adamw, optimizer_step, prepare_run, upgrade_run_settings
 from drkit.util.sampling import step_rows
 
 
@@ -128,7 +128,8 @@ def entity_recall(model: HopMixingModel, vkb: VirtualKB, linker: QuestionLinker,
         for s in range(0, len(items), batch_size):
             batch = items[s:s + batch_size]
             texts = [it["question"] for it in batch]
-            out = model(texts, linked_entity_set(linker.link(texts)), vkb, bf16=True)
+            linked = linker.link(texts)
+            out = model(texts, linked_entity_set(linked), vkb, bf16=True, named=linked.named())
             ids, _ = out.z_star.top(k)
             for b, it in enumerate(batch):
                 if len(it["pages"]):
@@ -149,6 +150,9 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
                 "model": dataclasses.asdict(model_config), "follow": dataclasses.asdict(follow_config),
                 "link": dataclasses.asdict(link_config), "index": str(index_dir), "mentions": str(mentions_dir),
                 "encoder": str(encoder_dir), "train_file": str(train_file), "dev_file": str(dev_file)}
+    if not overwrite:  # a run made before a settings field existed: its run.json as the settings it meant
+        upgrade_run_settings(run, {"train": MixTrainConfig, "mix": MixConfig, "model": ModelConfig,
+                                   "follow": FollowConfig, "link": QuestionLinkConfig})
     prepare_run(run, settings, overwrite, "training", paths=("index", "mentions", "encoder", "train_file", "dev_file"))
     if (run / "done.json").exists():
         log(f"{run} is already trained ({run / 'model'}); pass --overwrite to train again")
@@ -205,7 +209,8 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
             t = time.perf_counter()
             batch = [usable[i] for i in step_rows(len(usable), config.batch_size, step, config.seed)]
             texts = [it["question"] for it in batch]
-            out = model(texts, linked_entity_set(linker.link(texts)), vkb, bf16=config.bf16)
+            linked = linker.link(texts)
+            out = model(texts, linked_entity_set(linked), vkb, bf16=config.bf16, named=linked.named())
             loss, found = mixture_loss(out.z_star, [it["gold"] for it in batch])
             if config.answer_weight > 0 and any(len(it["answers"]) for it in batch):
                 # the answer entity is the last hop's output (multi-hop slot filling): -log Z_T[answer]

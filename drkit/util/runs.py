@@ -20,6 +20,7 @@ and ``model/`` is restored from the checkpoint unless it is the one the checkpoi
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -49,6 +50,26 @@ def settings_diff(previous: dict, settings: dict, prefix: str = "", paths: tuple
                                  and os.path.realpath(old) == os.path.realpath(new)):
             out.append(f"{prefix}{k}: {old} in the run, {new} asked")
     return out
+
+
+def upgrade_run_settings(run: Path, classes: dict) -> None:
+    """Rewrite ``run.json`` of a run made before a settings field existed (or was a bool) as the settings it
+    meant: each section named in `classes` (``{"train": TrainConfig, ...}``) read through its settings
+    class, absent fields at their defaults. Left alone when a section does not read (unknown field, bad
+    value): `prepare_run` then names what differs."""
+    path = run / "run.json"
+    if not path.exists():
+        return
+    settings = json.loads(path.read_text())
+    upgraded = dict(settings)
+    for key, cls in classes.items():
+        if isinstance(settings.get(key), dict):
+            try:
+                upgraded[key] = dataclasses.asdict(cls(**settings[key]))
+            except (TypeError, ConfigError):
+                return
+    if upgraded != settings:
+        path.write_text(json.dumps(upgraded, indent=2) + "\n")
 
 
 def prepare_run(run: Path, settings: dict, overwrite: bool, what: str, paths: tuple[str, ...] = ()) -> None:
