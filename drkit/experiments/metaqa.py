@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +33,8 @@ import numpy as np
 
 from drkit.dense.pretrain import PRETRAIN_STEPS
 from drkit.errors import ArtifactError, ConfigError
+from drkit.experiments.metaqa_report import DENOMINATOR, DENOMINATOR_CAPTION, plot_k_sweep, results_markdown  # noqa: F401
+from drkit.experiments.steps import Timings, made_again, write_json
 from drkit.reason.follow import FollowConfig
 from drkit.reason.model import ModelConfig
 from drkit.reason.train import TrainConfig
@@ -84,9 +85,6 @@ DRKIT = Ablation("DrKIT")  # the reference row: every setting at its default
 
 _FOLLOW = {f.name: f for f in dataclasses.fields(FollowConfig)}
 # Every Hits@k of the results (main table, ablations, K sweep) has the same denominator:
-DENOMINATOR = ("all lines of the question file (or of its seeded sample): a line that cannot be scored (malformed, or "
-               "its question entity is not an entity of the index) counts as a miss")
-DENOMINATOR_CAPTION = "over all lines, an unscorable line counted as a miss"
 
 
 @dataclass(frozen=True)
@@ -129,20 +127,6 @@ class ReproduceConfig:
             raise ConfigError("steps, pretrain_steps, sweep_questions, ablation_steps and ablation_questions must be "
                               ">= 0 and every K of k_sweep >= 1")
         FollowConfig(min_weight=self.min_weight)  # checks it
-
-
-class Timings:
-    def __init__(self, path: Path):
-        self.path = path
-        self.data = json.loads(path.read_text()) if path.exists() else {}
-
-    def run(self, name: str, fn, log):
-        t = time.perf_counter()
-        log(f"== {name}")
-        result = fn()
-        self.data[name] = round(self.data.get(name, 0.0) + time.perf_counter() - t, 1)
-        self.path.write_text(json.dumps(self.data, indent=2) + "\n")
-        return result
 
 
 def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig = ReproduceConfig(), log=print) -> dict:
@@ -196,18 +180,6 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
     def dev_file(h: int) -> Path:
         return data / f"{h}-hop/vanilla/qa_dev.txt"
 
-    def made_again(path: Path, made_with: dict) -> bool:
-        """Whether the JSON result `path` must be made (again): missing, or made from other inputs."""
-        if not path.exists():
-            return True
-        before = json.loads(path.read_text())
-        before = before.get("made_with") if isinstance(before, dict) else None
-        if before == made_with:
-            return False
-        changed = [line.split(":")[0] for line in settings_diff(before or {}, made_with)]
-        log(f"{path} was made from another {', '.join(changed)}; making it again")
-        return True
-
     def train_and_eval(tag: str, h: int, mentions: Path, row: Ablation, steps: int, chain: bool,
                        questions: Path | None = None):
         run = out / f"train-{tag}-{h}hop"
@@ -226,7 +198,7 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
                      "qtypes_sha256": qtypes and file_checksum(qtypes)["sha256"]}
         if train_config.question_entity != "bracketed":  # absent: bracketed (evaluations made before the option)
             made_with["question_entity"] = train_config.question_entity
-        if made_again(ev / "metrics.json", made_with):
+        if made_again(ev / "metrics.json", made_with, log):
             def run_eval():
                 metrics = evaluate(DrKIT.load(out / "index", run / "model"), questions, ev, qtypes, log=log,
                                    question_entity=train_config.question_entity)
@@ -243,7 +215,7 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
         sweep, model = out / f"ksweep-{h}hop.json", out / f"train-drkit-{h}hop" / "model"
         made_with = {"model": model_identity(model), "questions_sha256": file_checksum(dev_file(h))["sha256"],
                      "k": list(config.k_sweep), "sample": config.sweep_questions, "denominator": "all lines"}
-        if made_again(sweep, made_with):
+        if made_again(sweep, made_with, log):
             timings.run(f"k-sweep-{h}hop", lambda: write_json(sweep, {"made_with": made_with, "points": k_sweep_points(
                 out / "index", model, dev_file(h), config.k_sweep, config.sweep_questions)}), log)
         results["k_sweep"][h] = json.loads(sweep.read_text())["points"]
@@ -285,14 +257,6 @@ def model_identity(model_dir: Path) -> dict:
     manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
     return {"weights_sha256": file_checksum(Path(model_dir) / "model.safetensors")["sha256"],
             "model": manifest["model"], "follow": manifest["follow"]}
-
-
-def write_json(path: Path, obj) -> None:
-    """Write `path` whole or not at all (a temporary file renamed)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 def dev_sample(questions: Path, path: Path, n: int | None, seed: int = 0, log=print) -> Path:
@@ -353,66 +317,3 @@ def k_sweep_points(index_dir, model_dir, questions, ks=K_SWEEP, n_questions: int
     return points
 
 
-def results_markdown(results: dict) -> list[str]:
-    hops = sorted(results["main"], key=int)
-    head = "| | " + " | ".join(f"{h}-hop" for h in hops) + " |"
-    rule = "|---|" + "---|" * len(hops)
-    pruning = (f"; restricted retrieval skips passages below {results['min_weight']:g} of a row's best weight"
-               if "min_weight" in results else "")
-    lines = [f"DrKIT on {results['corpus']} (dev split{pruning}; Hits@1, Hits@5 in brackets, {DENOMINATOR_CAPTION})",
-             "", head, rule]
-    lines.append("| DrKIT | " + " | ".join(f"{results['main'][h]['hits@1']:.3f} ({results['main'][h]['hits@5']:.3f})"
-                                            for h in hops) + " |")
-    if results.get("ablations"):
-        setup = results.get("ablation_setup", {})
-        lines += ["", f"Ablations (training steps: {setup.get('steps', 'as DrKIT')}; scored on a seeded sample of "
-                      + ", ".join(f"{n} {h}-hop" for h, n in setup.get("questions", {}).items())
-                      + f" dev lines; Hits@1, Hits@5 in brackets, {DENOMINATOR_CAPTION}):",
-                  "", head, rule]
-        for name, row in results["ablations"].items():
-            lines.append(f"| {'' if name == 'drkit' else '- '}{row['what']} | " + " | ".join(
-                f"{row[h]['hits@1']:.3f} ({row[h]['hits@5']:.3f})" if h in row else "" for h in hops) + " |")
-    lines += ["", "Questions/s (exact MIPS, K of the model):", "", head, rule]
-    for key in ("batch_64_questions_per_s", "batch_1_questions_per_s"):
-        lines.append(f"| {key.replace('_questions_per_s', '').replace('_', ' ')} | "
-                     + " | ".join(str(results["main"][h].get(key, "")) for h in hops) + " |")
-    if results.get("k_sweep"):
-        sizes = ", ".join(f"{pts[0].get('lines', pts[0].get('questions'))} {h}-hop"
-                          for h, pts in sorted(results["k_sweep"].items(), key=lambda kv: int(kv[0])) if pts)
-        lines += ["", f"K sweep (Hits@1 / questions per s at batch 64; on a seeded sample of {sizes} dev lines, "
-                      f"{DENOMINATOR_CAPTION}):", ""]
-        for h in hops:
-            pts = results["k_sweep"].get(h, [])
-            for retrieval in dict.fromkeys(p.get("retrieval", "") for p in pts):
-                lines.append(f"- {h}-hop, {retrieval or 'model'} retrieval: " + ", ".join(
-                    f"K={p['K']}: {p['hits@1']:.3f} / {p['questions_per_s']}" for p in pts if p.get("retrieval", "") == retrieval))
-    if results.get("timings_s"):
-        lines += ["", "Wall time of each step (seconds, summed over sessions):", ""]
-        lines += [f"- {k}: {v:,.0f}" for k, v in results["timings_s"].items()]
-    return lines
-
-
-def plot_k_sweep(sweep: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, (h, pts) in enumerate(sorted(sweep.items(), key=lambda kv: int(kv[0]))):
-        for retrieval, style in (("restricted", "o-"), ("global", "s--"), ("", "o-")):
-            sel = [p for p in pts if p.get("retrieval", "") == retrieval]
-            if not sel:
-                continue
-            ax.plot([p["questions_per_s"] for p in sel], [p["hits@1"] for p in sel], style, color=f"C{i}",
-                    label=f"{h}-hop" + (f", {retrieval}" if retrieval else ""))
-            if retrieval != "restricted":  # restricted points sit on top of each other (K rarely binds)
-                for p in sel:
-                    ax.annotate(f"K={p['K']}", (p["questions_per_s"], p["hits@1"]), fontsize=7)
-    ax.set_xscale("log")
-    ax.set_xlabel("questions/s (batch 64, exact MIPS, 2 CPU cores)")
-    ax.set_ylabel("dev Hits@1")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drkit.errors import ConfigError
-from drkit.experiments.metaqa import Timings, write_json
+from drkit.experiments.steps import Timings, made_again, write_json
 from drkit.reason.follow import FollowConfig
 from drkit.reason.mixing import MixConfig
 from drkit.util.artifact import file_checksum
@@ -150,11 +150,6 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
             timings.run(f"embed-{name}", lambda: build_mention_index(out / "index", enc, mentions[name], overwrite=True,
                                                                      log=log), log)
 
-    def made_again(path: Path, made_with: dict) -> bool:
-        if path.exists() and json.loads(path.read_text()).get("made_with") == made_with:
-            return False
-        return True
-
     results: dict = {"data": str(data), "settings": _jsonable(dataclasses.asdict(config)),
                      "split": json.loads((split / "split.json").read_text())["counts"], "retrieval": {}, "rows": {}}
     for name, row in [("drkit", DRKIT)] + [(r, ROWS[r]) for r in config.rows]:
@@ -174,7 +169,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
         made_with = {"model_sha256": file_checksum(run / "model" / "heads.safetensors")["sha256"],
                      "base_sha256": file_checksum(run / "model" / "base" / "model.safetensors")["sha256"],
                      "questions_sha256": file_checksum(dev_file)["sha256"], "retrieve": dataclasses.asdict(retrieve_config)}
-        if made_again(ev / "metrics.json", made_with):
+        if made_again(ev / "metrics.json", made_with, log):
             def run_eval():
                 metrics = run_retrieval(DrKITRetriever.load(out / "index", run), index.article_keys, index.article_titles,
                                         dev_file, ev, retrieve_config, log=log)
@@ -194,7 +189,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
             ev = out / f"peer-{name}"
             made_with = {"index_sha256": json.loads((out / "index" / "manifest.json").read_text()).get("inputs"),
                          "questions_sha256": file_checksum(dev_file)["sha256"], "retrieve": dataclasses.asdict(retrieve_config)}
-            if made_again(ev / "metrics.json", made_with):
+            if made_again(ev / "metrics.json", made_with, log):
                 def run_peer():
                     metrics = run_retrieval(make(index), index.article_keys, index.article_titles, dev_file, ev,
                                             retrieve_config, log=log)
@@ -231,7 +226,7 @@ def _answers(out: Path, index, mentions: Path, split: Path, config: TwoWikiConfi
     ev = out / "eval-bracketed-2hop"
     made_with = {"weights_sha256": file_checksum(run / "model" / "model.safetensors")["sha256"],
                  "questions_sha256": file_checksum(out / "bracketed-dev.txt")["sha256"]}
-    if not (ev / "metrics.json").exists() or json.loads((ev / "metrics.json").read_text()).get("made_with") != made_with:
+    if made_again(ev / "metrics.json", made_with, log):
         def run_eval():
             metrics = evaluate(DrKIT.load(out / "index", run / "model"), out / "bracketed-dev.txt", ev, log=log)
             write_json(ev / "metrics.json", {**metrics, "made_with": made_with})

@@ -1,0 +1,127 @@
+"""The commands of title-entity corpora and plain questions (the paper's HotpotQA setting): ``train-mixing``,
+``retrieve`` and ``reproduce-2wiki``."""
+
+from __future__ import annotations
+
+import sys
+
+from drkit.cli.flags import add_config_flags, config_from_args
+
+
+def _train_mixing_parser(sub) -> None:
+    from drkit.index.question_linking import QuestionLinkConfig
+    from drkit.reason.follow import FollowConfig
+    from drkit.reason.mixing import MixConfig
+    from drkit.reason.model import ModelConfig
+    from drkit.reason.train_mixing import MixTrainConfig
+
+    p = sub.add_parser(
+        "train-mixing",
+        help="train a hop-mixing model on plain questions with gold passages (JSONL), for drkit retrieve and ask",
+        description="Train the paper's HotpotQA-setting model on a title-entity index: Z_0 links the plain question "
+        "to entity names, up to --hops textual follows give Z_1..Z_T, and Z* = sum_t pi_t Z_t with pi from a classifier "
+        "on the question. Questions are JSONL lines {\"id\", \"question\", \"supporting\": [corpus ids]} (\"answers\", "
+        "when they are entities, train the last hop). The loss is multi-label on the supporting passages' title "
+        "entities. Writes OUT/model (the model for 'drkit retrieve' and 'drkit ask'), OUT/train_log.jsonl and "
+        "OUT/dev_log.jsonl (dev entity R@5 of Z*); a rerun with the same settings finds the run done.",
+    )
+    p.add_argument("--index", required=True, metavar="DIR", help="sparse index (drkit index --entities titles ...)")
+    p.add_argument("--mentions", required=True, metavar="DIR", help="mention index built by 'drkit embed'")
+    p.add_argument("--train", required=True, metavar="FILE.jsonl", help="training questions with 'supporting'")
+    p.add_argument("--dev", required=True, metavar="FILE.jsonl", help="dev questions with 'supporting' (learning curve)")
+    p.add_argument("--out", required=True, metavar="DIR", help="run directory")
+    p.add_argument("--overwrite", action="store_true", help="delete --out and start again")
+    add_config_flags(p, MixConfig, "hop mixing")
+    add_config_flags(p, ModelConfig, "question encoder", exclude=("hops",))  # the hop count is --hops of hop mixing
+    add_config_flags(p, QuestionLinkConfig, "question linking")
+    add_config_flags(p, FollowConfig, "textual follow")
+    add_config_flags(p, MixTrainConfig, "training")
+    p.set_defaults(run=_run_train_mixing)
+
+
+def _run_train_mixing(args) -> int:
+    from drkit.index.question_linking import QuestionLinkConfig
+    from drkit.reason.follow import FollowConfig
+    from drkit.reason.mixing import MixConfig
+    from drkit.reason.model import ModelConfig
+    from drkit.reason.train_mixing import MixTrainConfig, train_mixing
+
+    path = train_mixing(args.index, args.mentions, args.train, args.dev, args.out, config_from_args(args, MixConfig),
+                        model_config=config_from_args(args, ModelConfig),
+                        follow_config=config_from_args(args, FollowConfig), config=config_from_args(args, MixTrainConfig),
+                        link_config=config_from_args(args, QuestionLinkConfig), overwrite=args.overwrite,
+                        log=lambda line: print(line, file=sys.stderr))
+    print(f"wrote {path}")
+    return 0
+
+
+def _retrieve_parser(sub) -> None:
+    from drkit.qa.retrieve import RetrieveConfig
+
+    p = sub.add_parser(
+        "retrieve",
+        help="multi-hop passage retrieval with a hop-mixing model: predictions.jsonl and, with gold, metrics.json",
+        description="Rank the passages of a title-entity corpus for each question of a JSONL file ({\"id\", "
+        "\"question\"} per line; \"supporting\": gold corpus ids, and \"type\", when present, are used for scoring) "
+        "with a trained hop-mixing model: entities ranked by Z* = sum_t pi_t Z_t, each replaced by its page. Writes "
+        "OUT/predictions.jsonl ({\"id\", \"passages\": [{\"id\", \"title\", \"score\"}, ...], \"pi\", \"chain\", "
+        "\"answer\"}), OUT/bad_lines.txt and, when gold is given, OUT/metrics.json (R@k and AR@k for k = 2, 5, 10, 20, "
+        "overall and per type, questions/s at batch 1 and the batch size). The index may be one the model has never "
+        "seen: index and embed a new corpus with the model's encoder, then retrieve.",
+    )
+    p.add_argument("--index", required=True, metavar="DIR", help="sparse index (drkit index --entities titles ...)")
+    p.add_argument("--model", required=True, metavar="DIR", help="hop-mixing model, or the training run holding it")
+    p.add_argument("--mentions", metavar="DIR", help="mention index of --index (default: the one the model was trained "
+                   "with; give it for another corpus)")
+    p.add_argument("--questions", required=True, metavar="FILE.jsonl", help="questions, one JSON object per line")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    add_config_flags(p, RetrieveConfig, "retrieval")
+    p.set_defaults(run=_run_retrieve)
+
+
+def _run_retrieve(args) -> int:
+    from drkit.qa.retrieve import DrKITRetriever, RetrieveConfig, run_retrieval
+
+    retriever = DrKITRetriever.load(args.index, args.model, args.mentions)
+    index = retriever.vkb.index
+    metrics = run_retrieval(retriever, index.article_keys, index.article_titles, args.questions, args.out,
+                            config_from_args(args, RetrieveConfig), log=lambda line: print(line, file=sys.stderr))
+    o = metrics.get("overall")
+    print(f"wrote {args.out}/predictions.jsonl ({metrics['questions']} questions, {metrics['bad_lines']} bad lines)"
+          + (f"; R@2 {o['R@2']:.3f} R@5 {o['R@5']:.3f} AR@2 {o['AR@2']:.3f} AR@5 {o['AR@5']:.3f} "
+             f"({args.out}/metrics.json)" if o else ""))
+    return 0
+
+
+def _reproduce_2wiki_parser(sub) -> None:
+    from drkit.experiments.twowiki import TwoWikiConfig
+
+    p = sub.add_parser(
+        "reproduce-2wiki",
+        help="the HotpotQA-style setting on 2WikiMultiHopQA: index, encoder, embed, train hop mixing, retrieve, peers",
+        description="Run the paper's HotpotQA setting on a 2WikiMultiHopQA folder (corpus.jsonl, train.jsonl, "
+        "entities.txt): split the questions into train and dev (seeded, by type), index the corpus with every title "
+        "an entity, embed the mentions, train the hop-mixing model and its comparison rows, retrieve on dev, run the "
+        "BM25 and dense peers on the same questions, and compare entity answers with a fixed 2-hop bracketed model. "
+        "Each step is skipped when done. Writes OUT/results.md, OUT/results.json, OUT/recall_at_k.png, "
+        "OUT/timings.json.",
+    )
+    p.add_argument("--data", default="../shared/data/2wiki", metavar="DIR", help="2wiki folder (default: %(default)s)")
+    p.add_argument("--out", default="runs/2wiki", metavar="DIR", help="output folder (default: %(default)s)")
+    add_config_flags(p, TwoWikiConfig, "experiment")
+    p.set_defaults(run=_run_reproduce_2wiki)
+
+
+def _run_reproduce_2wiki(args) -> int:
+    from drkit.experiments import twowiki
+
+    twowiki.reproduce_2wiki(args.data, args.out, config_from_args(args, twowiki.TwoWikiConfig),
+                            log=lambda line: print(line, file=sys.stderr))
+    print(f"wrote {args.out}/results.md")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    _train_mixing_parser(sub)
+    _retrieve_parser(sub)
+    _reproduce_2wiki_parser(sub)

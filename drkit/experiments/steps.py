@@ -1,0 +1,46 @@
+"""The steps of a resumable experiment: their wall time (`Timings`), their JSON results written whole
+(`write_json`), and whether a result must be made again (`made_again`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from drkit.util.runs import settings_diff
+
+
+class Timings:
+    def __init__(self, path: Path):
+        self.path = path
+        self.data = json.loads(path.read_text()) if path.exists() else {}
+
+    def run(self, name: str, fn, log):
+        t = time.perf_counter()
+        log(f"== {name}")
+        result = fn()
+        self.data[name] = round(self.data.get(name, 0.0) + time.perf_counter() - t, 1)
+        self.path.write_text(json.dumps(self.data, indent=2) + "\n")
+        return result
+
+
+def write_json(path: Path, obj) -> None:
+    """Write `path` whole or not at all (a temporary file renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def made_again(path: Path, made_with: dict, log=print) -> bool:
+    """Whether the JSON result `path` must be made (again): missing, or made from other inputs (logged)."""
+    if not path.exists():
+        return True
+    before = json.loads(path.read_text())
+    before = before.get("made_with") if isinstance(before, dict) else None
+    if before == made_with:
+        return False
+    changed = [line.split(":")[0] for line in settings_diff(before or {}, made_with)]
+    log(f"{path} was made from another {', '.join(changed)}; making it again")
+    return True
