@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from drkit.data.kb import read_kb
-from drkit.dense.distant import IGNORED, NEGATIVE, NEGATIVE_KINDS, POSITIVE, DistantConfig, DistantSupervision
+from drkit.dense.distant import IGNORED, NEGATIVE, POSITIVE, DistantConfig, DistantSupervision
 from drkit.dense.encoder import DualEncoder, EncoderConfig
 from drkit.dense.spans import log_probs_with_null, span_logits, span_nll
 from drkit.errors import ConfigError
@@ -93,7 +93,7 @@ def sample_batch(ds: DistantSupervision, config: PretrainConfig, step: int) -> B
         queries.extend(rng.choice(qs, size=min(len(qs), config.queries_per_passage), replace=False).tolist())
     queries = list(dict.fromkeys(queries))
     passages = list(dict.fromkeys(int(p) for p in anchors))
-    kind_names = getattr(ds, "negative_kinds", NEGATIVE_KINDS)
+    kind_names = ds.negative_kinds
     kinds = {k: 0 for k in kind_names}
     for i, q in enumerate(rng.permutation(queries)):
         if len(passages) >= config.max_passages:

@@ -84,7 +84,6 @@ ABLATIONS = {
 DRKIT = Ablation("DrKIT")  # the reference row: every setting at its default
 
 _FOLLOW = {f.name: f for f in dataclasses.fields(FollowConfig)}
-# Every Hits@k of the results (main table, ablations, K sweep) has the same denominator:
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# Every Hits@k of the results (main table, ablations, K sweep) has the same denominator:
 DENOMINATOR = ("all lines of the question file (or of its seeded sample): a line that cannot be scored (malformed, or "
                "its question entity is not an entity of the index) counts as a miss")
 DENOMINATOR_CAPTION = "over all lines, an unscorable line counted as a miss"

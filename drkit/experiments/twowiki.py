@@ -35,11 +35,10 @@ from pathlib import Path
 
 from drkit.errors import ConfigError
 from drkit.experiments.steps import Timings, made_again, write_json
+from drkit.qa.retrieve import KS
 from drkit.reason.follow import FollowConfig
 from drkit.reason.mixing import MixConfig
 from drkit.util.artifact import file_checksum
-
-KS = (2, 5, 10, 20)
 
 
 @dataclass(frozen=True)
@@ -158,7 +157,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
             continue
         row = dataclasses.replace(row, encoder=encoder_of(row))
         run = out / f"train-{name}"
-        mix_config = MixConfig(**{**({"hops": 2}), **row.mix})
+        mix_config = MixConfig(**{"hops": 2, **row.mix})
         follow_config = FollowConfig(**row.follow)
         train_config = MixTrainConfig(steps=config.steps)
         done = (run / "done.json").exists()

@@ -20,6 +20,7 @@ hop-mixing model: entities ranked by Z*, each replaced by its page), and the pee
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from dataclasses import dataclass, field
@@ -277,12 +278,12 @@ class DrKITRetriever:
         linked = self.linker.link(list(questions))
         fill = self.linker.link(list(questions), top=top) if self.linker.config.top < top else linked
         with torch.no_grad():
+            named_ids = linked.named()
             out = self.model(list(questions), linked_entity_set(linked), self.vkb, bf16=self.bf16, trace=self.evidence,
-                             named=linked.named())
+                             named=named_ids)
         ids, probs = out.z_star.top(self.entities)
         chains = [z.top(self.chain_top) for z in out.z]
-        named = [set(linked.ids[(linked.rows == b) & linked.exact].tolist()) if self.answer_skips_named else set()
-                 for b in range(len(questions))]
+        named = [set(row[row >= 0].tolist()) if self.answer_skips_named else set() for row in named_ids]
         last_ids, _ = out.z[-1].top(self.chain_top + max(map(len, named), default=0))
         evidence = [self._evidence(z, tr, cids) if tr is not None else None
                     for z, tr, (cids, _) in zip(out.z, out.traces, chains)]
@@ -297,7 +298,7 @@ class DrKITRetriever:
             articles, scores = [p.article for p in ranked], [p.score for p in ranked]
             if len(articles) < top:  # entities and linker ran out: the other articles in corpus order, below them
                 seen, low = set(articles), min(scores, default=0.0)
-                rest = [a for a in range(len(self.pages.keys)) if a not in seen][:top - len(articles)]
+                rest = list(itertools.islice((a for a in range(len(self.pages.keys)) if a not in seen), top - len(articles)))
                 articles += rest
                 scores += [min(low, 0.0) - 1.0 - i for i in range(len(rest))]
             answer = next((int(e) for e in last_ids[b] if e >= 0 and int(e) not in named[b]), None)

@@ -61,11 +61,8 @@ from drkit.errors import ConfigError
 from drkit.index.sparse import concat_ranges
 from drkit.reason.entity_set import EntitySet, entity_set_mean
 from drkit.reason.follow import FollowConfig, FollowTrace, follow
-from drkit.reason.question_encoder import (  # noqa: F401
-    ENTITY_CONDITIONS,
+from drkit.reason.question_encoder import (  # noqa: F401  (ModelConfig is imported from here too)
     PAD_MULTIPLE,
-    POOLING,
-    QUERY_HEADS,
     EncodedQuestions,
     ModelConfig,
     QuestionEncoder,

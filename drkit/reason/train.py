@@ -48,6 +48,7 @@ from drkit.reason.vkb import VirtualKB
 from drkit.util.progress import progress
 from drkit.util.runs import (
     adamw,
+    append_log,
     best_staging,
     checkpoints,
     optimizer_step,
@@ -218,7 +219,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
 
     if state is None and dev_items:
         h = dev_hits()
-        _append(run / "dev_log.jsonl", {"step": 0, "hits@1": round(h, 5)})
+        append_log(run / "dev_log.jsonl", {"step": 0, "hits@1": round(h, 5)})
         log(f"dev Hits@1 before training: {h:.4f} ({len(dev_items)} questions)")
         best = stage_best(h, 0)
 
@@ -247,7 +248,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
             done = step + 1 == config.steps
             if dev_items and ((step + 1) % config.eval_every == 0 or done):
                 h = dev_hits()
-                _append(run / "dev_log.jsonl", {"step": step + 1, "hits@1": round(h, 5)})
+                append_log(run / "dev_log.jsonl", {"step": step + 1, "hits@1": round(h, 5)})
                 if h > best["hits@1"]:
                     best = stage_best(h, step + 1)
                 log(f"step {step + 1}: dev Hits@1 {h:.4f} (best {_score(best)} at step {best['step']})")
@@ -272,9 +273,6 @@ def _score(best: dict) -> str:
     return "-" if best["hits@1"] is None else f"{best['hits@1']:.4f}"
 
 
-def _append(path: Path, record: dict) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
 
 
 def plot_training_curve(run: str | Path) -> Path | None:

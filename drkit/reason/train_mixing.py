@@ -38,7 +38,7 @@ from drkit.reason.mixing import HopMixingModel, MixConfig, mixture_loss
 from drkit.reason.model import ModelConfig
 from drkit.reason.vkb import VirtualKB
 from drkit.util.progress import progress
-from drkit.util.runs import adamw, optimizer_step, prepare_run, upgrade_run_settings
+from drkit.util.runs import adamw, append_log, optimizer_step, prepare_run, upgrade_run_settings
 from drkit.util.sampling import step_rows
 
 
@@ -193,7 +193,7 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
         model.eval()
         r5 = entity_recall(model, vkb, linker, dev_items)
         model.train()
-        _append(run / "dev_log.jsonl", {"step": step, "entity_R@5": round(r5, 5)})
+        append_log(run / "dev_log.jsonl", {"step": step, "entity_R@5": round(r5, 5)})
         if r5 > best["entity_R@5"] if config.keep == "best" else step == config.steps:
             best = {"entity_R@5": r5, "step": step}
             model.save(staging, overwrite=True, extra_manifest={**identity, "training": {"best": best, "settings": settings}})
@@ -240,6 +240,3 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
     return run / "model"
 
 
-def _append(path: Path, record: dict) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")

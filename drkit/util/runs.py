@@ -269,6 +269,12 @@ def _copy_dir_atomically(src: Path, dst: Path) -> None:
     os.replace(tmp, dst)
 
 
+def append_log(path: Path, record: dict) -> None:
+    """Append one JSON record as a line of a run's log."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
 def read_log(path: Path) -> list[dict]:
     """The records of a JSONL step log ([] if it does not exist yet)."""
     if not path.exists():
