@@ -3,12 +3,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 # torch==2.13.0 is pinned in the same command as everything that depends on it (a local CPU wheel).
-INSTALL = $(BIN)/pip install --quiet "torch==2.13.0" -e ".[test]"
+INSTALL = $(BIN)/pip install --quiet "torch==2.13.0" -e ".[test,serve]"
 SAMPLE  = data/sample
 
 METAQA  = ../shared/data/metaqa
 
-.PHONY: install demo test bench clean metaqa-dense metaqa metaqa-ablations
+.PHONY: install demo serve test bench bench-serve clean metaqa-dense metaqa metaqa-ablations
 
 $(BIN)/drkit: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ demo: install
 	$(BIN)/drkit ask --index runs/sample-index --model runs/sample-model-2hop \
 	    "which person wrote the films acted by [Kyle MacLachlan]" "who directed the films written by Irwin Allen"
 
+# The demo's model behind the HTTP API and web page: http://127.0.0.1:8000/ (Ctrl-C stops it).
+serve: install
+	test -d runs/sample-model-2hop/model || $(MAKE) demo
+	$(BIN)/drkit serve --index runs/sample-index --model runs/sample-model-2hop
+
 test: install
 	$(BIN)/python -m pytest -q
 
@@ -38,6 +43,12 @@ bench: install
 	$(BIN)/python benchmarks/bench_index.py
 	$(BIN)/python benchmarks/bench_mips.py
 	$(BIN)/python benchmarks/bench_dense.py
+
+# Load benchmark of drkit serve with the MetaQA 2-hop model (make metaqa first, or pass INDEX= and MODEL=).
+INDEX ?= runs/metaqa/index
+MODEL ?= runs/metaqa/train-drkit-2hop
+bench-serve: install
+	$(BIN)/python benchmarks/bench_serve.py --index $(INDEX) --model $(MODEL) --questions $(METAQA)/2-hop/vanilla/qa_dev.txt
 
 # Pretrained and not-pretrained mention indexes of the full MetaQA data, and their slot-filling scores.
 metaqa-dense: install

@@ -9,7 +9,7 @@ import sys
 from typing import Sequence
 
 from drkit import __version__
-from drkit.cli import passages
+from drkit.cli import passages, serve
 from drkit.cli.flags import add_config_flags, config_from_args
 from drkit.data.corpus import CORPUS_FORMATS
 from drkit.errors import DrkitError
@@ -365,6 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     _ask_parser(sub)
     _reproduce_parser(sub)
     passages.add_parsers(sub)
+    serve.add_parsers(sub)
     return parser
 
 

@@ -84,6 +84,13 @@ class Evidence:
                 + self.text[self.end:hi] + ("..." if hi < len(self.text) else "")).replace("\n", " ")
 
 
+def evidence_of(index, mention: int, via: str | None = None) -> Evidence:
+    """Mention `mention` of a `SparseIndex` in its passage."""
+    _, passage, _, _, c0, c1 = (int(x) for x in index.mentions[mention])
+    title = index.article_titles[int(index.passage_article[passage])]
+    return Evidence(int(mention), passage, title, index.passage_text(passage), c0, c1, via)
+
+
 @dataclass(frozen=True)
 class HopEntity:
     entity: str
@@ -192,6 +199,8 @@ class DrKIT:
         prev = [(np.array([t]), np.array([1.0])) for t in topics]  # Z_0 of each row
         for t, out in enumerate(outs):
             z, tr = out.z, out.trace
+            power = float(self.model.tfidf_power[t].clamp_min(0)) if self.model.config.learn_tfidf_power \
+                else fc.tfidf_power
             best = tr.best_mention(len(z))
             z_rows, z_ids = z.rows.numpy(), z.ids.numpy()
             row_start = np.searchsorted(z_rows, np.arange(batch + 1))
@@ -203,29 +212,29 @@ class DrKIT:
                     lo, hi = row_start[b], row_start[b + 1]
                     slot = lo + int(np.searchsorted(z_ids[lo:hi], e))
                     m = int(best[slot])
-                    _, passage, _, _, c0, c1 = (int(x) for x in index.mentions[m])
-                    via = self._via(t, fc, *prev[b], passage, int(e))
-                    title = index.article_titles[int(index.passage_article[passage])]
-                    top.append(HopEntity(names[e], int(e), float(pr),
-                                         Evidence(m, passage, title, index.passage_text(passage), c0, c1, via)))
+                    via = self._via(power, fc.self_loops, *prev[b], int(index.mentions[m][1]), int(e))
+                    top.append(HopEntity(names[e], int(e), float(pr), evidence_of(index, m, via)))
                 chains[b].append(Hop(t + 1, int(len(e_ids)), tuple(top)))
                 current.append((e_ids, e_probs))
             prev = current
         return [tuple(c) for c in chains]
 
-    def _via(self, t: int, fc: FollowConfig, prev_ids, prev_probs, passage: int, entity: int) -> str | None:
+    def _via(self, power: float, self_loops: bool, prev_ids, prev_probs, passage: int, entity: int) -> str | None:
         """The entity of Z_{t-1} that weighs most in ``(Z^T A)`` at `passage`: its probability times its
-        A weight there (the mention's own entity excluded unless A has self-loops)."""
-        graph, model = self.vkb.graph, self.model
-        power = float(model.tfidf_power[t].clamp_min(0)) if model.config.learn_tfidf_power else fc.tfidf_power
-        best, best_w = None, 0.0
-        for pe, pp in zip(prev_ids, prev_probs):
-            if pe == entity and not fc.self_loops:
-                continue
-            key = pe * graph.n_passages + passage
-            pos = int(np.searchsorted(graph.entity_passage_keys, key))
-            if pos < len(graph.entity_passage_keys) and graph.entity_passage_keys[pos] == key:
-                w = float(pp) * float(np.exp(power * float(graph.entity_passage_log_rel[pos])))
-                if w > best_w:
-                    best, best_w = pe, w
-        return None if best is None else self.entity_names[best]
+        A weight there, ``exp(power * log_rel)`` (the mention's own entity excluded unless A has self-loops);
+        the first of Z_{t-1}'s order on a tie."""
+        graph = self.vkb.graph
+        keys = np.asarray(prev_ids, dtype=np.int64) * graph.n_passages + passage
+        table = graph.entity_passage_keys
+        pos = np.minimum(np.searchsorted(table, keys), len(table) - 1)
+        hit = table[pos] == keys
+        if not self_loops:
+            hit &= np.asarray(prev_ids) != entity
+        if not hit.any():
+            return None
+        rows = np.flatnonzero(hit)
+        w = np.asarray(prev_probs, dtype=np.float64)[rows] * np.exp(
+            power * np.asarray(graph.entity_passage_log_rel[pos[rows]], dtype=np.float64))
+        if not w.max() > 0.0:
+            return None
+        return self.entity_names[int(prev_ids[rows[int(np.argmax(w))]])]

@@ -58,8 +58,10 @@ class Retrieved:
     scores: list[float]
     pi: list[float] | None = None  # hop-mixing weights pi_0 .. pi_T
     chain: list | None = None  # per hop, the best entities: [{"entity", "score", "passage", "title", "mention"}, ...]
-    # (passage, title, mention: the entity's best-scoring mention in that hop, when it has one)
+    # (passage, title, mention, mention_id: the entity's best-scoring mention in that hop, when it has one)
     answer: str | None = None  # the last hop's best entity the question does not name (multi-hop slot filling)
+    answers: list[tuple[int, float]] | None = None  # the last hop's best entities the question does not name,
+    # (entity id, probability), best first: `answer` and those after it
 
 
 class Retriever(Protocol):
@@ -202,7 +204,7 @@ class DrKITRetriever:
     name = "drkit"
 
     def __init__(self, model, vkb, linker, entities: int = 200, chain_top: int = 3, bf16: bool = True,
-                 evidence: bool = True, answer_skips_named: bool = True):
+                 evidence: bool = True, answer_skips_named: bool = True, answer_top: int = 5):
         from drkit.qa.passages import PageRanker
 
         self.model, self.vkb, self.linker = model, vkb, linker
@@ -212,6 +214,7 @@ class DrKITRetriever:
         # question entity is removed from the answers: a chain that walks back to the question's own
         # entity (film -> director -> film) does not answer it
         self.answer_skips_named = answer_skips_named
+        self.answer_top = answer_top  # entities kept in `Retrieved.answers`
         self.names = vkb.entity_names
 
     @classmethod
@@ -268,7 +271,7 @@ class DrKITRetriever:
                 _, passage, _, _, c0, c1 = (int(x) for x in index.mentions[m])
                 article = int(index.passage_article[passage])
                 row.append({"passage": self.pages.keys[article], "title": self.pages.titles[article],
-                            "mention": index.passage_text(passage)[c0:c1]})
+                            "mention": index.passage_text(passage)[c0:c1], "mention_id": m})
             out.append(row)
         return out
 
@@ -284,7 +287,7 @@ class DrKITRetriever:
         ids, probs = out.z_star.top(self.entities)
         chains = [z.top(self.chain_top) for z in out.z]
         named = [set(row[row >= 0].tolist()) if self.answer_skips_named else set() for row in named_ids]
-        last_ids, _ = out.z[-1].top(self.chain_top + max(map(len, named), default=0))
+        last_ids, last_probs = out.z[-1].top(max(self.chain_top, self.answer_top) + max(map(len, named), default=0))
         evidence = [self._evidence(z, tr, cids) if tr is not None else None
                     for z, tr, (cids, _) in zip(out.z, out.traces, chains)]
         results = []
@@ -301,8 +304,8 @@ class DrKITRetriever:
                 rest = list(itertools.islice((a for a in range(len(self.pages.keys)) if a not in seen), top - len(articles)))
                 articles += rest
                 scores += [min(low, 0.0) - 1.0 - i for i in range(len(rest))]
-            answer = next((int(e) for e in last_ids[b] if e >= 0 and int(e) not in named[b]), None)
+            answers = [(int(e), float(p)) for e, p in zip(last_ids[b], last_probs[b]) if e >= 0 and int(e) not in named[b]]
             results.append(Retrieved(articles, scores, [round(float(x), 4) for x in out.pi[b]], chain,
-                                     self.names[answer] if answer is not None else None))
+                                     self.names[answers[0][0]] if answers else None, answers[:self.answer_top]))
         return results
 

@@ -1,0 +1,250 @@
+"""The HTTP API and web page (FastAPI): ``create_app(engine, config)``.
+
+Endpoints:
+
+* ``POST /v1/ask``: ``{"question": "..."}`` or ``{"questions": ["...", ...]}``, with optional ``top_k``
+  (answers and passages returned per question, default 5), ``hops`` (at most the model's; a hop-mixing model
+  weighs its hops itself) and ``chain`` (the reasoning chain, default true). Returns ``{"results": [...],
+  "took_ms"}``: one result per question, in order (`drkit.serve.engine.Engine.run`).
+* ``GET /v1/entities/{entity_id}``: the passages that mention an entity, with the mentions' offsets (the web
+  page's expandable entities).
+* ``GET /healthz`` (the process is up), ``GET /readyz`` (index and model loaded, batch worker running),
+  ``GET /v1/info`` (the manifests of the index, mentions and model), ``/docs`` (the OpenAPI page, served
+  offline) and ``/openapi.json``.
+* ``GET /``: the web page (``drkit/serve/static``: HTML, CSS and JavaScript, nothing fetched from elsewhere).
+
+Limits: a body of at most `max_body_bytes` (413), at most `max_questions` questions of at most `max_chars`
+characters each (422 naming the field), a bounded queue (503 with Retry-After). Every error is JSON,
+``{"error": message, "fields": [{"field", "message"}]}`` where fields are at fault, and never a stack trace.
+"""
+
+
+import json
+import logging
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+from drkit.errors import ConfigError
+from drkit.serve.batching import Batcher, NotRunning, QueueFull
+from drkit.serve.engine import MAX_TOP_K, Engine, Request
+
+STATIC = Path(__file__).parent / "static"
+log = logging.getLogger("drkit.serve")
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Settings of ``drkit serve``."""
+
+    host: str = field(default="127.0.0.1", metadata={"help": "address to listen on; anything but loopback needs "
+                                                             "--allow-remote"})
+    port: int = field(default=8000, metadata={"help": "port to listen on"})
+    allow_remote: bool = field(default=False, metadata={"help": "allow --host to be an address other hosts can reach "
+                                                                "(the API has no authentication)"})
+    max_batch: int = field(default=64, metadata={"help": "most questions answered in one batched forward pass"})
+    max_wait_ms: float = field(default=5.0, metadata={"help": "longest a request waits for others to fill its batch"})
+    max_queue: int = field(default=256, metadata={"help": "most questions waiting; beyond, 503 with Retry-After"})
+    max_body_bytes: int = field(default=64 * 1024, metadata={"help": "largest request body (413 beyond)"})
+    max_questions: int = field(default=64, metadata={"help": "most questions in one request"})
+    max_chars: int = field(default=1000, metadata={"help": "longest question, in characters"})
+    chain_top: int = field(default=3, metadata={"help": "entities shown per hop of the reasoning chain"})
+    threads: int = field(default=0, metadata={"help": "torch threads for the model (0: torch's default)"})
+    model_process: bool = field(default=True, metadata={"help": "compute the model in a process of its own, so that "
+                                                                "it never waits for the HTTP side's interpreter lock "
+                                                                "(--no-model-process: in the server's process)"})
+    drain_s: float = field(default=30.0, metadata={"help": "on SIGTERM, how long in-flight requests may still take"})
+
+    def __post_init__(self):
+        if self.host not in LOOPBACK and not self.allow_remote:
+            raise ConfigError(f"--host {self.host} would open the API (which has no authentication) to other hosts; "
+                              "pass --allow-remote to do so")
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"port must be between 1 and 65535, got {self.port}")
+        if self.max_batch < 1 or self.max_queue < max(self.max_batch, self.max_questions) or self.max_wait_ms < 0:
+            raise ConfigError("max_batch must be at least 1, max_queue at least max_batch and max_questions (a "
+                              "request must fit in the queue), and max_wait_ms at least 0")
+        if self.max_body_bytes < 1024 or self.max_questions < 1 or self.max_chars < 1 or self.chain_top < 1:
+            raise ConfigError("max_body_bytes must be at least 1024; max_questions, max_chars and chain_top at least 1")
+        if self.threads < 0 or self.drain_s < 0:
+            raise ConfigError("threads and drain_s must be at least 0")
+
+
+def _error(status: int, message: str, fields: list | None = None, headers: dict | None = None):
+    from fastapi.responses import JSONResponse
+
+    body = {"error": message} | ({"fields": fields} if fields else {})
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `max_bytes` gets 413, whether or not Content-Length says so
+    (a chunked body is counted as it arrives)."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        too_large = _error(413, f"the request body is larger than {self.max_bytes} bytes")
+        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+            return await too_large(scope, receive, send)
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.max_bytes:
+                return await too_large(scope, receive, send)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await self.app(scope, replay, send)
+
+
+def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
+    """The FastAPI app serving `engine` (module docstring): an `Engine`, or a `drkit.serve.worker.ModelProcess`
+    (the same interface, the model in a child process). Its batch worker runs while the app's lifespan does;
+    the engine's lifetime is the caller's."""
+    from fastapi import Request as HTTPRequest
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import FileResponse, JSONResponse, Response
+    from fastapi.staticfiles import StaticFiles
+    from fastapi_offline import FastAPIOffline
+    from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+    from starlette.exceptions import HTTPException
+
+    from drkit import __version__
+
+    Question = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=config.max_chars)]
+
+    class AskRequest(BaseModel):
+        """One question (`question`) or several (`questions`), and how to answer them."""
+
+        model_config = ConfigDict(extra="forbid", json_schema_extra={
+            "examples": [{"question": "who directed the films written by [Irwin Allen]"},
+                         {"questions": ["which person wrote the films acted by [Kyle MacLachlan]"], "top_k": 3}]})
+        question: Question | None = Field(None, description="a question, plain or with its entity in [brackets]")
+        questions: list[Question] | None = Field(None, min_length=1, max_length=config.max_questions,
+                                                 description=f"up to {config.max_questions} questions")
+        top_k: int = Field(5, ge=1, le=MAX_TOP_K, description="answers (and passages) returned per question")
+        hops: int | None = Field(None, ge=1, description="hops to run (at most the model's; default: the model's)")
+        chain: bool = Field(True, description="return the reasoning chain")
+
+        @model_validator(mode="after")
+        def one_of(self):
+            if (self.question is None) == (self.questions is None):
+                raise ValueError("give either 'question' (one) or 'questions' (a list), not both and not neither")
+            return self
+
+    batcher = Batcher(lambda request, questions: engine.run_json(questions, request), config.max_batch,
+                      config.max_wait_ms, config.max_queue)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        await batcher.start()
+        app.state.ready = True
+        log.info("drkit serve: %s model, %s entities, ready", engine.kind, f"{engine.index.n_entities:,}")
+        try:
+            yield
+        finally:
+            app.state.ready = False
+            await batcher.stop()
+
+    app = FastAPIOffline(title="drkit", version=__version__, lifespan=lifespan,
+                         description="DrKIT: multi-hop questions answered over a text corpus used as a virtual "
+                                     "knowledge base. The reasoning chain gives, hop by hop, the entities reached and "
+                                     "the mention in a passage that supports each.")
+    app.state.ready, app.state.batcher, app.state.engine = False, batcher, engine
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: HTTPRequest, exc: RequestValidationError):
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return _error(400, "the request body is not valid JSON: " + "; ".join(
+                str(e.get("ctx", {}).get("error", e.get("msg"))) for e in errors))
+        fields = [{"field": ".".join(str(p) for p in e.get("loc", ())[1:]) or "body", "message": e.get("msg", "")}
+                  for e in errors]
+        return _error(422, "invalid request: " + "; ".join(f"{f['field']}: {f['message']}" for f in fields), fields)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: HTTPRequest, exc: HTTPException):
+        return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def internal(request: HTTPRequest, exc: Exception):
+        log.exception("error answering %s %s", request.method, request.url.path)
+        return _error(500, f"internal error ({type(exc).__name__}); the server log has the details")
+
+    @app.post("/v1/ask", summary="Answer questions, with the reasoning chain")
+    async def ask(body: AskRequest) -> Response:
+        questions = [body.question] if body.question is not None else body.questions
+        request = Request(body.top_k, body.hops, body.chain)
+        try:
+            engine.check(request)
+        except ConfigError as exc:
+            name = str(exc).split(":")[0]
+            return _error(422, f"invalid request: {exc}", [{"field": name, "message": str(exc)}])
+        t0 = time.perf_counter()
+        try:
+            results = await batcher.submit(request, questions)
+        except QueueFull as exc:
+            return _error(503, f"the server is busy: {exc}; retry shortly", headers={"Retry-After": "1"})
+        except NotRunning:  # shutting down
+            return _error(503, "the server is shutting down", headers={"Retry-After": "1"})
+        took_ms = round(1000 * (time.perf_counter() - t0), 2)
+        # each result arrives as its JSON text (computed beside the model): joined, not decoded and encoded again
+        return Response('{"results": [' + ", ".join(results) + f'], "took_ms": {took_ms}}}',
+                        media_type="application/json")
+
+    @app.get("/v1/entities/{entity_id}", summary="The passages that mention an entity")
+    async def entity(entity_id: int, limit: int = 10) -> JSONResponse:
+        if not 1 <= limit <= 100:
+            return _error(422, "invalid request: limit: must be between 1 and 100",
+                          [{"field": "limit", "message": "must be between 1 and 100"}])
+        try:
+            return JSONResponse(engine.entity(entity_id, limit))
+        except ConfigError as exc:
+            return _error(404, str(exc), [{"field": "entity_id", "message": str(exc)}])
+
+    @app.get("/healthz", summary="The process is up")
+    async def healthz() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/readyz", summary="Index and model loaded, ready to answer")
+    async def readyz() -> JSONResponse:
+        if not app.state.ready or not getattr(engine, "alive", True):
+            return _error(503, "not ready" if app.state.ready else "the model process has exited",
+                          headers={"Retry-After": "1"})
+        return JSONResponse({"status": "ready", "kind": engine.kind, "queued": batcher.busy,
+                             "batches": batcher.stats.batches, "questions": batcher.stats.questions})
+
+    info = engine.info()
+    info["limits"] = {k: getattr(config, k) for k in ("max_batch", "max_wait_ms", "max_queue", "max_body_bytes",
+                                                      "max_questions", "max_chars", "chain_top")}
+
+    @app.get("/v1/info", summary="The index, mention index and model being served: manifests, counts, checksums")
+    async def get_info() -> JSONResponse:
+        return JSONResponse(json.loads(json.dumps(info, default=str)))
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    return app

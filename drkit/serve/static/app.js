@@ -1,0 +1,201 @@
+// The drkit page: asks POST /v1/ask and draws the answers and the reasoning chain. Plain DOM, no build step,
+// nothing fetched from elsewhere. Every text from the server goes in through textContent, never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const WINDOW = 260; // characters of a passage shown on each side of a mention
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) if (c != null) node.append(c);
+  return node;
+}
+
+const fmt = (x) => (x >= 0.001 || x === 0 ? x.toFixed(3) : x.toExponential(1));
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+// The API answers every error as JSON {"error": ..., "fields": [...]}; anything else is said as it came.
+async function call(url, options) {
+  let response;
+  try {
+    response = await fetch(url, options);
+  } catch (exc) {
+    throw new Error(`could not reach the server (${exc.message})`);
+  }
+  let body = null;
+  try {
+    body = await response.json();
+  } catch (exc) {
+    body = null;
+  }
+  if (!response.ok) {
+    const message = body && body.error ? body.error : `HTTP ${response.status} ${response.statusText}`;
+    throw new Error(`${message} (HTTP ${response.status})`);
+  }
+  if (body === null) throw new Error("the server's answer was not JSON");
+  return body;
+}
+
+// `text` with the character ranges `spans` ([start, end], sorted) in <mark>; with `around`, only a window
+// of WINDOW characters on each side of the first span.
+function highlighted(text, spans, around = true) {
+  const out = el("span", { class: "text" });
+  let lo = 0, hi = text.length;
+  if (around && spans.length) {
+    lo = Math.max(0, spans[0][0] - WINDOW);
+    hi = Math.min(text.length, spans[spans.length - 1][1] + WINDOW);
+  }
+  if (lo > 0) out.append("…");
+  let at = lo;
+  for (const [s, e] of spans) {
+    if (s < at || e > hi) continue;
+    out.append(text.slice(at, s), el("mark", { text: text.slice(s, e) }));
+    at = e;
+  }
+  out.append(text.slice(at, hi));
+  if (hi < text.length) out.append("…");
+  return out;
+}
+
+function scoreTable(rows, cls) {
+  const table = el("table", { class: cls });
+  const best = Math.max(...rows.map((r) => r.score), 1e-12);
+  for (const r of rows) {
+    const width = Math.max(0, Math.min(100, (100 * r.score) / best));
+    const bar = el("span");
+    bar.style.width = `${width}%`;
+    table.append(el("tr", {}, el("td", {}, r.label), el("td", { class: "num", text: fmt(r.score) }),
+      el("td", { class: "bar" }, bar)));
+  }
+  return table;
+}
+
+async function toggleEntity(button, entityId, holder) {
+  if (holder.childElementCount) {
+    holder.replaceChildren();
+    button.textContent = "its passages ▸";
+    return;
+  }
+  button.disabled = true;
+  try {
+    const info = await call(`/v1/entities/${entityId}?limit=5`);
+    holder.append(el("div", { class: "muted", text:
+      `${info.entity}: ${info.mentions} mention(s) in ${info.passages_mentioning} passage(s); the first ${info.passages.length}:` }));
+    for (const p of info.passages) {
+      const spans = p.mentions.map((m) => [m.start, m.end]);
+      holder.append(el("div", { class: "passage" }, el("span", { class: "title", text: `${p.title} (passage ${p.passage_id}): ` }),
+        highlighted(p.text, spans)));
+    }
+    button.textContent = "its passages ▾";
+  } catch (exc) {
+    holder.append(el("div", { class: "error", text: `could not load the passages of ${entityId}: ${exc.message}` }));
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function hopEntity(e) {
+  const holder = el("div", { class: "entity-passages" });
+  const expand = el("button", { class: "link expand", type: "button", text: "its passages ▸" });
+  expand.addEventListener("click", () => toggleEntity(expand, e.entity_id, holder));
+  const head = el("div", {}, el("span", { class: "entity-name", text: e.entity }), ` (${fmt(e.score)})`,
+    e.via ? el("span", { class: "via", text: ` via ${e.via}` }) : null, " · ", expand);
+  const node = el("div", { class: "hop-entity" }, head);
+  if (e.evidence) {
+    const ev = e.evidence;
+    node.append(el("div", { class: "passage" }, el("span", { class: "title", text: `${ev.title} (passage ${ev.passage_id}): ` }),
+      highlighted(ev.text, [[ev.start, ev.end]])));
+  } else {
+    node.append(el("div", { class: "passage muted", text: "no supporting mention in this hop" }));
+  }
+  node.append(holder);
+  return node;
+}
+
+function renderResult(r) {
+  const box = el("article", { class: "result" }, el("h2", { text: r.question }));
+  if (r.error) {
+    box.append(el("div", { class: "error", text: r.error }));
+    return box;
+  }
+  const named = (r.question_entities || []).map((q) => q.entity).join(", ") || "none";
+  box.append(el("div", { class: "question-entities", text: `question entities: ${named} (${r.found_by}); ${r.hops} hop(s)` }));
+  if (r.pi) {
+    box.append(el("h3", { text: "Hop weights π (how many hops the question needs)" }),
+      el("div", { class: "pi" }, ...r.pi.map((p, t) => el("div", { text: `${t} hop(s): ${fmt(p)}` }))));
+  }
+  box.append(el("h3", { text: "Answers" }));
+  if (r.answers.length) box.append(scoreTable(r.answers.map((a) => ({ label: a.entity, score: a.score })), "answers"));
+  else box.append(el("div", { class: "muted", text: "no entity reached" }));
+  if (r.passages) {
+    box.append(el("h3", { text: "Passages" }),
+      scoreTable(r.passages.map((p) => ({ label: `${p.title} (${p.id})`, score: p.score })), "passages"));
+  }
+  if (r.chain) {
+    box.append(el("h3", { text: "Reasoning chain" }));
+    for (const hop of r.chain) {
+      const title = hop.hop === 0 ? "Z₀: the entities linked in the question" : `Hop ${hop.hop}`;
+      const node = el("section", { class: "hop" },
+        el("div", {}, el("strong", { text: title }), el("span", { class: "muted", text: ` · ${hop.n_entities} entities reached` })));
+      for (const e of hop.entities) node.append(hopEntity(e));
+      box.append(node);
+    }
+  }
+  return box;
+}
+
+async function ask(event) {
+  event.preventDefault();
+  const question = $("question").value.trim();
+  showError("");
+  if (!question) {
+    showError("type a question first");
+    return;
+  }
+  const button = $("ask");
+  button.disabled = true;
+  $("status").textContent = "answering…";
+  try {
+    const body = await call("/v1/ask", {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ question, top_k: Number($("top-k").value) }),
+    });
+    $("results").replaceChildren(...body.results.map(renderResult));
+    $("status").textContent = `answered in ${body.took_ms} ms`;
+  } catch (exc) {
+    $("results").replaceChildren();
+    $("status").textContent = "";
+    showError(exc.message);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function loadInfo() {
+  try {
+    const info = await call("/v1/info");
+    const inputs = (info.manifests.index || {}).inputs || {};
+    const corpus = inputs.corpus && inputs.corpus.path ? ` of ${inputs.corpus.path.split("/").pop()}` : "";
+    const c = info.counts;
+    $("model-info").textContent = `${info.kind === "passages" ? "Hop-mixing model (plain questions, 0–" + info.max_hops + " hops)"
+      : info.max_hops + "-hop model"} over ${c.entities.toLocaleString()} entities, ${c.mentions.toLocaleString()} ` +
+      `mentions and ${c.passages.toLocaleString()} passages${corpus}; drkit ${info.drkit_version}.`;
+    if (info.kind === "passages") $("question").placeholder = "e.g. Who is the mother of the director of film Polish-Russian War?";
+  } catch (exc) {
+    $("model-info").textContent = "";
+    showError(`could not read what the server has loaded: ${exc.message}`);
+  }
+}
+
+$("ask-form").addEventListener("submit", ask);
+loadInfo();

@@ -1,0 +1,481 @@
+"""The HTTP API (drkit.serve): every endpoint, limit and error through FastAPI's test client against a model
+over the MetaQA sample, the results against the front door called directly, dynamic batching against
+one-question-at-a-time answers, and SIGTERM draining a real `drkit serve` process."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi", reason="the serve extra is not installed: pip install 'drkit[serve]'")
+
+from fastapi.testclient import TestClient  # noqa: E402
+from serve_fixtures import QUESTIONS, ROOT, free_port, live_server, sample_run  # noqa: E402,F401
+from test_retrieve import mixing_run  # noqa: E402,F401  (a fixture)
+
+from drkit.data.text import fold  # noqa: E402
+from drkit.errors import ConfigError  # noqa: E402
+from drkit.qa.pipeline import DrKIT  # noqa: E402
+from drkit.serve.app import ServeConfig, create_app  # noqa: E402
+from drkit.serve.batching import Batcher, NotRunning, QueueFull  # noqa: E402
+from drkit.serve.engine import ANSWERS, PASSAGES, Engine, Request  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def engine(sample_run):  # noqa: F811
+    index, run = sample_run
+    return Engine.load(index, run)
+
+
+@pytest.fixture(scope="module")
+def client(engine):
+    with TestClient(create_app(engine, ServeConfig()), raise_server_exceptions=False) as c:
+        yield c
+
+
+def no_trace(response) -> None:
+    assert "Traceback" not in response.text and 'File "' not in response.text
+
+
+def error_of(response, status: int, *fields: str) -> dict:
+    """The JSON error body, checked: the status, a message, the fields at fault, no stack trace."""
+    assert response.status_code == status, response.text
+    no_trace(response)
+    body = response.json()
+    assert isinstance(body["error"], str) and body["error"]
+    assert [f["field"] for f in body.get("fields", [])] == list(fields), body
+    return body
+
+
+# -- endpoints ------------------------------------------------------------------------------------------
+def test_healthz_and_readyz(engine, client):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["status"] == "ready" and ready.json()["kind"] == ANSWERS
+    # before the app's lifespan has started (index loaded, batch worker not yet running): not ready
+    not_started = TestClient(create_app(engine, ServeConfig()))
+    r = not_started.get("/readyz")
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"
+    assert not_started.get("/healthz").status_code == 200
+
+
+def test_info_gives_manifests_counts_and_checksums(engine, client, sample_run):  # noqa: F811
+    index, run = sample_run
+    info = client.get("/v1/info").json()
+    assert info["kind"] == ANSWERS and info["max_hops"] == 2
+    assert info["counts"] == {"entities": engine.index.n_entities, "mentions": engine.index.n_mentions,
+                              "passages": engine.index.n_passages, "articles": 354}
+    manifests = info["manifests"]
+    assert manifests["index"]["path"] == str(index)
+    for name, m in (("index", engine.index.manifest), ("mentions", engine.vkb.mentions.manifest)):
+        assert {k: v for k, v in manifests[name].items() if k != "path"} == json.loads(json.dumps(
+            {k: v for k, v in m.items() if k != "files"}))
+    assert manifests["model"]["drkit_version"] and manifests["index"]["inputs"]
+    weights = (run / "model" / "model.safetensors").read_bytes()
+    assert manifests["model"]["weights_sha256"] == hashlib.sha256(weights).hexdigest()
+    assert info["limits"]["max_questions"] == 64 and info["limits"]["max_body_bytes"] == 64 * 1024
+
+
+def test_ask_matches_the_front_door(engine, client, sample_run):  # noqa: F811
+    index, run = sample_run
+    kit = DrKIT.load(index, run)
+    r = client.post("/v1/ask", json={"question": QUESTIONS[0], "top_k": 4})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert len(body["results"]) == 1 and body["took_ms"] >= 0
+    got = body["results"][0]
+    want = kit.answer(QUESTIONS[0], top=4, chain_top=3)
+    assert got["question"] == QUESTIONS[0] and got["hops"] == 2 and got["found_by"] == "bracketed"
+    assert got["question_entities"] == [{"entity": "Kyle MacLachlan", "entity_id": want.question_entity_id}]
+    assert [(a["entity_id"], a["score"]) for a in got["answers"]] == [(a.entity_id, a.prob) for a in want.answers]
+    assert len(got["answers"]) == 4
+    assert [h["hop"] for h in got["chain"]] == [1, 2]
+    for hop, want_hop in zip(got["chain"], want.chain):
+        assert hop["n_entities"] == want_hop.n_entities
+        assert [e["entity_id"] for e in hop["entities"]] == [e.entity_id for e in want_hop.top]
+        for e in hop["entities"]:
+            ev = e["evidence"]
+            # the mention is the entity's, in the passage named, at the offsets given
+            assert ev["text"] == engine.index.passage_text(ev["passage_id"])
+            assert fold(ev["text"][ev["start"]:ev["end"]]) == engine.index.entities.keys[e["entity_id"]]
+            assert int(engine.index.mentions[ev["mention_id"]][0]) == e["entity_id"]
+
+
+def test_several_questions_answer_in_order_and_a_bad_one_fails_alone(client):
+    bad = "who directed the films written by nobody we know"
+    questions = [QUESTIONS[1], bad, QUESTIONS[3]]
+    results = client.post("/v1/ask", json={"questions": questions, "chain": False}).json()["results"]
+    assert [r["question"] for r in results] == questions
+    assert "error" in results[1] and "answers" not in results[1]
+    assert results[0]["found_by"] == "bracketed" and results[2]["found_by"].startswith("linked")
+    assert results[2]["question_entities"][0]["entity"] == "Irwin Allen"
+    assert all("chain" not in r for r in (results[0], results[2]))
+    alone = client.post("/v1/ask", json={"question": QUESTIONS[3], "chain": False}).json()["results"][0]
+    assert alone == results[2]
+
+
+def test_hops_and_top_k(client):
+    one = client.post("/v1/ask", json={"question": QUESTIONS[0], "hops": 1, "top_k": 2}).json()["results"][0]
+    assert one["hops"] == 1 and len(one["chain"]) == 1 and len(one["answers"]) == 2
+    error_of(client.post("/v1/ask", json={"question": QUESTIONS[0], "hops": 3}), 422, "hops")
+    error_of(client.post("/v1/ask", json={"question": QUESTIONS[0], "hops": 0}), 422, "hops")
+    error_of(client.post("/v1/ask", json={"question": QUESTIONS[0], "top_k": 0}), 422, "top_k")
+    error_of(client.post("/v1/ask", json={"question": QUESTIONS[0], "top_k": 101}), 422, "top_k")
+    error_of(client.post("/v1/ask", json={"question": QUESTIONS[0], "top_k": "five"}), 422, "top_k")
+
+
+def test_entity_passages(engine, client):
+    e = engine.index.entities.lookup("Irwin Allen")
+    body = client.get(f"/v1/entities/{e}", params={"limit": 3}).json()
+    assert body["entity"] == "Irwin Allen" and body["entity_id"] == e
+    mentions = np.asarray(engine.index.mentions)
+    assert body["mentions"] == int((mentions[:, 0] == e).sum())
+    assert body["passages_mentioning"] == len(set(mentions[mentions[:, 0] == e, 1].tolist()))
+    assert 1 <= len(body["passages"]) <= 3
+    for p in body["passages"]:
+        assert p["text"] == engine.index.passage_text(p["passage_id"])
+        for m in p["mentions"]:
+            assert fold(p["text"][m["start"]:m["end"]]) == "irwin allen"
+            assert tuple(mentions[m["mention_id"], [0, 1]]) == (e, p["passage_id"])
+    error_of(client.get(f"/v1/entities/{engine.index.n_entities}"), 404, "entity_id")
+    error_of(client.get("/v1/entities/-1"), 404, "entity_id")
+    error_of(client.get("/v1/entities/abc"), 422, "entity_id")
+    error_of(client.get(f"/v1/entities/{e}", params={"limit": 0}), 422, "limit")
+
+
+def test_page_docs_and_openapi_are_served_offline(client):
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert 'id="question"' in page.text
+    for asset in ("/static/app.js", "/static/app.css"):
+        assert client.get(asset).status_code == 200
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "swagger" in docs.text.lower()
+    spec = client.get("/openapi.json").json()
+    assert {"/v1/ask", "/v1/info", "/healthz", "/readyz", "/v1/entities/{entity_id}"} <= set(spec["paths"])
+    # nothing is fetched from another host: every URL the page and the docs load is on this server
+    for text in (page.text, docs.text, client.get("/static/app.js").text, client.get("/static/app.css").text):
+        assert "http://" not in text and "https://" not in text and "//cdn" not in text
+
+
+# -- limits and errors -----------------------------------------------------------------------------------
+def test_limits_name_the_field(client):
+    error_of(client.post("/v1/ask", json={"questions": [QUESTIONS[0]] * 65}), 422, "questions")
+    error_of(client.post("/v1/ask", json={"question": "x" * 1001}), 422, "question")
+    error_of(client.post("/v1/ask", json={"questions": [QUESTIONS[0], "x" * 1001]}), 422, "questions.1")
+    error_of(client.post("/v1/ask", json={"question": "   "}), 422, "question")
+    error_of(client.post("/v1/ask", json={"questions": []}), 422, "questions")
+    error_of(client.post("/v1/ask", json={"question": QUESTIONS[0], "questions": [QUESTIONS[1]]}), 422, "body")
+    error_of(client.post("/v1/ask", json={}), 422, "body")
+    error_of(client.post("/v1/ask", json={"question": QUESTIONS[0], "colour": "red"}), 422, "colour")
+    error_of(client.post("/v1/ask", json=[QUESTIONS[0]]), 422, "body")
+    assert client.post("/v1/ask", json={"questions": [QUESTIONS[0]] * 64, "chain": False}).status_code == 200
+    assert client.post("/v1/ask", json={"question": "who directed [Kismet] " + "x" * 970}).status_code == 200
+
+
+def test_malformed_json_is_400_with_a_message(client):
+    r = client.post("/v1/ask", content=b'{"question": "who directed', headers={"content-type": "application/json"})
+    body = error_of(r, 400)
+    assert "not valid JSON" in body["error"]
+
+
+def test_body_over_64_kib_is_413(client):
+    big = json.dumps({"question": QUESTIONS[0], "pad": "x" * (64 * 1024)})
+    error_of(client.post("/v1/ask", content=big, headers={"content-type": "application/json"}), 413)
+
+    def chunks():  # no Content-Length: the body is counted as it arrives
+        for _ in range(70):
+            yield b"x" * 1024
+
+    error_of(client.post("/v1/ask", content=chunks(), headers={"content-type": "application/json"}), 413)
+
+
+def test_unknown_route_and_method_are_json(client):
+    error_of(client.get("/v1/nothing"), 404)
+    error_of(client.get("/v1/ask"), 405)
+
+
+class _Wrapped:
+    """An engine that behaves as `engine` but for `run_json`."""
+
+    def __init__(self, engine):
+        self._engine = engine
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+
+class _Broken(_Wrapped):
+    """An engine whose batches fail: the server must answer 500 without a stack trace."""
+
+    def run_json(self, questions, request):
+        raise RuntimeError("secret internal detail at /some/path.py line 12")
+
+
+def test_an_internal_error_is_500_without_a_trace(engine):
+    with TestClient(create_app(_Broken(engine), ServeConfig()), raise_server_exceptions=False) as c:
+        body = error_of(c.post("/v1/ask", json={"question": QUESTIONS[0]}), 500)
+        assert "secret" not in body["error"] and "/some/path.py" not in body["error"]
+        assert c.get("/healthz").status_code == 200  # the worker goes on
+        assert c.get("/readyz").status_code == 200
+
+
+class _Gated(_Wrapped):
+    """An engine whose batches wait for `gate`, to fill the queue."""
+
+    def __init__(self, engine):
+        super().__init__(engine)
+        self.gate, self.entered = threading.Event(), threading.Event()
+
+    def run_json(self, questions, request):
+        self.entered.set()
+        assert self.gate.wait(30)
+        return self._engine.run_json(questions, request)
+
+
+def test_a_full_queue_is_503_with_retry_after(engine):
+    gated = _Gated(engine)
+    config = ServeConfig(max_batch=2, max_queue=4, max_questions=4, max_wait_ms=0)
+    with live_server(create_app(gated, config)) as url:
+        import httpx
+
+        def ask(n):
+            return httpx.post(f"{url}/v1/ask", json={"questions": [QUESTIONS[0]] * n, "chain": False}, timeout=60)
+
+        with ThreadPoolExecutor(8) as pool:
+            first = pool.submit(ask, 2)  # taken by the worker, which waits at the gate
+            assert gated.entered.wait(30)
+            queued = [pool.submit(ask, 2) for _ in range(2)]  # 4 questions wait: the queue is full
+            deadline = time.monotonic() + 30
+            while httpx.get(f"{url}/readyz").json()["queued"] < 6 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            refused = ask(1)
+            error_of(refused, 503)
+            assert refused.headers["retry-after"] == "1"
+            gated.gate.set()
+            for f in [first, *queued]:  # nothing that was accepted is lost
+                assert f.result().status_code == 200
+        assert ask(1).status_code == 200
+
+
+def test_serve_config_refuses_remote_hosts_without_the_flag():
+    with pytest.raises(ConfigError, match="--allow-remote"):
+        ServeConfig(host="0.0.0.0")
+    assert ServeConfig(host="0.0.0.0", allow_remote=True).host == "0.0.0.0"
+    for host in ("127.0.0.1", "localhost", "::1"):
+        assert ServeConfig(host=host).host == host
+    with pytest.raises(ConfigError, match="max_queue"):
+        ServeConfig(max_batch=8, max_queue=4, max_questions=4)
+    with pytest.raises(ConfigError, match="max_queue"):
+        ServeConfig(max_batch=8, max_queue=16, max_questions=32)
+    with pytest.raises(ConfigError, match="port"):
+        ServeConfig(port=70000)
+
+
+def test_cli_errors_are_one_line(sample_run, capsys):  # noqa: F811
+    import socket
+
+    from drkit.cli import main
+
+    index, run = sample_run
+    assert main(["serve", "--index", str(index), "--model", str(run), "--host", "0.0.0.0"]) == 2
+    assert "--allow-remote" in capsys.readouterr().err
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert main(["serve", "--index", str(index), "--model", str(run), "--port", str(port)]) == 2
+        err = capsys.readouterr().err
+        assert f"port {port} on 127.0.0.1 is in use" in err and "Traceback" not in err
+    assert main(["serve", "--index", str(index / "nope"), "--model", str(run), "--port", str(free_port())]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+# -- batching --------------------------------------------------------------------------------------------
+def test_answers_do_not_depend_on_the_batch(engine):
+    """Each question alone, and all of them in one batch with others: the same JSON, bit for bit."""
+    questions = QUESTIONS + ["who directed the films written by [Irwin Allen]", "what types are the movies "
+                             "written by [Irwin Allen]", "which person wrote the films acted by [James Gray]"]
+    for request in (Request(), Request(top_k=7, chain=False), Request(hops=1)):
+        together = engine.run(questions, request)
+        alone = [engine.run([q], request)[0] for q in questions]
+        assert together == alone
+        reverse = engine.run(questions[::-1], request)
+        assert reverse[::-1] == together
+
+
+def test_batcher_gathers_concurrent_requests_by_settings():
+    calls = []
+
+    def run(key, items):
+        calls.append((key, list(items)))
+        time.sleep(0.01)
+        return [f"{key}:{x}" for x in items]
+
+    async def main():
+        b = Batcher(run, max_batch=4, max_wait_ms=50, max_queue=100)
+        await b.start()
+        jobs = [b.submit("a", [1]), b.submit("a", [2, 3]), b.submit("b", [4]), b.submit("a", [5]), b.submit("a", [6])]
+        results = await asyncio.gather(*jobs)
+        await b.stop()
+        return results, b.stats
+
+    results, stats = asyncio.run(main())
+    assert results == [["a:1"], ["a:2", "a:3"], ["b:4"], ["a:5"], ["a:6"]]
+    # the oldest request's settings first, up to max_batch questions, oldest first; other settings apart
+    assert calls == [("a", [1, 2, 3, 5]), ("b", [4]), ("a", [6])]
+    assert (stats.batches, stats.questions, stats.largest) == (3, 6, 4)
+
+
+def test_batcher_waits_at_most_max_wait_and_bounds_the_queue():
+    def run(key, items):
+        return list(items)
+
+    async def main():
+        b = Batcher(run, max_batch=2, max_wait_ms=30, max_queue=3)
+        await b.start()
+        t0 = time.perf_counter()
+        assert await b.submit("k", [1]) == [1]  # alone: answered once max_wait has passed
+        waited = time.perf_counter() - t0
+        with pytest.raises(QueueFull):
+            await asyncio.gather(b.submit("k", [1, 2]), b.submit("k", [3, 4]))
+        await b.stop()
+        with pytest.raises(NotRunning):
+            await b.submit("k", [1])
+        return waited
+
+    waited = asyncio.run(main())
+    assert 0.025 <= waited < 2.0  # a generous upper bound: a loaded CI machine; the lower one is the rule
+
+
+def test_concurrent_http_requests_share_batches_and_get_their_own_answers(engine):
+    config = ServeConfig(max_batch=64, max_wait_ms=50)
+    questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(24)]
+    alone = {q: engine.run([q], Request(top_k=3))[0] for q in set(questions)}
+    app = create_app(engine, config)
+    with live_server(app) as url:
+        import httpx
+
+        with ThreadPoolExecutor(24) as pool:
+            responses = list(pool.map(lambda q: httpx.post(f"{url}/v1/ask", json={"question": q, "top_k": 3},
+                                                           timeout=60), questions))
+        stats = app.state.batcher.stats
+    assert all(r.status_code == 200 for r in responses)
+    for q, r in zip(questions, responses):
+        assert r.json()["results"] == [alone[q]]
+    assert stats.questions == 24 and stats.batches < 24  # gathered: fewer batches than requests
+
+
+# -- a hop-mixing model ------------------------------------------------------------------------------------
+def test_a_hop_mixing_model_adds_pi_and_passages(mixing_run):  # noqa: F811
+    from drkit.qa.retrieve import DrKITRetriever
+
+    d = mixing_run
+    engine = Engine.load(d / "index1", d / "run")
+    assert engine.kind == PASSAGES
+    question = json.loads((d / "questions1.jsonl").read_text().splitlines()[0])["question"]
+    with TestClient(create_app(engine, ServeConfig())) as c:
+        body = c.post("/v1/ask", json={"question": question, "top_k": 3}).json()
+        error_of(c.post("/v1/ask", json={"question": question, "hops": 1}), 422, "hops")
+        assert c.get("/v1/info").json()["kind"] == PASSAGES
+    r = body["results"][0]
+    want = DrKITRetriever.load(d / "index1", d / "run", chain_top=3).retrieve([question], 20)[0]
+    assert r["pi"] == want.pi and len(r["pi"]) == engine.max_hops + 1
+    index = engine.index
+    assert [(p["id"], p["score"]) for p in r["passages"]] == [
+        (index.article_keys[a], s) for a, s in list(zip(want.articles, want.scores))[:3]]
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()[:8]]
+    for request in (Request(), Request(top_k=7, chain=False)):  # batch-independent, as the multi-hop model
+        together = engine.run(questions, request)
+        assert together == [engine.run([q], request)[0] for q in questions]
+    assert len(r["answers"]) <= 3 and [h["hop"] for h in r["chain"]] == list(range(engine.max_hops + 1))
+    for hop in r["chain"]:  # Z_0 too: it is rescored by the question against each entity's mentions
+        for e in hop["entities"]:
+            ev = e["evidence"]
+            assert ev is not None
+            assert fold(ev["text"][ev["start"]:ev["end"]]) == index.entities.keys[e["entity_id"]]
+
+
+# -- the model in a process of its own ------------------------------------------------------------------------
+def test_the_model_process_answers_as_the_engine_in_process(engine, sample_run):  # noqa: F811
+    from drkit.serve.worker import ModelProcess
+
+    index, run = sample_run
+    remote = ModelProcess(index, run)
+    try:
+        assert (remote.kind, remote.max_hops) == (engine.kind, engine.max_hops)
+        for request in (Request(), Request(top_k=2, hops=1, chain=False)):
+            assert remote.run_json(QUESTIONS, request) == engine.run_json(QUESTIONS, request)
+        assert remote.entity(3, 2) == engine.entity(3, 2)
+        info = remote.info()
+        assert info["manifests"] == json.loads(json.dumps(engine.info()["manifests"], default=str))
+        with TestClient(create_app(remote, ServeConfig()), raise_server_exceptions=False) as c:
+            got = c.post("/v1/ask", json={"questions": QUESTIONS}).json()["results"]
+            assert got == [json.loads(r) for r in engine.run_json(QUESTIONS, Request())]
+            remote._process.kill()  # the model process dies: not ready, and a request gets a JSON 500
+            remote._process.join()
+            error_of(c.get("/readyz"), 503)
+            body = error_of(c.post("/v1/ask", json={"question": QUESTIONS[0]}), 500)
+            assert "internal error" in body["error"]
+    finally:
+        remote.close()
+
+
+def test_the_model_process_reports_a_load_error_in_one_line(sample_run, tmp_path):  # noqa: F811
+    from drkit.serve.worker import ModelProcess
+
+    index, run = sample_run
+    with pytest.raises(ConfigError, match="does not exist"):
+        ModelProcess(index, tmp_path / "no-model")
+
+
+# -- a real process: SIGTERM drains what is in flight --------------------------------------------------------
+def test_sigterm_drains_in_flight_requests_and_exits_cleanly(sample_run):  # noqa: F811
+    import httpx
+
+    index, run = sample_run
+    port = free_port()
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "drkit", "serve", "--index", str(index), "--model", str(run),
+                             "--port", str(port), "--max-wait-ms", "1500"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "drkit serve did not become ready"
+            time.sleep(0.1)
+        with ThreadPoolExecutor(6) as pool:
+            # each waits in the batcher for up to 1.5 s: SIGTERM arrives while all are in flight
+            futures = [pool.submit(httpx.post, f"{url}/v1/ask", json={"questions": QUESTIONS}, timeout=60)
+                       for _ in range(6)]
+            while httpx.get(f"{url}/readyz", timeout=5).json()["queued"] < 6 * len(QUESTIONS):
+                assert time.monotonic() < deadline and not any(f.done() for f in futures)
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGTERM)
+            responses = [f.result() for f in futures]
+        assert [r.status_code for r in responses] == [200] * 6
+        assert all(len(r.json()["results"]) == len(QUESTIONS) for r in responses)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err and "Finished server process" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
