@@ -14,6 +14,7 @@ pytest.importorskip("fastapi", reason="the serve extra is not installed: pip ins
 pytest.importorskip("selenium", reason="selenium is not installed (the test extra)")
 
 from serve_fixtures import QUESTIONS, live_server, sample_run  # noqa: E402,F401
+from test_retrieve import mixing_run  # noqa: E402,F401  (a fixture)
 
 from drkit.data.text import fold  # noqa: E402
 from drkit.serve.app import ServeConfig, create_app  # noqa: E402
@@ -128,3 +129,27 @@ def test_the_page_shows_errors(engine, browser):
     browser.find_element(By.ID, "question").clear()
     ask(browser, QUESTIONS[0])
     assert "could not reach the server" in browser.find_element(By.ID, "error").text
+
+
+def test_the_page_shows_pi_and_passages_of_a_hop_mixing_model(mixing_run, browser):  # noqa: F811
+    import json
+
+    from selenium.webdriver.common.by import By
+
+    d = mixing_run
+    engine = Engine.load(d / "index1", d / "run")
+    question = json.loads((d / "questions1.jsonl").read_text().splitlines()[0])["question"]
+    want = engine.run([question], Request(top_k=5))[0]
+    with live_server(create_app(engine, ServeConfig())) as url:
+        browser.get(url + "/")
+        wait(browser, lambda d: "Hop-mixing model" in d.find_element(By.ID, "model-info").text)
+        ask(browser, question)
+        result = browser.find_element(By.CSS_SELECTOR, ".result")
+        assert [p.text for p in result.find_elements(By.CSS_SELECTOR, ".pi div")] == [
+            f"{t} hop(s): {js_score(p)}" for t, p in enumerate(want["pi"])]
+        rows = result.find_elements(By.CSS_SELECTOR, "table.passages tr")
+        assert [r.find_elements(By.TAG_NAME, "td")[0].text for r in rows] == [
+            f"{p['title']} ({p['id']})" for p in want["passages"]]
+        hops = result.find_elements(By.CSS_SELECTOR, "section.hop strong")
+        assert [h.text for h in hops] == ["Z₀: the entities linked in the question"] + [
+            f"Hop {t}" for t in range(1, len(want["chain"]))]
