@@ -201,6 +201,40 @@ def test_body_over_64_kib_is_413(client):
     error_of(client.post("/v1/ask", content=chunks(), headers={"content-type": "application/json"}), 413)
 
 
+def test_a_streamed_body_over_64_kib_is_413_on_a_real_server(engine):
+    import httpx
+
+    def chunks():  # no Content-Length, 70 chunks of 1 KiB: counted as they arrive
+        for _ in range(70):
+            yield b"x" * 1024
+
+    with live_server(create_app(engine, ServeConfig())) as url:
+        r = httpx.post(f"{url}/v1/ask", content=chunks(), headers={"content-type": "application/json"}, timeout=30)
+        error_of(r, 413)
+        assert "chunked" in r.request.headers.get("transfer-encoding", "")
+        assert httpx.post(f"{url}/v1/ask", json={"question": QUESTIONS[0]}, timeout=30).status_code == 200
+
+
+def test_a_client_that_disconnects_leaves_the_queue(engine):
+    import httpx
+
+    gated = _Gated(engine)
+    app = create_app(gated, ServeConfig(max_batch=1, max_wait_ms=0))
+    with live_server(app) as url:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(httpx.post, f"{url}/v1/ask", json={"question": QUESTIONS[0]}, timeout=60)
+            assert gated.entered.wait(30)  # the first is in the model; the second waits, then its client leaves
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(f"{url}/v1/ask", json={"question": QUESTIONS[1]}, timeout=0.5)
+            deadline = time.monotonic() + 10
+            while app.state.batcher.busy > 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert app.state.batcher.busy == 1  # only the first, in the model
+            gated.gate.set()
+            assert first.result().status_code == 200
+        assert app.state.batcher.stats.questions == 1 and app.state.batcher.stats.abandoned == 1
+
+
 def test_unknown_route_and_method_are_json(client):
     error_of(client.get("/v1/nothing"), 404)
     error_of(client.get("/v1/ask"), 405)
@@ -338,6 +372,72 @@ def test_batcher_gathers_concurrent_requests_by_settings():
     assert (stats.batches, stats.questions, stats.largest) == (3, 6, 4)
 
 
+def test_a_failing_batch_fails_only_the_request_that_fails_alone():
+    def run(key, items):
+        if "bad" in items:
+            raise ValueError("bad question")
+        return [x.upper() for x in items]
+
+    async def main():
+        b = Batcher(run, max_batch=8, max_wait_ms=50, max_queue=100)
+        await b.start()
+        results = await asyncio.gather(b.submit("k", ["a", "b"]), b.submit("k", ["bad"]), b.submit("k", ["c"]),
+                                       return_exceptions=True)
+        await b.stop()
+        return results, b.stats
+
+    results, stats = asyncio.run(main())
+    assert results[0] == ["A", "B"] and results[2] == ["C"]
+    assert isinstance(results[1], ValueError)
+    assert stats.failed == 2 and stats.batches == 2  # the batch of 4, then "bad" alone; 2 answered alone
+
+
+def test_a_request_whose_client_left_is_not_computed():
+    seen = []
+
+    def run(key, items):
+        seen.extend(items)
+        return list(items)
+
+    async def main():
+        b = Batcher(run, max_batch=8, max_wait_ms=100, max_queue=100)
+        await b.start()
+        gone = asyncio.ensure_future(b.submit("k", ["gone"]))
+        kept = asyncio.ensure_future(b.submit("k", ["kept"]))
+        await asyncio.sleep(0.01)
+        gone.cancel()
+        result = await kept
+        await b.stop()
+        return result, b
+
+    result, b = asyncio.run(main())
+    assert result == ["kept"] and seen == ["kept"]
+    assert b.stats.abandoned == 1 and b.busy == 0
+
+
+def test_stop_answers_what_it_can_within_its_time_and_refuses_the_rest():
+    release = threading.Event()
+
+    def run(key, items):
+        release.wait(10)
+        return list(items)
+
+    async def main():
+        b = Batcher(run, max_batch=1, max_wait_ms=0, max_queue=100)
+        await b.start()
+        first = asyncio.ensure_future(b.submit("k", [1]))
+        await asyncio.sleep(0.05)  # the first is computing (until released), the second waits in the queue
+        second = asyncio.ensure_future(b.submit("k", [2]))
+        await asyncio.sleep(0.01)
+        asyncio.get_running_loop().call_later(0.3, release.set)
+        await b.stop(timeout_s=0.1)
+        return await asyncio.gather(first, second, return_exceptions=True)
+
+    first, second = asyncio.run(main())
+    assert first == [1]  # the batch in hand finishes
+    assert isinstance(second, NotRunning)
+
+
 def test_batcher_waits_at_most_max_wait_and_bounds_the_queue():
     def run(key, items):
         return list(items)
@@ -423,11 +523,28 @@ def test_the_model_process_answers_as_the_engine_in_process(engine, sample_run):
         with TestClient(create_app(remote, ServeConfig()), raise_server_exceptions=False) as c:
             got = c.post("/v1/ask", json={"questions": QUESTIONS}).json()["results"]
             assert got == [json.loads(r) for r in engine.run_json(QUESTIONS, Request())]
-            remote._process.kill()  # the model process dies: not ready, and a request gets a JSON 500
+            os.kill(remote.pid, signal.SIGKILL)  # the model process dies: not ready, not healthy, 503 to a request
             remote._process.join()
             error_of(c.get("/readyz"), 503)
-            body = error_of(c.post("/v1/ask", json={"question": QUESTIONS[0]}), 500)
-            assert "internal error" in body["error"]
+            error_of(c.get("/healthz"), 503)
+            r = c.post("/v1/ask", json={"question": QUESTIONS[0]})
+            error_of(r, 503)
+            assert r.headers["retry-after"]
+    finally:
+        remote.close()
+
+
+def test_a_model_process_that_stops_answering_is_stopped(sample_run):  # noqa: F811
+    from drkit.serve.worker import ModelProcess
+
+    remote = ModelProcess(*sample_run, batch_timeout_s=1.0)
+    try:
+        assert len(remote.run_json(QUESTIONS[:1])) == 1
+        os.kill(remote.pid, signal.SIGSTOP)  # hung: the batch times out, the child is killed, 503
+        with TestClient(create_app(remote, ServeConfig()), raise_server_exceptions=False) as c:
+            body = error_of(c.post("/v1/ask", json={"question": QUESTIONS[0]}), 503)
+            assert "not available" in body["error"]
+            assert not remote.alive
     finally:
         remote.close()
 

@@ -111,6 +111,21 @@ def test_the_page_renders_answers_and_the_chain(engine, browser):
         assert not holder.find_elements(By.CSS_SELECTOR, ".passage")
 
 
+def test_mention_offsets_count_code_points_as_the_server_does(engine, browser):
+    """Python's offsets count code points, JavaScript's strings UTF-16 units: after an emoji they differ."""
+    text = "\U0001F600 \u00e9t\u00e9 \U00010348 Irwin Allen wrote it"
+    start = text.index("Irwin Allen")
+    with live_server(create_app(engine, ServeConfig())) as url:
+        from selenium.webdriver.common.by import By
+
+        browser.get(url + "/")
+        wait(browser, lambda d: d.find_element(By.ID, "model-info").text)
+        marked = browser.execute_script("return Array.from(highlighted(arguments[0], [[arguments[1], arguments[2]]], "
+                                        "false).querySelectorAll('mark')).map((m) => m.textContent)",
+                                        text, start, start + len("Irwin Allen"))
+    assert marked == ["Irwin Allen"]
+
+
 def test_the_page_shows_errors(engine, browser):
     from selenium.webdriver.common.by import By
 

@@ -62,6 +62,8 @@ class Retrieved:
     answer: str | None = None  # the last hop's best entity the question does not name (multi-hop slot filling)
     answers: list[tuple[int, float]] | None = None  # the last hop's best entities the question does not name,
     # (entity id, probability), best first: `answer` and those after it
+    ranked: int | None = None  # articles[:ranked] were ranked by the model (or the linker); the rest fill up to
+    # `top` in corpus order, below them
 
 
 class Retriever(Protocol):
@@ -299,6 +301,7 @@ class DrKITRetriever:
                       for j, (e, p) in enumerate(zip(cids[b], cprobs[b])) if e >= 0]
                      for (cids, cprobs), ev in zip(chains, evidence)]
             articles, scores = [p.article for p in ranked], [p.score for p in ranked]
+            n_ranked = len(articles)
             if len(articles) < top:  # entities and linker ran out: the other articles in corpus order, below them
                 seen, low = set(articles), min(scores, default=0.0)
                 rest = list(itertools.islice((a for a in range(len(self.pages.keys)) if a not in seen), top - len(articles)))
@@ -306,6 +309,7 @@ class DrKITRetriever:
                 scores += [min(low, 0.0) - 1.0 - i for i in range(len(rest))]
             answers = [(int(e), float(p)) for e, p in zip(last_ids[b], last_probs[b]) if e >= 0 and int(e) not in named[b]]
             results.append(Retrieved(articles, scores, [round(float(x), 4) for x in out.pi[b]], chain,
-                                     self.names[answers[0][0]] if answers else None, answers[:self.answer_top]))
+                                     self.names[answers[0][0]] if answers else None, answers[:self.answer_top],
+                                     n_ranked))
         return results
 

@@ -19,6 +19,7 @@ characters each (422 naming the field), a bounded queue (503 with Retry-After). 
 """
 
 
+import asyncio
 import json
 import logging
 import time
@@ -29,7 +30,7 @@ from typing import Annotated
 
 from drkit.errors import ConfigError
 from drkit.serve.batching import Batcher, NotRunning, QueueFull
-from drkit.serve.engine import MAX_TOP_K, Engine, Request
+from drkit.serve.engine import MAX_TOP_K, Engine, EngineUnavailable, Request
 
 STATIC = Path(__file__).parent / "static"
 log = logging.getLogger("drkit.serve")
@@ -71,6 +72,12 @@ class ServeConfig:
             raise ConfigError("max_body_bytes must be at least 1024; max_questions, max_chars and chain_top at least 1")
         if self.threads < 0 or self.drain_s < 0:
             raise ConfigError("threads and drain_s must be at least 0")
+
+
+async def _disconnected(http) -> None:
+    """Returns when the client of `http` (a Starlette request whose body has been read) disconnects."""
+    while (await http.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _error(status: int, message: str, fields: list | None = None, headers: dict | None = None):
@@ -162,7 +169,7 @@ def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
             yield
         finally:
             app.state.ready = False
-            await batcher.stop()
+            await batcher.stop(config.drain_s)
 
     app = FastAPIOffline(title="drkit", version=__version__, lifespan=lifespan,
                          description="DrKIT: multi-hop questions answered over a text corpus used as a virtual "
@@ -191,7 +198,7 @@ def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
         return _error(500, f"internal error ({type(exc).__name__}); the server log has the details")
 
     @app.post("/v1/ask", summary="Answer questions, with the reasoning chain")
-    async def ask(body: AskRequest) -> Response:
+    async def ask(body: AskRequest, http: HTTPRequest) -> Response:
         questions = [body.question] if body.question is not None else body.questions
         request = Request(body.top_k, body.hops, body.chain)
         try:
@@ -200,19 +207,29 @@ def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
             name = str(exc).split(":")[0]
             return _error(422, f"invalid request: {exc}", [{"field": name, "message": str(exc)}])
         t0 = time.perf_counter()
+        answer = asyncio.ensure_future(batcher.submit(request, questions))
+        gone = asyncio.ensure_future(_disconnected(http))
+        await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not answer.done():  # the client has gone: its questions leave the queue unanswered
+            answer.cancel()
+            return Response(status_code=499)
+        gone.cancel()
         try:
-            results = await batcher.submit(request, questions)
+            results = answer.result()
         except QueueFull as exc:
             return _error(503, f"the server is busy: {exc}; retry shortly", headers={"Retry-After": "1"})
         except NotRunning:  # shutting down
             return _error(503, "the server is shutting down", headers={"Retry-After": "1"})
+        except EngineUnavailable as exc:
+            log.error("%s", exc)
+            return _error(503, "the model is not available; retry later", headers={"Retry-After": "5"})
         took_ms = round(1000 * (time.perf_counter() - t0), 2)
         # each result arrives as its JSON text (computed beside the model): joined, not decoded and encoded again
         return Response('{"results": [' + ", ".join(results) + f'], "took_ms": {took_ms}}}',
                         media_type="application/json")
 
     @app.get("/v1/entities/{entity_id}", summary="The passages that mention an entity")
-    async def entity(entity_id: int, limit: int = 10) -> JSONResponse:
+    def entity(entity_id: int, limit: int = 10) -> JSONResponse:  # plain def: run in a thread, off the event loop
         if not 1 <= limit <= 100:
             return _error(422, "invalid request: limit: must be between 1 and 100",
                           [{"field": "limit", "message": "must be between 1 and 100"}])
@@ -221,9 +238,11 @@ def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
         except ConfigError as exc:
             return _error(404, str(exc), [{"field": "entity_id", "message": str(exc)}])
 
-    @app.get("/healthz", summary="The process is up")
-    async def healthz() -> dict:
-        return {"status": "ok"}
+    @app.get("/healthz", summary="The process is up (and, with a model process, that process too)")
+    async def healthz() -> JSONResponse:
+        if not getattr(engine, "alive", True):
+            return _error(503, "the model process has exited; restart the server")
+        return JSONResponse({"status": "ok"})
 
     @app.get("/readyz", summary="Index and model loaded, ready to answer")
     async def readyz() -> JSONResponse:

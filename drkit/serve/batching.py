@@ -13,7 +13,9 @@ that depends only on its own length (`drkit.reason.question_encoder.length_group
 row by row; requests with other settings never share a batch.
 
 When the queue holds `max_queue` questions, `submit` raises `QueueFull` at once (the server answers 503
-with Retry-After) instead of letting work pile up without bound.
+with Retry-After) instead of letting work pile up without bound. A request whose caller has gone (its
+future cancelled: the client disconnected) is dropped from the queue before its batch is computed. A batch
+that raises is run again request by request, so that only a request that fails alone gets the error.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class BatchStats:
     questions: int = 0
     largest: int = 0
     rejected: int = 0
+    abandoned: int = 0  # requests whose client left before their batch
+    failed: int = 0  # batches that raised (each of their requests then ran alone)
 
 
 class Batcher:
@@ -77,13 +81,22 @@ class Batcher:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drkit-batch")
         self._worker = asyncio.get_running_loop().create_task(self._work())
 
-    async def stop(self) -> None:
-        """Answer everything queued, then stop the worker."""
+    async def stop(self, timeout_s: float | None = None) -> None:
+        """Answer everything queued, then stop the worker; after `timeout_s` seconds (None: no limit), the
+        requests still waiting get `NotRunning` instead (the batch being computed is let finish)."""
         self._closing = True
         if self._arrived is not None:
             self._arrived.set()
         if self._worker is not None:
-            await self._worker
+            try:
+                await asyncio.wait_for(asyncio.shield(self._worker), timeout_s)
+            except asyncio.TimeoutError:
+                for p in self._pending:
+                    if not p.future.done():
+                        p.future.set_exception(NotRunning("the server stopped before this request was answered"))
+                self._pending.clear()
+                self._queued = 0
+                await self._worker  # returns once the batch in hand is done: the queue is empty
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
@@ -98,7 +111,21 @@ class Batcher:
         self._pending.append(pending)
         self._queued += len(items)
         self._arrived.set()
-        return await pending.future
+        try:
+            return await pending.future
+        except asyncio.CancelledError:  # the caller has gone: its questions leave the queue now
+            if pending in self._pending:
+                self._pending.remove(pending)
+                self._queued -= len(pending.items)
+                self.stats.abandoned += 1
+            raise
+
+    def _drop_abandoned(self) -> None:
+        """Forget the requests whose caller has gone (its future cancelled: a client that disconnected)."""
+        for p in [p for p in self._pending if p.future.done()]:
+            self._pending.remove(p)
+            self._queued -= len(p.items)
+            self.stats.abandoned += 1
 
     def _take(self) -> list[_Pending]:
         """The oldest request and the queued ones that share its key, up to `max_batch` questions (a request
@@ -121,8 +148,8 @@ class Batcher:
         return sum(len(p.items) for p in self._pending if p.key == key)
 
     async def _work(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
+            self._drop_abandoned()
             if not self._pending:
                 if self._closing:
                     return
@@ -139,26 +166,44 @@ class Batcher:
                     await asyncio.wait_for(self._arrived.wait(), left)
                 except asyncio.TimeoutError:
                     break
+            self._drop_abandoned()
+            if not self._pending:
+                continue
             batch = self._take()
             items = [x for p in batch for x in p.items]
             self._queued -= len(items)
             self._running = len(items)
             try:
-                results = await loop.run_in_executor(self._executor, self.run, batch[0].key, items)
-                if len(results) != len(items):
-                    raise RuntimeError(f"the batch of {len(items)} questions gave {len(results)} results")
-            except Exception as exc:  # every request of the batch gets the error; the worker goes on
-                for p in batch:
-                    if not p.future.done():
-                        p.future.set_exception(exc)
-            else:
-                start = 0
-                for p in batch:
-                    if not p.future.done():  # a client that went away has cancelled its future
-                        p.future.set_result(results[start:start + len(p.items)])
-                    start += len(p.items)
-                self.stats.batches += 1
-                self.stats.questions += len(items)
-                self.stats.largest = max(self.stats.largest, len(items))
+                await self._answer(batch, items)
             finally:
                 self._running = 0
+
+    async def _call(self, key: Hashable, items: list) -> list:
+        results = await asyncio.get_running_loop().run_in_executor(self._executor, self.run, key, items)
+        if len(results) != len(items):
+            raise RuntimeError(f"the batch of {len(items)} questions gave {len(results)} results")
+        return results
+
+    async def _answer(self, batch: list[_Pending], items: list) -> None:
+        """Run `batch` and resolve its futures. A batch that raises is run again request by request, so that
+        only the request that fails alone gets the error: a request's outcome never depends on its batch."""
+        try:
+            results = await self._call(batch[0].key, items)
+        except Exception as exc:
+            self.stats.failed += 1
+            if len(batch) == 1:
+                if not batch[0].future.done():
+                    batch[0].future.set_exception(exc)
+                return
+            for p in batch:
+                if not p.future.done():
+                    await self._answer([p], list(p.items))
+            return
+        start = 0
+        for p in batch:
+            if not p.future.done():  # a client that went away has cancelled its future
+                p.future.set_result(results[start:start + len(p.items)])
+            start += len(p.items)
+        self.stats.batches += 1
+        self.stats.questions += len(items)
+        self.stats.largest = max(self.stats.largest, len(items))

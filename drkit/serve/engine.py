@@ -48,6 +48,10 @@ def _sha256(path: Path) -> str | None:
     return h.hexdigest()
 
 
+class EngineUnavailable(RuntimeError):
+    """The model cannot answer now (its process has exited or stopped answering); the server says 503."""
+
+
 @dataclass(frozen=True)
 class Request:
     """The settings a batch shares: requests are batched together only when these are equal."""
@@ -69,23 +73,23 @@ def check_request(kind: str, max_hops: int, request: Request) -> None:
 
 
 def entity_passages(index, entity_id: int, limit: int = 10) -> dict:
-    """The passages of `index` (a `SparseIndex`) that mention entity `entity_id` (first `limit`, in corpus order), each with the
-    character offsets of its mentions, and its page (the articles titled by it) where it has one."""
+    """The passages of `index` (a `SparseIndex`) that mention entity `entity_id` (the first `limit`, in corpus
+    order), each with the character offsets of its mentions, and its page (the articles titled by it) where it
+    has one."""
     if not 0 <= entity_id < index.n_entities:
         raise ConfigError(f"entity_id: must be between 0 and {index.n_entities - 1}, got {entity_id}")
     indptr = index.entity_mention_indptr
     mention_ids = np.asarray(index.entity_mentions[indptr[entity_id]:indptr[entity_id + 1]])
     rows = np.asarray(index.mentions[mention_ids]) if len(mention_ids) else np.zeros((0, 6), dtype=np.int64)
+    mentioning = np.unique(rows[:, 1])  # sorted: corpus order
+    keep = np.isin(rows[:, 1], mentioning[:limit])
     passages: dict[int, list] = {}
-    for m, row in zip(mention_ids, rows):
-        p = int(row[1])
-        if p not in passages and len(passages) >= limit:
-            continue
-        passages.setdefault(p, []).append({"mention_id": int(m), "start": int(row[4]), "end": int(row[5])})
+    for m, row in zip(mention_ids[keep].tolist(), rows[keep].tolist()):
+        passages.setdefault(row[1], []).append({"mention_id": m, "start": row[4], "end": row[5]})
     page_indptr, page_articles = index.entity_pages
     pages = [int(a) for a in page_articles[page_indptr[entity_id]:page_indptr[entity_id + 1]]]
     return {"entity": index.entities.names[entity_id], "entity_id": entity_id, "mentions": int(len(mention_ids)),
-            "passages_mentioning": int(len(np.unique(rows[:, 1]))) if len(rows) else 0,
+            "passages_mentioning": int(len(mentioning)),
             "passages": [{"passage_id": p, "title": index.article_titles[int(index.passage_article[p])],
                           "text": index.passage_text(p), "mentions": ms} for p, ms in sorted(passages.items())],
             "page": [{"id": index.article_keys[a], "title": index.article_titles[a]} for a in pages]}
@@ -188,8 +192,9 @@ class Engine:
                                           for e in (r.chain[0] if r.chain else [])],
                     "hops": self.max_hops, "pi": r.pi,
                     "answers": [{"entity": names[e], "entity_id": e, "score": p} for e, p in r.answers[:request.top_k]],
+                    # the ranked passages only, not the corpus-order filler `drkit retrieve` pads its lists with
                     "passages": [{"id": keys[a], "title": titles[a], "score": s}
-                                 for a, s in zip(r.articles[:request.top_k], r.scores[:request.top_k])]}
+                                 for a, s in list(zip(r.articles, r.scores))[:min(request.top_k, r.ranked)]]}
             if request.chain:
                 item["chain"] = [{"hop": t, "n_entities": len(hop), "entities": [
                     {"entity": e["entity"], "entity_id": index.entities.lookup(e["entity"]), "score": e["score"],

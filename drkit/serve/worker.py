@@ -22,10 +22,21 @@ import threading
 from pathlib import Path
 
 from drkit.errors import ConfigError
-from drkit.serve.engine import Request, check_request, entity_passages
+from drkit.serve.engine import EngineUnavailable, Request, check_request, entity_passages
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this process when its parent dies (a parent killed outright cannot close the pipe)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _child(conn, index, model, mentions, load_config, chain_top: int, threads: int) -> None:
+    _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us once its requests are answered
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
@@ -60,7 +71,7 @@ class ModelProcess:
     `entity`, `info`) with `run_json` computed in a child process. `close` stops the child."""
 
     def __init__(self, index: str | Path, model: str | Path, mentions: str | Path | None = None, load_config=None,
-                 chain_top: int = 3, threads: int = 0, timeout_s: float = 600.0):
+                 chain_top: int = 3, threads: int = 0, timeout_s: float = 600.0, batch_timeout_s: float = 300.0):
         from drkit.index.sparse import SparseIndex
         from drkit.qa.pipeline import LoadConfig
 
@@ -71,18 +82,23 @@ class ModelProcess:
         self._process = context.Process(target=_child, name="drkit-model", daemon=True, args=(
             child_conn, str(index), str(model), str(mentions) if mentions else None, load_config or LoadConfig(),
             chain_top, threads))
+        self.batch_timeout_s = batch_timeout_s
         self._process.start()
         child_conn.close()
         self._lock = threading.Lock()
-        if not self._conn.poll(timeout_s):
-            self.close()
-            raise ConfigError(f"the model process did not load {model} within {timeout_s:.0f} s")
         try:
+            if not self._conn.poll(timeout_s):
+                raise ConfigError(f"the model process did not load {model} within {timeout_s:.0f} s")
             status, payload = self._conn.recv()
         except EOFError:
             self.close()
             raise ConfigError(f"the model process exited while loading {model} "
                               f"(exit status {self._process.exitcode})") from None
+        except BaseException:  # Ctrl-C while loading, or the time-out above: the child goes too
+            self._process.kill()
+            self._process.join()
+            self._conn.close()
+            raise
         if status != "ready":
             self.close()
             raise ConfigError(payload[1] if payload[0] else f"the model process could not load {model}: {payload[1]}")
@@ -93,17 +109,31 @@ class ModelProcess:
     def alive(self) -> bool:
         return self._process.is_alive()
 
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
     def check(self, request: Request) -> None:
         check_request(self.kind, self.max_hops, request)
 
     def run_json(self, questions, request: Request = Request()) -> list[str]:
-        """The JSON text of each question's result (`Engine.run`), computed by the child."""
+        """The JSON text of each question's result (`Engine.run`), computed by the child. `EngineUnavailable`
+        when the child has exited, or has not answered within `batch_timeout_s` (it is then killed)."""
         with self._lock:  # one batch at a time, its answer read before the next is sent
+            if not self._process.is_alive():
+                raise EngineUnavailable(f"the model process has exited (exit status {self._process.exitcode})")
             try:
                 self._conn.send((request, list(questions)))
+                if not self._conn.poll(self.batch_timeout_s):
+                    self._process.kill()
+                    self._process.join()
+                    raise EngineUnavailable(f"the model process did not answer a batch of {len(questions)} "
+                                            f"questions within {self.batch_timeout_s:g} s and was stopped")
                 status, payload = self._conn.recv()
-            except (EOFError, OSError, BrokenPipeError):
-                raise RuntimeError(f"the model process has exited (exit status {self._process.exitcode})") from None
+            except (EOFError, OSError):
+                self._process.join(1.0)
+                raise EngineUnavailable(f"the model process has exited (exit status {self._process.exitcode})") \
+                    from None
         if status != "ok":
             raise RuntimeError(f"the model process failed on a batch: {payload}")
         return payload

@@ -48,22 +48,26 @@ async function call(url, options) {
 
 // `text` with the character ranges `spans` ([start, end], sorted) in <mark>; with `around`, only a window
 // of WINDOW characters on each side of the first span.
+// The server's offsets count Unicode code points; a JavaScript string counts UTF-16 units (an emoji is two),
+// so the text is cut as an array of code points.
 function highlighted(text, spans, around = true) {
+  const chars = Array.from(text);
+  const cut = (a, b) => chars.slice(a, b).join("");
   const out = el("span", { class: "text" });
-  let lo = 0, hi = text.length;
+  let lo = 0, hi = chars.length;
   if (around && spans.length) {
     lo = Math.max(0, spans[0][0] - WINDOW);
-    hi = Math.min(text.length, spans[spans.length - 1][1] + WINDOW);
+    hi = Math.min(chars.length, spans[spans.length - 1][1] + WINDOW);
   }
   if (lo > 0) out.append("…");
   let at = lo;
   for (const [s, e] of spans) {
     if (s < at || e > hi) continue;
-    out.append(text.slice(at, s), el("mark", { text: text.slice(s, e) }));
+    out.append(cut(at, s), el("mark", { text: cut(s, e) }));
     at = e;
   }
-  out.append(text.slice(at, hi));
-  if (hi < text.length) out.append("…");
+  out.append(cut(at, hi));
+  if (hi < chars.length) out.append("…");
   return out;
 }
 
