@@ -66,3 +66,14 @@ def test_bracketed_questions_mark_the_first_subject_as_written(tmp_path):
         "Who is [Mugain]'s mother-in-law?\tNess",
     ]
     assert counts == {"written": 2, "subject_not_in_question": 1, "no_answer": 0, "ids": ["a", "c"]}
+
+
+def test_the_second_fold_swaps_train_and_dev(tmp_path):
+    src = _write(tmp_path / "q.jsonl", ROWS)
+    first = split_questions(src, tmp_path / "f0", dev_fraction=0.5, seed=3)
+    second = split_questions(src, tmp_path / "f1", dev_fraction=0.5, seed=3, swap=True)
+    assert (tmp_path / "f1" / "dev.jsonl").read_text() == (tmp_path / "f0" / "train.jsonl").read_text()
+    assert (tmp_path / "f1" / "train.jsonl").read_text() == (tmp_path / "f0" / "dev.jsonl").read_text()
+    assert second["swapped"] and not first["swapped"]
+    ids = {r["id"] for r in ROWS}
+    assert set(first["dev_ids"]) | set(second["dev_ids"]) == ids and not set(first["dev_ids"]) & set(second["dev_ids"])

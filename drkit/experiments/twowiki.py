@@ -74,6 +74,9 @@ class TwoWikiConfig:
 
     dev_fraction: float = field(default=0.5, metadata={"help": "share of the questions (per type) kept for dev"})
     split_seed: int = field(default=0, metadata={"help": "seed of the train/dev split"})
+    fold: int = field(default=0, metadata={"help": "0: train on the split's train part and score its dev part; 1: the "
+                                                   "parts swapped (with fold 0, a two-fold cross-fit that scores every "
+                                                   "question once)", "type": int, "choices": (0, 1)})
     steps: int = field(default=100, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
     encoder: str = field(default="kb_qa", metadata={"help": "DrKIT's encoder: base (MiniLM, not pretrained) or "
                                                             "pretrained on kb, qa or kb_qa (both in turn)",
@@ -116,7 +119,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     out.mkdir(parents=True, exist_ok=True)
     timings = Timings(out / "timings.json")
     split = out / "split"
-    split_questions(data / "train.jsonl", split, config.dev_fraction, config.split_seed)
+    split_questions(data / "train.jsonl", split, config.dev_fraction, config.split_seed, swap=config.fold == 1)
     train_file, dev_file = split / "train.jsonl", split / "dev.jsonl"
     if not (out / "index" / "manifest.json").exists():
         timings.run("index", lambda: build_index(data / "corpus.jsonl", out / "index",
@@ -262,7 +265,9 @@ def _jsonable(obj):
 def results_markdown(results: dict) -> list[str]:
     cols = [f"R@{k}" for k in KS] + [f"AR@{k}" for k in KS]
     head = "| retriever | " + " | ".join(cols) + " | q/s batch 1 | q/s batch 64 |"
-    lines = [f"# 2WikiMultiHopQA, dev split ({results['drkit']['overall']['questions']} questions, seeded by type)", "",
+    fold = results.get("settings", {}).get("fold", 0)
+    part = "dev split" if not fold else "fold 1: the seeded split's dev part trained on, its train part scored"
+    lines = [f"# 2WikiMultiHopQA, {part} ({results['drkit']['overall']['questions']} questions, seeded by type)", "",
              f"DrKIT's encoder: {results['settings']['encoder']} (see `drkit reproduce-2wiki --help`). Split (train / dev "
              "questions): " + ", ".join(f"{t} {c['train']} / {c['dev']}" for t, c in results["split"].items()) + ".",
              "", "## Passage retrieval", "", head, "|" + "---|" * (len(cols) + 3)]

@@ -40,10 +40,13 @@ def read_question_records(path: str | Path) -> list[dict]:
     return records
 
 
-def split_questions(path: str | Path, out: str | Path, dev_fraction: float = 0.5, seed: int = 0) -> dict:
+def split_questions(path: str | Path, out: str | Path, dev_fraction: float = 0.5, seed: int = 0,
+                    swap: bool = False) -> dict:
     """Write ``out/train.jsonl`` and ``out/dev.jsonl`` (the lines of `path`, unchanged, in file order) and
     ``out/split.json``. Within each question type a seeded permutation puts round(dev_fraction * n) of
-    the type's questions in dev; the rest are train. Returns the split record."""
+    the type's questions in dev; the rest are train. `swap` exchanges the two parts (the second fold of a
+    two-fold cross-fit: with the first, every question is scored once by a model that never trained on it).
+    Returns the split record."""
     if not 0 < dev_fraction < 1:
         raise ValueError(f"dev_fraction must be between 0 and 1, got {dev_fraction}")
     out = Path(out)
@@ -59,13 +62,15 @@ def split_questions(path: str | Path, out: str | Path, dev_fraction: float = 0.5
     for k, (qtype, rows) in enumerate(sorted(by_type.items())):
         order = generator(seed, k).permutation(len(rows))
         dev.update(rows[j] for j in order[: round(dev_fraction * len(rows))])
+    if swap:
+        dev = set(range(len(records))) - dev
     out.mkdir(parents=True, exist_ok=True)
     lines = Path(path).read_text(encoding="utf-8-sig").splitlines()
     with open(out / "train.jsonl", "w", encoding="utf-8") as tr, open(out / "dev.jsonl", "w", encoding="utf-8") as dv:
         for i, r in enumerate(records):
             (dv if i in dev else tr).write(lines[r["line"] - 1].strip() + "\n")
     split = {"source": str(path), "source_sha256": file_checksum(path)["sha256"], "seed": seed,
-             "dev_fraction": dev_fraction,
+             "dev_fraction": dev_fraction, "swapped": swap,
              "counts": {qtype: {"train": sum(1 for i in rows if i not in dev), "dev": sum(1 for i in rows if i in dev)}
                         for qtype, rows in sorted(by_type.items())},
              "dev_ids": [records[i]["id"] for i in sorted(dev)]}
