@@ -197,7 +197,23 @@ def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
         log.exception("error answering %s %s", request.method, request.url.path)
         return _error(500, f"internal error ({type(exc).__name__}); the server log has the details")
 
-    @app.post("/v1/ask", summary="Answer questions, with the reasoning chain")
+    # from the demo's model (make demo), shortened: one answer, one entity of one hop, the passage cut
+    example = {"results": [{
+        "question": "who directed the films written by [Irwin Allen]", "text": "who directed the films written by Irwin Allen",
+        "found_by": "bracketed", "question_entities": [{"entity": "Irwin Allen", "entity_id": 237}], "hops": 2,
+        "answers": [{"entity": "Ronald Neame", "entity_id": 1404, "score": 0.3778}],
+        "chain": [{"hop": 1, "n_entities": 49, "entities": [{
+            "entity": "The Poseidon Adventure", "entity_id": 1403, "score": 0.0685, "via": "Irwin Allen",
+            "evidence": {"mention_id": 3262, "passage_id": 250, "title": "The Poseidon Adventure",
+                         "text": "The Poseidon Adventure\nThe Poseidon Adventure is a 1972 adventure film directed by "
+                                 "Irwin Allen and Ronald Neame. ...", "start": 0, "end": 22}}]}]}], "took_ms": 14.2}
+    responses = {200: {"description": "one result per question, in order; a hop-mixing model adds `pi` and `passages`, "
+                                      "a question naming no entity of the index gets `{question, error}`",
+                       "content": {"application/json": {"example": example}}},
+                 413: {"description": "body over the limit"}, 422: {"description": "a field is invalid (named)"},
+                 503: {"description": "queue full, shutting down or model unavailable (Retry-After)"}}
+
+    @app.post("/v1/ask", summary="Answer questions, with the reasoning chain", responses=responses)
     async def ask(body: AskRequest, http: HTTPRequest) -> Response:
         questions = [body.question] if body.question is not None else body.questions
         request = Request(body.top_k, body.hops, body.chain)
