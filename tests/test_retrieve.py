@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from drkit.cli import main
+from drkit.errors import ConfigError
 from drkit.qa.retrieve import Retrieved, read_questions, recall_metrics, run_retrieval
 
 
@@ -261,8 +262,9 @@ def test_the_answer_is_the_last_hops_best_entity_the_question_does_not_name(mixi
     # back to the director the question names
     rows = [json.loads(line) for line in (d / "corpus1.jsonl").read_text().splitlines()]
     questions += [f"Which films did {r['title']} direct?" for r in rows if "-d" in r["id"]]
-    keep = DrKITRetriever.load(d / "index1", d / "run", answer_skips_named=False)
-    skip = DrKITRetriever.load(d / "index1", d / "run")
+    # the answer's hops as retrieval's, from the linked Z_0 (test_the_answer_hops_start_where_asked: from the names)
+    keep = DrKITRetriever.load(d / "index1", d / "run", answer_skips_named=False, answer_start="linked")
+    skip = DrKITRetriever.load(d / "index1", d / "run", answer_start="linked")
     named = keep.linker.link(questions)
     with torch.no_grad():
         out = keep.model(questions, linked_entity_set(named), keep.vkb, bf16=True)
@@ -341,3 +343,42 @@ def test_remove_named_drops_the_named_entities_from_every_hop_but_z0(mixing_run)
         torch.testing.assert_close(outs[True].z[1].to_dense(n)[b], outs[False].z[1].to_dense(n)[b])  # films
     # without removal, two hops from a director walk back to it
     assert any((outs[False].z[2].to_dense(n)[b, named[b][named[b] >= 0]] > 0).any() for b in range(len(questions)))
+
+
+def test_named_entity_set_starts_from_the_names_found_verbatim():
+    from drkit.index.question_linking import LinkedQuestions
+    from drkit.reason.train_mixing import named_entity_set
+
+    # question 0 names entities 7 and 2 verbatim (and links 5 by TF-IDF); question 1 names none
+    linked = LinkedQuestions(rows=np.array([0, 0, 0, 1, 1]), ids=np.array([2, 5, 7, 3, 4]),
+                             weights=np.array([0.5, 0.2, 0.3, 0.4, 0.6], dtype=np.float32),
+                             scores=np.array([1.5, 0.2, 1.3, 0.1, 0.3]), exact=np.array([True, False, True, False, False]),
+                             batch_size=2)
+    z = named_entity_set(linked)
+    got = list(zip(z.rows.tolist(), z.ids.tolist(), [round(p, 6) for p in z.probs.tolist()]))
+    assert got == [(0, 2, 0.5), (0, 7, 0.5), (1, 3, 0.4), (1, 4, 0.6)]  # equal weights; the linked Z_0 kept
+
+
+def test_the_answer_hops_start_where_asked(mixing_run):
+    import torch
+
+    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.reason.train_mixing import linked_entity_set, named_entity_set
+
+    d = mixing_run
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()]
+    for start, make in (("linked", linked_entity_set), ("named", named_entity_set)):
+        r = DrKITRetriever.load(d / "index1", d / "run", answer_start=start, bf16=False)
+        got = r.retrieve(questions, 20)
+        linked = r.linker.link(questions)
+        named_ids = linked.named()
+        with torch.no_grad():
+            last = r.model(questions, make(linked), r.vkb, bf16=False, named=named_ids).z[-1]
+        for b, res in enumerate(got):  # the answers: that pass's last hop, best first, the named entities skipped
+            named = set(named_ids[b][named_ids[b] >= 0].tolist())
+            ids, probs = last.row(b)
+            want = [(int(e), float(p)) for e, p in sorted(zip(ids, probs), key=lambda x: (-x[1], x[0])) if int(e) not in named]
+            assert res.answers == want[:r.answer_top]
+            assert res.answer == (r.names[want[0][0]] if want else None)
+    with pytest.raises(ConfigError, match="answer_start"):
+        DrKITRetriever.load(d / "index1", d / "run", answer_start="bracketed")

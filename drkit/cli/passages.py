@@ -82,10 +82,11 @@ def _retrieve_parser(sub) -> None:
 def _run_retrieve(args) -> int:
     from drkit.qa.retrieve import DrKITRetriever, RetrieveConfig, run_retrieval
 
-    retriever = DrKITRetriever.load(args.index, args.model, args.mentions)
+    config = config_from_args(args, RetrieveConfig)
+    retriever = DrKITRetriever.load(args.index, args.model, args.mentions, answer_start=config.answer_start)
     index = retriever.vkb.index
     metrics = run_retrieval(retriever, index.article_keys, index.article_titles, args.questions, args.out,
-                            config_from_args(args, RetrieveConfig), log=lambda line: print(line, file=sys.stderr))
+                            config, log=lambda line: print(line, file=sys.stderr))
     o = metrics.get("overall")
     print(f"wrote {args.out}/predictions.jsonl ({metrics['questions']} questions, {metrics['bad_lines']} bad lines)"
           + (f"; R@2 {o['R@2']:.3f} R@5 {o['R@5']:.3f} AR@2 {o['AR@2']:.3f} AR@5 {o['AR@5']:.3f} "

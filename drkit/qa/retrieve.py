@@ -44,10 +44,16 @@ class RetrieveConfig:
     batch_size: int = field(default=64, metadata={"help": "questions per batch"})
     qps_sample: int = field(default=100, metadata={"help": "questions timed one at a time for questions/s at "
                                                             "batch 1 (0: skip)"})
+    answer_start: str = field(default="named", metadata={
+        "help": "where the hops that give a hop-mixing model's entity answer start: named (the entities the "
+                "question names verbatim, as a bracketed entity; a second pass of the follows) or linked (the "
+                "retrieval's Z_0 of bigram-TF-IDF-linked names, one pass)", "choices": ("named", "linked")})
 
     def __post_init__(self):
         if self.top < max(KS) or self.batch_size < 1 or self.qps_sample < 0:
             raise ConfigError(f"top must be at least {max(KS)}, batch_size at least 1, qps_sample at least 0")
+        if self.answer_start not in ("named", "linked"):
+            raise ConfigError(f"answer_start must be 'named' or 'linked', got {self.answer_start!r}")
 
 
 @dataclass
@@ -206,7 +212,8 @@ class DrKITRetriever:
     name = "drkit"
 
     def __init__(self, model, vkb, linker, entities: int = 200, chain_top: int = 3, bf16: bool = True,
-                 evidence: bool = True, answer_skips_named: bool = True, answer_top: int = 5):
+                 evidence: bool = True, answer_skips_named: bool = True, answer_top: int = 5,
+                 answer_start: str = "named"):
         from drkit.qa.passages import PageRanker
 
         self.model, self.vkb, self.linker = model, vkb, linker
@@ -217,6 +224,11 @@ class DrKITRetriever:
         # entity (film -> director -> film) does not answer it
         self.answer_skips_named = answer_skips_named
         self.answer_top = answer_top  # entities kept in `Retrieved.answers`
+        # the answer's hops start from the entities the question names verbatim ("named"), as a bracketed
+        # question's do, or from retrieval's linked Z_0 ("linked"); see RetrieveConfig.answer_start
+        if answer_start not in ("named", "linked"):
+            raise ConfigError(f"answer_start must be 'named' or 'linked', got {answer_start!r}")
+        self.answer_start = answer_start
         self.names = vkb.entity_names
 
     @classmethod
@@ -278,7 +290,7 @@ class DrKITRetriever:
         return out
 
     def retrieve(self, questions: Sequence[str], top: int) -> list[Retrieved]:
-        from drkit.reason.train_mixing import linked_entity_set
+        from drkit.reason.train_mixing import linked_entity_set, named_entity_set
 
         linked = self.linker.link(list(questions))
         fill = self.linker.link(list(questions), top=top) if self.linker.config.top < top else linked
@@ -286,10 +298,14 @@ class DrKITRetriever:
             named_ids = linked.named()
             out = self.model(list(questions), linked_entity_set(linked), self.vkb, bf16=self.bf16, trace=self.evidence,
                              named=named_ids)
+            answer_z = out.z[-1]
+            if self.answer_start == "named":
+                answer_z = self.model(list(questions), named_entity_set(linked), self.vkb, bf16=self.bf16, trace=False,
+                                      named=named_ids).z[-1]
         ids, probs = out.z_star.top(self.entities)
         chains = [z.top(self.chain_top) for z in out.z]
         named = [set(row[row >= 0].tolist()) if self.answer_skips_named else set() for row in named_ids]
-        last_ids, last_probs = out.z[-1].top(max(self.chain_top, self.answer_top) + max(map(len, named), default=0))
+        last_ids, last_probs = answer_z.top(self.answer_top + max(map(len, named), default=0))
         evidence = [self._evidence(z, tr, cids) if tr is not None else None
                     for z, tr, (cids, _) in zip(out.z, out.traces, chains)]
         results = []

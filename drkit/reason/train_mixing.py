@@ -75,6 +75,23 @@ def linked_entity_set(linked) -> EntitySet:
                      torch.from_numpy(linked.weights.astype(np.float32)), linked.batch_size)
 
 
+def named_entity_set(linked) -> EntitySet:
+    """Z_0 of the entities each question names verbatim, weighted equally (what a bracketed question entity
+    is to a MetaQA question); a question that names none keeps its linked Z_0."""
+    named = linked.named()
+    rows, ids, weights = [], [], []
+    for b in range(linked.batch_size):
+        mine = np.unique(named[b][named[b] >= 0])
+        if len(mine):
+            rows.append(np.full(len(mine), b)), ids.append(mine), weights.append(np.full(len(mine), 1.0 / len(mine)))
+        else:
+            e, w = linked.row(b)
+            order = np.argsort(e, kind="stable")
+            rows.append(np.full(len(e), b)), ids.append(e[order]), weights.append(w[order])
+    cat = lambda parts, dtype: torch.from_numpy(np.concatenate(parts).astype(dtype)) if parts else torch.zeros(0, dtype=getattr(torch, dtype))  # noqa: E731
+    return EntitySet(cat(rows, "int64"), cat(ids, "int64"), cat(weights, "float32"), linked.batch_size)
+
+
 def _article_of(index: SparseIndex) -> dict[str, int]:
     return {k: i for i, k in enumerate(index.article_keys)}
 
