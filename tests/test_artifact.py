@@ -263,6 +263,10 @@ def test_build_index_round_trip(built):
             assert idx.passage_text(p) == linked.passage_texts[p]
             assert np.array_equal(idx.passage_pieces(p), linked.pieces[linked.piece_offsets[p] : linked.piece_offsets[p + 1]])
         assert np.array_equal(idx.A().toarray(), m_dense(m, len(table), len(linked.mentions)))
+        for e in range(idx.n_entities):  # one row, from EP alone, equals the whole matrix's row
+            row, scores = idx.A_row(e)
+            assert row.tolist() == idx.A_indices[idx.A_indptr[e] : idx.A_indptr[e + 1]].tolist()
+            assert scores.tolist() == idx.A_data[idx.A_indptr[e] : idx.A_indptr[e + 1]].tolist()
     path = tmp / "index"
     for name, want in [("passage_char_start", linked.passage_char_start), ("entity_passage_score", m.entity_passage_score),
                        ("df_buckets", m.df_buckets), ("df_counts", m.df_counts)]:
@@ -293,8 +297,10 @@ def test_build_index_manifest_and_report(built):
     assert manifest["inputs"]["corpus"] == file_checksum(tmp / "wiki.txt")
     assert manifest["inputs"]["kb"] == file_checksum(tmp / "kb.txt")
     assert manifest["tokenizer"]["name"] == "all-MiniLM-L6-v2" and manifest["tokenizer"]["lowercase"] is True
-    for name in ("A_indptr.npy", "mentions.npy", "pieces.npy", "entities.jsonl", "passage_text.bin"):
+    for name in ("entity_passage.npy", "mentions.npy", "pieces.npy", "entities.jsonl", "passage_text.bin"):
         assert name in manifest["files"], name
+    # A_{E->M} is derived from EP, never written (tens of millions of entries the follow does not read)
+    assert not [name for name in manifest["files"] if name.startswith("A_")] and not list(path.glob("A_*"))
     assert manifest["files"]["mentions.npy"]["shape"] == [index.n_mentions, 6]
     report = json.loads((path / "report.json").read_text())
     counts = report["counts"]

@@ -294,3 +294,26 @@ def test_a_question_gets_the_same_answer_alone_and_in_a_batch(retrieval):
         assert np.array_equal(got, want)
     assert np.array_equal(tr.mentions[tr.rows == 0], tr0.mentions)
     assert np.array_equal(tr.logits[tr.rows == 0], tr0.logits)
+
+
+def test_keyed_sums_follow_the_keys_not_the_space():
+    """A space of batch x passages far larger than the terms summed (a big corpus, a small Z) is not
+    allocated: the sums live in the sorted distinct keys, and equal a plain dictionary's."""
+    from drkit.reason.expansion import _KeyedSums
+
+    rng = np.random.default_rng(0)
+    keys = rng.integers(0, 10**12, 500)
+    keys[::7] = keys[0]  # repeated keys
+    values = torch.from_numpy(rng.random(500))
+    big = _KeyedSums()
+    big._sum(keys, values, 10**12)
+    assert not big.dense and len(big.weights) == len(np.unique(keys))
+    want: dict[int, float] = {}
+    for k, v in zip(keys.tolist(), values.tolist()):
+        want[k] = want.get(k, 0.0) + v
+    got_keys, got = big.entries()
+    assert got_keys.tolist() == sorted(want)
+    torch.testing.assert_close(got, torch.tensor([want[k] for k in sorted(want)], dtype=torch.float64))
+    small = _KeyedSums()
+    small._sum(keys % 1000, values, 1000)
+    assert small.dense

@@ -55,8 +55,7 @@ def read_slot_queries(path: str | Path, index: SparseIndex) -> list[dict]:
 
 def candidate_mentions(index: SparseIndex, subject: int) -> tuple[np.ndarray, np.ndarray]:
     """The mentions in row `subject` of A, without the subject's own, and their entities."""
-    lo, hi = index.A_indptr[subject], index.A_indptr[subject + 1]
-    cands = np.asarray(index.A_indices[lo:hi], dtype=np.int64)
+    cands = np.asarray(index.A_row(subject)[0], dtype=np.int64)
     ents = np.asarray(index.mention_entity[cands], dtype=np.int64)
     keep = ents != subject
     return cands[keep], ents[keep]

@@ -17,8 +17,9 @@ self-describing directory:
     pieces.npy, piece_offsets.npy  word-piece ids of each passage (no [CLS]/[SEP])
     mentions.npy                 (M, 6) int32: entity, passage, piece_start, piece_end (inclusive),
                                  char_start, char_end (in the passage text); sorted by passage
-    A_indptr/A_indices/A_data.npy  A_{E->M} as CSR; B_{M->E} is mentions[:, 0]
-    entity_passage_indptr/entity_passage/entity_passage_score.npy  the top-mu passages per entity
+    entity_passage_indptr/entity_passage/entity_passage_score.npy  EP, the top-mu passages per entity;
+                                 A_{E->M} is EP with each passage replaced by its mentions (derived, not
+                                 stored: `SparseIndex.A_row`); B_{M->E} is mentions[:, 0]
     df_buckets.npy, df_counts.npy  TF-IDF document frequencies (to vectorise new text the same way)
 """
 
@@ -205,9 +206,6 @@ def _write_arrays(w: ArtifactWriter, table: EntityTable, linked: LinkedCorpus, m
     w.save_array("pieces", linked.pieces, note="word-piece ids, no special tokens")
     w.save_array("piece_offsets", linked.piece_offsets)
     w.save_array("mentions", linked.mentions, note="columns: " + ", ".join(LinkedCorpus.MENTION_COLUMNS))
-    w.save_array("A_indptr", m.A_indptr)
-    w.save_array("A_indices", m.A_indices, note="mention ids")
-    w.save_array("A_data", m.A_data, note="G(e).F(d) of the mention's passage")
     w.save_array("entity_passage_indptr", m.entity_passage_indptr)
     w.save_array("entity_passage", m.entity_passage)
     w.save_array("entity_passage_score", m.entity_passage_score)

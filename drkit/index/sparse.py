@@ -60,17 +60,68 @@ class SparseConfig:
 
 @dataclass
 class SparseMatrices:
-    """What `build_sparse_matrices` computes. Row-compressed arrays, as scipy CSR uses them."""
+    """What `build_sparse_matrices` computes. Row-compressed arrays, as scipy CSR uses them.
+
+    A_{E->M} itself is not kept: it is EP with each passage replaced by its mentions, so it is derived
+    from EP when asked for (`A_indptr`, `A_indices`, `A_data`; tens of millions of entries on MetaQA,
+    which the follow never reads)."""
 
     entity_passage_indptr: np.ndarray  # (E+1,) int64
     entity_passage: np.ndarray  # (nnz_EP,) int32, passage ids in increasing order within a row
     entity_passage_score: np.ndarray  # (nnz_EP,) float32, S(e, d): G(e).F(d), scaled where e is linked elsewhere
-    A_indptr: np.ndarray  # (E+1,) int64
-    A_indices: np.ndarray  # (nnz_A,) int32 mention ids, increasing within a row
-    A_data: np.ndarray  # (nnz_A,) float32, the score of the mention's passage
+    mention_indptr: np.ndarray  # (P+1,) int64, passage p holds mentions [indptr[p], indptr[p+1])
     df_buckets: np.ndarray  # (n_buckets_used,) int64, hash buckets seen in the passages
     df_counts: np.ndarray  # (n_buckets_used,) int32, their document frequencies
     n_entities_without_terms: int = 0
+
+    @property
+    def A_indptr(self) -> np.ndarray:
+        """(E+1,) int64 row pointers of A (O(nnz EP))."""
+        return a_indptr(self.entity_passage_indptr, self.entity_passage, self.mention_indptr)
+
+    @functools.cached_property
+    def _A(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return a_matrix(self.entity_passage_indptr, self.entity_passage, self.entity_passage_score, self.mention_indptr)
+
+    @property
+    def A_indices(self) -> np.ndarray:
+        """(nnz_A,) int32 mention ids, increasing within a row."""
+        return self._A[1]
+
+    @property
+    def A_data(self) -> np.ndarray:
+        """(nnz_A,) float32, the score of the mention's passage."""
+        return self._A[2]
+
+
+def a_indptr(entity_passage_indptr: np.ndarray, entity_passage: np.ndarray, mention_indptr: np.ndarray) -> np.ndarray:
+    """(E+1,) row pointers of A_{E->M}: row e holds the mentions of e's top-mu passages. O(nnz EP)."""
+    entity_passage = np.asarray(entity_passage, dtype=np.int64)
+    per_entry = mention_indptr[entity_passage + 1] - mention_indptr[entity_passage]  # mentions of each EP entry
+    lengths = np.diff(np.asarray(entity_passage_indptr, dtype=np.int64))
+    out = np.zeros(len(lengths) + 1, dtype=np.int64)
+    if len(per_entry):
+        csum = np.concatenate(([0], np.cumsum(per_entry)))
+        out[1:] = csum[np.asarray(entity_passage_indptr[1:], dtype=np.int64)]
+    return out
+
+
+def a_matrix(entity_passage_indptr: np.ndarray, entity_passage: np.ndarray, entity_passage_score: np.ndarray,
+             mention_indptr: np.ndarray, entities: np.ndarray | None = None):
+    """A_{E->M} as CSR arrays ``(indptr, mention ids int32, scores float32)``, from EP: row e lists the
+    mentions of e's top-mu passages (passages in increasing order, so mention ids increase), each with
+    its passage's score. With `entities`, only those rows, in that order (O(their EP entries' mentions))."""
+    ep_indptr = np.asarray(entity_passage_indptr, dtype=np.int64)
+    rows = np.arange(len(ep_indptr) - 1) if entities is None else np.asarray(entities, dtype=np.int64)
+    positions = concat_ranges(ep_indptr[rows], ep_indptr[rows + 1] - ep_indptr[rows])  # (n,) EP entries, row by row
+    passages = np.asarray(entity_passage, dtype=np.int64)[positions]
+    per_entry = mention_indptr[passages + 1] - mention_indptr[passages]
+    indices = concat_ranges(mention_indptr[passages], per_entry).astype(np.int32)
+    data = np.repeat(np.asarray(entity_passage_score, dtype=np.float32)[positions], per_entry)
+    entry_row = np.repeat(np.arange(len(rows)), ep_indptr[rows + 1] - ep_indptr[rows])
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(entry_row, weights=per_entry, minlength=len(rows)).astype(np.int64), out=indptr[1:])
+    return indptr, indices, data
 
 
 def top_passages(G: sp.csr_matrix, F: sp.csr_matrix, mu: int, epsilon: float, block: int = 1024,
@@ -131,16 +182,9 @@ def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: S
         G, F, config.mu, config.epsilon, linked=entity_passage_links, unlinked_weight=config.unlinked_weight)
 
     mention_indptr = passage_mention_indptr(linked.mention_passage, linked.n_passages)  # (P+1,)
-    per_entry = mention_indptr[entity_passage + 1] - mention_indptr[entity_passage]  # mentions of each (entity, passage)
-    A_indices = concat_ranges(mention_indptr[entity_passage], per_entry).astype(np.int32)
-    A_data = np.repeat(entity_passage_score, per_entry)
-    entry_entity = np.repeat(np.arange(len(entities)), np.diff(entity_passage_indptr))
-    A_counts = np.bincount(entry_entity, weights=per_entry, minlength=len(entities)).astype(np.int64)
-    A_indptr = np.zeros(len(entities) + 1, dtype=np.int64)
-    np.cumsum(A_counts, out=A_indptr[1:])
     used = np.flatnonzero(df)
-    return SparseMatrices(entity_passage_indptr, entity_passage, entity_passage_score, A_indptr, A_indices,
-                          A_data.astype(np.float32), used.astype(np.int64), df[used].astype(np.int32), n_without_terms)
+    return SparseMatrices(entity_passage_indptr, entity_passage, entity_passage_score, mention_indptr,
+                          used.astype(np.int64), df[used].astype(np.int32), n_without_terms)
 
 
 def passage_mention_indptr(mention_passage: np.ndarray, n_passages: int) -> np.ndarray:
@@ -243,9 +287,6 @@ class SparseIndex:
         # an index built before unlinked_weight existed ranked passages by plain TF-IDF
         self.config = SparseConfig(**{"unlinked_weight": 1.0, **self.manifest["config"]["sparse"]})
         self.entities = EntityTable.from_records(read_jsonl(self.path, "entities.jsonl"))
-        self.A_indptr = load_array(self.path, "A_indptr")
-        self.A_indices = load_array(self.path, "A_indices")
-        self.A_data = load_array(self.path, "A_data")
         self.mentions = load_array(self.path, "mentions")  # (M, 6), columns LinkedCorpus.MENTION_COLUMNS
         self.entity_passage_indptr = load_array(self.path, "entity_passage_indptr")
         self.entity_passage = load_array(self.path, "entity_passage")
@@ -263,7 +304,7 @@ class SparseIndex:
 
     @property
     def n_entities(self) -> int:
-        return len(self.A_indptr) - 1
+        return len(self.entity_passage_indptr) - 1
 
     @property
     def n_mentions(self) -> int:
@@ -362,8 +403,36 @@ class SparseIndex:
     def passage_pieces(self, passage_id: int) -> np.ndarray:
         return np.asarray(self.pieces[self.piece_offsets[passage_id] : self.piece_offsets[passage_id + 1]])
 
+    # -- A_{E->M}: not stored (EP with each passage replaced by its mentions); derived when asked for ---------
+    @functools.cached_property
+    def A_indptr(self) -> np.ndarray:
+        """(E+1,) row pointers of A (O(nnz EP), computed on first use)."""
+        return a_indptr(self.entity_passage_indptr, self.entity_passage, self.passage_mention_indptr)
+
+    @functools.cached_property
+    def _A(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return a_matrix(self.entity_passage_indptr, self.entity_passage, self.entity_passage_score,
+                        self.passage_mention_indptr)
+
+    @property
+    def A_indices(self) -> np.ndarray:
+        """(nnz_A,) mention ids of A, row by row: the whole matrix, built on first use (for analysis and
+        tests; question time reads rows with `A_row` or EP)."""
+        return self._A[1]
+
+    @property
+    def A_data(self) -> np.ndarray:
+        """(nnz_A,) the score of each entry's passage, aligned with `A_indices`."""
+        return self._A[2]
+
+    def A_row(self, entity: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row `entity` of A: (mention ids, int32, increasing; their passages' scores), from EP alone."""
+        _, indices, data = a_matrix(self.entity_passage_indptr, self.entity_passage, self.entity_passage_score,
+                                    self.passage_mention_indptr, np.array([entity]))
+        return indices, data
+
     def A(self) -> sp.csr_matrix:
-        """A_{E->M} as a scipy CSR matrix with its stored scores (for analysis; the follow slices rows)."""
+        """A_{E->M} as a scipy CSR matrix with its scores (for analysis; the follow slices EP's rows)."""
         return sp.csr_matrix((self.A_data, self.A_indices, self.A_indptr), shape=(self.n_entities, self.n_mentions))
 
     def expand(self, entity_ids, weights, binary: bool = True):

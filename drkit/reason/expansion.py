@@ -24,16 +24,22 @@ from drkit.index.sparse import concat_ranges
 from drkit.reason.entity_set import EntitySet
 from drkit.reason.graph import FollowGraph
 
-_DENSE_LIMIT = 1 << 26  # batch x passages (or entities) below which the weights live in one dense vector
+# The weights live in one dense vector over batch x passages (or entities) when that space is small: at
+# most _DENSE_FLOOR slots, or _DENSE_PER_KEY slots per term summed; never more than _DENSE_LIMIT. Else the
+# sorted distinct keys: memory follows the entries a question touches, not the corpus size.
+_DENSE_LIMIT = 1 << 26
+_DENSE_FLOOR = 1 << 20
+_DENSE_PER_KEY = 8
 ADJACENCIES = ("tfidf", "links", "both")
 
 
 class _KeyedSums:
     """Float64 sums of `values` per integer key in [0, space), with the number of terms of each: one dense
-    vector when ``space <= _DENSE_LIMIT``, else the sorted distinct keys (the same sums, in the same order)."""
+    vector when the space is small (see `_DENSE_FLOOR`), else the sorted distinct keys (the same sums, in
+    the same order)."""
 
     def _sum(self, keys: np.ndarray, values: torch.Tensor, space: int) -> None:
-        self.dense = space <= _DENSE_LIMIT
+        self.dense = space <= min(_DENSE_LIMIT, max(_DENSE_FLOOR, _DENSE_PER_KEY * len(keys)))
         if self.dense:
             self.counts = np.bincount(keys, minlength=space)
             self.weights = torch.zeros(space, dtype=torch.float64).index_add(0, torch.from_numpy(keys), values)
