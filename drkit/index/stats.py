@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from drkit.data.kb import EntityTable, Triple
 from drkit.data.questions import Question
 from drkit.errors import ConfigError
-from drkit.index.sparse import mention_incidence
+from drkit.index.sparse import concat_ranges, mention_incidence
 
 
 def index_counts(entities: EntityTable, n_linkable: int, n_articles: int, n_passages: int,
@@ -83,24 +83,34 @@ def sparse_reachability_sets(entities: EntityTable, question_sets: Sequence[tupl
         if hops < 1:
             raise ConfigError(f"hops must be at least 1, got {hops}")
     n_entities = len(entities)
-    top_passages = sp.csr_matrix((np.ones(len(entity_passage), np.float32), entity_passage, entity_passage_indptr),
-                                 shape=(n_entities, n_passages))  # (E, P): EP
-    mentioned = mention_incidence(mention_entity, mention_passage, n_entities, n_passages).T  # (P, E)
-    step = sp.csr_matrix(top_passages @ mentioned)  # (E, E): e -> entities mentioned in e's top-mu passages
-    back = sp.csc_matrix(step)  # column a: the entities one step before a
-    return [_reachability(entities, questions, hops, step, back) for hops, questions in question_sets]
+    ep = sp.csr_matrix((np.ones(len(entity_passage), np.float32), entity_passage, entity_passage_indptr),
+                       shape=(n_entities, n_passages))  # (E, P): EP
+    mentioned = mention_incidence(mention_entity, mention_passage, n_entities, n_passages)  # (E, P) 0/1
+    # one step e -> a is EP[e] then a passage's entities; it is never multiplied out (E x E can be
+    # dense where passages mention many entities): the walks read the two factors, O(nnz EP + M) memory
+    forward = (ep, sp.csr_matrix(mentioned.T))  # e -> its top-mu passages -> the entities they mention
+    backward = (mentioned, sp.csr_matrix(ep.T))  # a -> the passages mentioning it -> entities with them in EP
+    return [_reachability(entities, questions, hops, forward, backward) for hops, questions in question_sets]
+
+
+def _rows(m: sp.csr_matrix, ids: np.ndarray) -> np.ndarray:
+    """The distinct column indices of rows `ids` of `m`."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if not len(ids):
+        return np.zeros(0, np.int64)
+    return np.unique(m.indices[concat_ranges(m.indptr[ids], m.indptr[ids + 1] - m.indptr[ids])])
+
+
+def _step(factors: tuple[sp.csr_matrix, sp.csr_matrix], ids: np.ndarray) -> np.ndarray:
+    return _rows(factors[1], _rows(factors[0], ids))
 
 
 def _reachability(entities: EntityTable, questions: Sequence[Question], hops: int,
-                  step: sp.csr_matrix, back: sp.csc_matrix) -> dict:
+                  forward: tuple[sp.csr_matrix, sp.csr_matrix], backward: tuple[sp.csr_matrix, sp.csr_matrix]) -> dict:
     """Meet in the middle: walk ``hops - 1`` steps forward from the topic, then ask whether that set
-    meets the entities one step *before* an answer (a column of the step matrix)."""
+    meets the entities one step *before* an answer."""
     n_entities = len(entities)
-
-    def rows(m: sp.csr_matrix | sp.csc_matrix, ids) -> np.ndarray:
-        return np.concatenate([m.indices[m.indptr[i] : m.indptr[i + 1]] for i in ids]) if len(ids) else np.zeros(0, np.int32)
-
-    forward: dict[int, np.ndarray] = {}  # topic -> entities reachable in hops - 1 steps
+    reached: dict[int, np.ndarray] = {}  # topic -> entities reachable in hops - 1 steps
     mask = np.zeros(n_entities, dtype=bool)
     reachable = unknown_topic = unknown_answers = 0
     sizes = []
@@ -113,15 +123,15 @@ def _reachability(entities: EntityTable, questions: Sequence[Question], hops: in
         if not answers:
             unknown_answers += 1
             continue
-        if topic not in forward:
+        if topic not in reached:
             frontier = np.array([topic])
             for _ in range(hops - 1):
-                frontier = np.unique(rows(step, frontier))
-            forward[topic] = frontier
+                frontier = _step(forward, frontier)
+            reached[topic] = frontier
             sizes.append(len(frontier))
-        frontier = forward[topic]
+        frontier = reached[topic]
         mask[frontier] = True
-        if mask[rows(back, answers)].any():
+        if mask[_step(backward, np.array(answers))].any():
             reachable += 1
         mask[frontier] = False
     n = len(questions)
