@@ -64,3 +64,44 @@ def test_faiss_recall_on_clustered_data():
     approx = FaissMIPS(vectors, nlist=50, nprobe=8)
     recall = recall_at_k(approx, exact, queries, 10)
     assert 0.5 < recall <= 1.0
+
+
+def test_exact_mips_shares_the_follows_bf16_copy(tmp_path):
+    """cache(shared) searches views of the follow's bf16 copy of f(M): the same results as its own blocks,
+    and no second copy (the blocks' storage is the shared tensor's)."""
+    from drkit.reason.graph import FollowGraph
+
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(700, 16)).astype(np.float16)
+    np.save(tmp_path / "v.npy", vectors)
+    mm = np.load(tmp_path / "v.npy", mmap_mode="r")
+    graph = FollowGraph(np.zeros(3, np.int64), np.zeros(0, np.int64), np.zeros(700, np.int64), np.zeros(700, np.int64),
+                        2, 1, mm)
+    shared = graph.vectors_as(torch.bfloat16, block=64)  # made 64 rows at a time from the memory map
+    assert torch.equal(shared, torch.from_numpy(vectors.astype(np.float32)).bfloat16())
+    own, views = ExactMIPS(mm, block_size=256).cache(), ExactMIPS(mm, block_size=256).cache(shared)
+    assert all(b.untyped_storage().data_ptr() == shared.untyped_storage().data_ptr() for b in views._blocks)
+    q = rng.normal(size=(5, 16)).astype(np.float32)
+    for a, b in zip(own.search(q, 7), views.search(q, 7)):
+        assert np.array_equal(a, b)
+    with pytest.raises(ValueError, match="shared vectors"):
+        ExactMIPS(mm).cache(shared.float())
+
+
+def test_gather_gradient_reads_only_the_rows_touched(tmp_path):
+    """The gradient sum_i grad_i f(m_i) from the fp16 memory map equals the dense product with f(M) in
+    float32 (no float32 copy of f(M) is made)."""
+    from drkit.reason.graph import FollowGraph
+
+    rng = np.random.default_rng(4)
+    vectors = rng.normal(size=(300, 8)).astype(np.float16)
+    np.save(tmp_path / "v.npy", vectors)
+    graph = FollowGraph(np.zeros(3, np.int64), np.zeros(0, np.int64), np.zeros(300, np.int64), np.zeros(300, np.int64),
+                        2, 1, np.load(tmp_path / "v.npy", mmap_mode="r"))
+    rows, mentions = rng.integers(0, 4, 50), rng.integers(0, 300, 50)
+    grad = torch.from_numpy(rng.normal(size=50).astype(np.float32))
+    got = graph.gather_gradient(rows, mentions, grad, 4)
+    dense = torch.zeros(4, 300)
+    dense.index_put_((torch.from_numpy(rows), torch.from_numpy(mentions)), grad, accumulate=True)
+    torch.testing.assert_close(got, dense @ torch.from_numpy(vectors.astype(np.float32)))
+    assert torch.float32 not in graph._cast

@@ -55,9 +55,16 @@ class ExactMIPS:
         for lo in range(0, len(self), self.block_size):
             yield torch.from_numpy(np.asarray(self.vectors[lo : lo + self.block_size], dtype=np.float32)).to(self.compute_dtype)
 
-    def cache(self) -> "ExactMIPS":
-        """Keep every block in memory in `compute_dtype` (faster search, p * M * 2 bytes in bf16)."""
-        self._blocks = list(self._iter_blocks())
+    def cache(self, shared: torch.Tensor | None = None) -> "ExactMIPS":
+        """Keep every block in memory in `compute_dtype` (faster search, p * M * 2 bytes in bf16). `shared`:
+        the vectors already in memory in `compute_dtype`, (M, p); the blocks are then views of it, no copy."""
+        if shared is not None:
+            if tuple(shared.shape) != tuple(self.vectors.shape) or shared.dtype != self.compute_dtype:
+                raise ValueError(f"shared vectors must be {tuple(self.vectors.shape)} {self.compute_dtype}, "
+                                 f"got {tuple(shared.shape)} {shared.dtype}")
+            self._blocks = [shared[lo : lo + self.block_size] for lo in range(0, len(self), self.block_size)]
+        else:
+            self._blocks = list(self._iter_blocks())
         return self
 
     @torch.no_grad()

@@ -38,7 +38,7 @@ class FollowGraph:
     `source` names where the graph came from (the index directory) in error messages."""
 
     def __init__(self, entity_passage_indptr: np.ndarray, entity_passage: np.ndarray, mention_passage: np.ndarray,
-                 mention_entity: np.ndarray, n_entities: int, n_passages: int, vectors: torch.Tensor, *,
+                 mention_entity: np.ndarray, n_entities: int, n_passages: int, vectors: torch.Tensor | np.ndarray, *,
                  entity_link_indptr: np.ndarray | None = None, entity_link: np.ndarray | None = None,
                  entity_mention_indptr: np.ndarray | None = None, entity_mentions: np.ndarray | None = None,
                  passage_entity: np.ndarray | None = None, source: str = "the follow graph"):
@@ -50,7 +50,9 @@ class FollowGraph:
         self.n_passages = int(n_passages)
         if vectors.shape[0] != len(self.mention_entity):
             raise ConfigError(f"{vectors.shape[0]} mention vectors for {len(self.mention_entity)} mentions")
-        self.vectors = vectors  # (M, p) f(M)
+        # (M, p) f(M): a tensor, or an array such as the mention index's read-only fp16 memory map (never
+        # copied whole: `vectors_as` makes the one copy in the compute dtype, `rows_as` reads given rows)
+        self.vectors = vectors
         # (nnz_EP,) log(score(e, p) / max_p' score(e, p')) <= 0 per entry of EP, for the weighted A; None: 0/1 only
         self.entity_passage_log_rel: torch.Tensor | None = None
         self._cast: dict[torch.dtype, torch.Tensor] = {}
@@ -65,9 +67,9 @@ class FollowGraph:
 
     @classmethod
     def from_index(cls, index: SparseIndex, vectors) -> "FollowGraph":
-        vec = torch.from_numpy(np.array(vectors, copy=True)) if isinstance(vectors, np.ndarray) else vectors
+        """The graph of `index` with the mention vectors `vectors` (the mention index's memory map: read, not copied)."""
         graph = cls(index.entity_passage_indptr, index.entity_passage, index.mentions[:, 1], index.mentions[:, 0],
-                    index.n_entities, index.n_passages, vec, source=f"the index {getattr(index, 'path', '?')}")
+                    index.n_entities, index.n_passages, vectors, source=f"the index {getattr(index, 'path', '?')}")
         graph.set_passage_scores(np.asarray(index.entity_passage_score))
         graph._index = index
         return graph
@@ -168,11 +170,29 @@ class FollowGraph:
         rel = scores / np.repeat(np.where(best > 0, best, 1.0), lengths)
         self.entity_passage_log_rel = torch.from_numpy(np.log(np.clip(rel, 1e-30, 1.0)))  # float64: exact for the tests
 
-    def vectors_as(self, dtype: torch.dtype) -> torch.Tensor:
-        """f(M) in `dtype` (kept after the first call: the backward pass of every hop needs it)."""
+    def vectors_as(self, dtype: torch.dtype, block: int = 1 << 16) -> torch.Tensor:
+        """f(M) in `dtype`, kept after the first call (the scores of every hop read it): made block by block
+        from `vectors`, so that no other whole copy exists even for a moment. Question time and training
+        ask only for the compute dtype (bf16: 2 bytes a value; float64 in the exact tests)."""
         if dtype not in self._cast:
-            self._cast[dtype] = self.vectors.to(dtype)
+            if torch.is_tensor(self.vectors):
+                self._cast[dtype] = self.vectors.to(dtype)
+            else:
+                out = torch.empty(tuple(self.vectors.shape), dtype=dtype)
+                for lo in range(0, len(out), block):
+                    out[lo : lo + block] = torch.from_numpy(np.asarray(self.vectors[lo : lo + block], dtype=np.float32))
+                self._cast[dtype] = out
         return self._cast[dtype]
+
+    def rows_as(self, ids: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+        """f(m) of the mentions `ids` in `dtype`: (len(ids), p), read from the copy in that dtype if there is
+        one, else from `vectors` (exact: fp16 and bf16 values are exact in float32 and float64)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if dtype in self._cast:
+            return self._cast[dtype].index_select(0, torch.from_numpy(ids))
+        if torch.is_tensor(self.vectors):
+            return self.vectors.index_select(0, torch.from_numpy(ids)).to(dtype)
+        return torch.from_numpy(np.asarray(self.vectors[ids], dtype=np.float32)).to(dtype)
 
     def pair_scores(self, queries: torch.Tensor, rows: np.ndarray, mentions: np.ndarray, chunk: int = 1024) -> np.ndarray:
         """``s_i = f(mentions[i]) . g[rows[i]]`` for each pair i, no gradient: (n,).
@@ -201,16 +221,19 @@ class FollowGraph:
     def gather_gradient(self, rows: np.ndarray, mentions: np.ndarray, grad: torch.Tensor, batch: int) -> torch.Tensor:
         """``out[b] = sum_i grad[i] f(mentions[i])`` over the i with ``rows[i] = b``: (batch, p).
 
-        A sparse (batch x M) matrix times f(M), CSR, so no (n, p) copy of the vectors is made."""
-        f = self.vectors_as(grad.dtype)
+        A sparse (batch x U) matrix times the rows of f of the U distinct mentions touched, CSR: memory
+        O(U p), whatever M is (no whole copy of f(M) in the gradient's dtype)."""
         if len(mentions) == 0:
-            return torch.zeros(batch, f.shape[1], dtype=grad.dtype)
+            return torch.zeros(batch, self.vectors.shape[1], dtype=grad.dtype)
+        touched, column = np.unique(mentions, return_inverse=True)  # column order = mention order
+        f = self.rows_as(touched, grad.dtype)  # (U, p)
         order = np.lexsort((mentions, rows))
         crow = torch.from_numpy(np.searchsorted(rows[order], np.arange(batch + 1)).astype(np.int64))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
-            sparse = torch.sparse_csr_tensor(crow, torch.from_numpy(mentions[order]), grad[torch.from_numpy(order)],
-                                             size=(batch, f.shape[0]), check_invariants=False)
+            sparse = torch.sparse_csr_tensor(crow, torch.from_numpy(column[order].astype(np.int64)),
+                                             grad[torch.from_numpy(order)], size=(batch, len(touched)),
+                                             check_invariants=False)
         return sparse @ f
 
     def searched_scores(self, queries: torch.Tensor, scores: np.ndarray, rows: np.ndarray,

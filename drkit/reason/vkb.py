@@ -37,7 +37,7 @@ class VirtualKB:
         mentions.check_compatible(index)
         self.index = index
         self.mentions = mentions
-        self.graph = FollowGraph.from_index(index, np.asarray(mentions.vectors))
+        self.graph = FollowGraph.from_index(index, mentions.vectors)  # the memory map; one bf16 copy on use
         self._searcher_kind, self._search_kwargs = searcher, search_kwargs
         self._searcher = None  # built on first use: restricted retrieval never searches
         self.entity_frequency = np.bincount(index.mention_entity, minlength=index.n_entities)
@@ -53,7 +53,9 @@ class VirtualKB:
         if self._searcher is None:
             kw = dict(self._search_kwargs)
             if self._searcher_kind == "exact":
-                self._searcher = ExactMIPS(self.mentions.vectors, block_size=kw.pop("block_size", 1 << 20), **kw).cache()
+                searcher = ExactMIPS(self.mentions.vectors, block_size=kw.pop("block_size", 1 << 20), **kw)
+                # the follow's copy of f(M) in the compute dtype, shared (views), not a second one
+                self._searcher = searcher.cache(self.graph.vectors_as(searcher.compute_dtype))
             else:
                 self._searcher = self.mentions.searcher(self._searcher_kind, **kw)
         return self._searcher
