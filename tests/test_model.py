@@ -413,3 +413,59 @@ def test_training_resumes_exactly(films_kb, tmp_path):
     assert steps == [1, 2, 3, 4]  # the records written after the checkpoint were replaced, not duplicated
     with pytest.raises(ConfigError, match=r"other settings \(train.steps: 4 in the run, 5 asked\)"):
         train(*args, b, **{**kw, "config": dataclasses.replace(cfg, steps=5)})
+
+
+def test_embed_streams_to_disk_and_resumes_after_an_interruption(films_kb, tmp_path, monkeypatch):
+    """An embedding interrupted after some batches leaves its vectors and progress record in
+    .OUT.partial/; run again, it embeds only the batches left, and the mention index equals an
+    uninterrupted build's bit for bit. A partial made with other settings is started over."""
+    import drkit.dense.mentions as mentions_module
+
+    d, _ = films_kb
+    monkeypatch.setattr(mentions_module, "CHECKPOINT_S", 0.0)  # a progress record after every batch
+    config = EmbedConfig(bf16=False, batch_tokens=64)  # many small batches
+    whole = build_mention_index(d / "index", d / "enc", tmp_path / "whole", config, log=lambda *a: None)
+    calls = {"n": 0}
+    real = DualEncoder.embed_mentions
+
+    def failing(self, *args, **kw):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt  # as Ctrl-C (or a kill) during the fourth batch
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(DualEncoder, "embed_mentions", failing)
+    out = tmp_path / "mentions"
+    with pytest.raises(KeyboardInterrupt):
+        build_mention_index(d / "index", d / "enc", out, config, log=lambda *a: None)
+    partial = tmp_path / ".mentions.partial"
+    assert not out.exists() and json.loads((partial / "progress.json").read_text())["batches_done"] == 3
+
+    monkeypatch.setattr(DualEncoder, "embed_mentions", real)
+    counted = {"n": 0}
+
+    def counting(self, *args, **kw):
+        counted["n"] += 1
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(DualEncoder, "embed_mentions", counting)
+    lines = []
+    again = build_mention_index(d / "index", d / "enc", out, config, log=lines.append)
+    assert any("resuming" in line for line in lines) and again.manifest["embedding"]["resumed_after_batches"] == 3
+    n_batches = counted["n"] + 3
+    assert np.array_equal(np.asarray(again.vectors), np.asarray(whole.vectors))
+    assert not partial.exists()
+
+    # a partial of other settings is not resumed
+    calls["n"] = 0
+    monkeypatch.setattr(DualEncoder, "embed_mentions", failing)
+    with pytest.raises(KeyboardInterrupt):
+        build_mention_index(d / "index", d / "enc", tmp_path / "m2", config, log=lambda *a: None)
+    counted["n"] = 0
+    monkeypatch.setattr(DualEncoder, "embed_mentions", counting)
+    lines = []
+    other = build_mention_index(d / "index", d / "enc", tmp_path / "m2", EmbedConfig(bf16=False, batch_tokens=128),
+                                log=lines.append)
+    assert any("starting over" in line for line in lines) and "resumed_after_batches" not in other.manifest["embedding"]
+    np.testing.assert_allclose(np.asarray(other.vectors, np.float32), np.asarray(whole.vectors, np.float32), atol=2e-2)
+    assert n_batches > 3

@@ -113,7 +113,8 @@ def _embed_parser(sub) -> None:
         help="embed every mention of a sparse index with a (pretrained) encoder: the dense mention index",
         description="Compute f(m) = [W_st^T H_start ; W_en^T H_end] for every mention of the sparse index, once, "
         "and store the vectors in fp16 as a self-describing artifact (memory-mapped when loaded, searched by exact "
-        "or FAISS MIPS).",
+        "or FAISS MIPS). The vectors are written to disk as they are computed (.OUT.partial/); an interrupted run, "
+        "started again with the same arguments, resumes where it stopped.",
     )
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index built by 'drkit index'")
     p.add_argument("--encoder", required=True, metavar="DIR",

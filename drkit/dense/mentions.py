@@ -9,6 +9,9 @@ embedding run's throughput. `MentionIndex.searcher` gives exact or approximate M
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +30,7 @@ from drkit.util.warnlog import WarningLog
 FORMAT = "drkit.mention_index"
 FORMAT_VERSION = 1
 FP16_MAX = float(np.finfo(np.float16).max)
+CHECKPOINT_S = 30.0  # seconds between the progress records of a resumable `build_mention_index`
 
 
 @dataclass(frozen=True)
@@ -66,8 +70,14 @@ def _length_batches(lengths: np.ndarray, batch_tokens: int):
 
 
 def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig = EmbedConfig(),
-                   warnings: WarningLog | None = None) -> tuple[np.ndarray, dict]:
-    """f(m) for every mention of `index`: (M, p) float16, and timing figures."""
+                   warnings: WarningLog | None = None, out: np.ndarray | None = None, skip_batches: int = 0,
+                   checkpoint=None) -> tuple[np.ndarray, dict]:
+    """f(m) for every mention of `index`: (M, p) float16, and timing figures.
+
+    `out`: the (M, p) float16 array to fill (a memory map: the vectors go to disk as they are computed);
+    by default a new one in memory. The passages are embedded in a fixed order of batches;
+    `skip_batches` leaves the first ones out (a resumed build whose `out` holds them already), and
+    `checkpoint(batches_done)` is called every `CHECKPOINT_S` seconds and at the end."""
     warnings = warnings if warnings is not None else WarningLog()
     mentions = np.asarray(index.mentions)
     indptr = index.passage_mention_indptr
@@ -76,13 +86,21 @@ def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig
     if empty:
         warnings.add("empty_passage", "passages with no word pieces have no mentions to embed", count=empty)
     with_mentions = np.flatnonzero(np.diff(indptr) > 0)
-    out = np.zeros((len(mentions), encoder.config.dim), dtype=np.float16)
+    if out is None:
+        out = np.zeros((len(mentions), encoder.config.dim), dtype=np.float16)
+    elif out.shape != (len(mentions), encoder.config.dim) or out.dtype != np.float16:
+        raise ValueError(f"out must be ({len(mentions)}, {encoder.config.dim}) float16, got {out.shape} {out.dtype}")
     encoder.eval()
-    t = time.perf_counter()
+    t = last = time.perf_counter()
+    done = embedded = 0
     with torch.inference_mode(), progress(total=len(mentions), desc="embed", unit="mention") as bar:
-        for batch in _length_batches(lengths[with_mentions], config.batch_tokens):
+        for n, batch in enumerate(_length_batches(lengths[with_mentions], config.batch_tokens)):
             ps = with_mentions[batch]
             rows = [np.arange(indptr[p], indptr[p + 1]) for p in ps]
+            if n < skip_batches:  # embedded by an earlier, interrupted build
+                bar.update(sum(len(r) for r in rows))
+                done = n + 1
+                continue
             vecs = encoder.embed_mentions([index.passage_pieces(int(p)) for p in ps],
                                           [mentions[r, 2] for r in rows], [mentions[r, 3] for r in rows], bf16=config.bf16)
             for r, v in zip(rows, vecs):
@@ -90,29 +108,78 @@ def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig
                     raise FloatingPointError(f"mention vectors of passage {int(mentions[r[0], 1])} overflow fp16")
                 out[r] = v.astype(np.float16)
             bar.update(sum(len(r) for r in rows))
+            embedded += sum(len(r) for r in rows)
+            done = n + 1
+            if checkpoint is not None and time.perf_counter() - last >= CHECKPOINT_S:
+                checkpoint(done)
+                last = time.perf_counter()
+    if checkpoint is not None:
+        checkpoint(done)
     seconds = time.perf_counter() - t
-    return out, {"seconds": round(seconds, 2), "mentions_per_s": round(len(mentions) / max(seconds, 1e-9), 1),
-                 "passages": int(len(with_mentions)), "tokens": int(lengths[with_mentions].sum() + 2 * len(with_mentions))}
+    timing = {"seconds": round(seconds, 2), "mentions_per_s": round(embedded / max(seconds, 1e-9), 1),
+              "passages": int(len(with_mentions)), "tokens": int(lengths[with_mentions].sum() + 2 * len(with_mentions))}
+    if skip_batches:
+        timing["resumed_after_batches"] = int(min(skip_batches, done))
+    return out, timing
 
 
 def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str | Path,
                         config: EmbedConfig = EmbedConfig(), overwrite: bool = False, log=print) -> "MentionIndex":
+    """Embed every mention of the index at `index_dir` with the encoder at `encoder_dir` into the mention
+    index `out`. The vectors are written to disk as they are computed (``.OUT.partial/``, memory-mapped),
+    with a progress record every `CHECKPOINT_S` seconds: an interrupted build run again with the same
+    index, encoder and settings resumes where the record says; with others it starts over."""
     encoder_dir = resolve_encoder_dir(encoder_dir)
     index = SparseIndex.load(index_dir)
     encoder = DualEncoder.load(encoder_dir)
     if encoder.manifest.get("tokenizer", {}).get("vocab_sha256") != index.manifest.get("tokenizer", {}).get("vocab_sha256"):
         raise ArtifactError(f"{encoder_dir} and {index_dir} use different tokenizers; rebuild one with the other's")
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise ArtifactError(f"{out} already exists; choose another --out or pass --overwrite")
+    identity = {"format_version": FORMAT_VERSION, "config": asdict(config), "encoder": encoder_identity(encoder_dir),
+                "index": index_identity(index), "dim": encoder.config.dim}
+    work = out.parent / f".{out.name}.partial"
+    record = work / "progress.json"
+    skip = _resumable_batches(work, record, identity, log)
     warnings = WarningLog()
-    vectors, timing = embed_mentions(index, encoder, config, warnings)
-    with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
-        w.save_array("mention_vectors", vectors, note="row = mention id of the sparse index; f(m) = [f_start ; f_end]")
-        w.manifest.update(config=asdict(config), encoder=encoder_identity(encoder_dir), index=index_identity(index),
-                          dim=int(vectors.shape[1]), mentions=int(vectors.shape[0]), embedding=timing,
+    with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite, work_dir=work) as w:
+        vectors = w.open_array("mention_vectors", (index.n_mentions, encoder.config.dim), np.float16,
+                               note="row = mention id of the sparse index; f(m) = [f_start ; f_end]")
+
+        def checkpoint(done: int) -> None:  # the vectors on disk first, then the record that counts them
+            vectors.flush()
+            tmp = record.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"identity": identity, "batches_done": done}))
+            os.replace(tmp, record)
+
+        _, timing = embed_mentions(index, encoder, config, warnings, out=vectors, skip_batches=skip, checkpoint=checkpoint)
+        vectors.flush()
+        record.unlink()
+        w.manifest.update(config=asdict(config), encoder=identity["encoder"], index=identity["index"],
+                          dim=identity["dim"], mentions=index.n_mentions, embedding=timing,
                           warnings=warnings.to_dict())
     for line in warnings.lines():
         log(line)
-    log(f"embedded {len(vectors):,} mentions in {timing['seconds']:.0f} s ({timing['mentions_per_s']:.0f} mentions/s)")
+    log(f"embedded {index.n_mentions:,} mentions in {timing['seconds']:.0f} s ({timing['mentions_per_s']:.0f} mentions/s"
+        + (f"; resumed after {timing['resumed_after_batches']} batches" if "resumed_after_batches" in timing else "") + ")")
     return MentionIndex(out)
+
+
+def _resumable_batches(work: Path, record: Path, identity: dict, log) -> int:
+    """The batches an interrupted build left in `work` (0 when there is none, or it was made from other inputs)."""
+    if not work.exists():
+        return 0
+    try:
+        state = json.loads(record.read_text())
+    except (OSError, ValueError):
+        state = None
+    if isinstance(state, dict) and state.get("identity") == identity and isinstance(state.get("batches_done"), int):
+        log(f"resuming the interrupted embedding in {work}: {state['batches_done']} batches are done")
+        return state["batches_done"]
+    log(f"{work} holds an interrupted embedding of other inputs (or none recorded); starting over")
+    shutil.rmtree(work)
+    return 0
 
 
 def resolve_encoder_dir(path: str | Path) -> Path:

@@ -43,8 +43,12 @@ class ArtifactWriter:
             w.manifest.update(config=..., counts=...)
     """
 
-    def __init__(self, out: str | Path, format_name: str, format_version: int, overwrite: bool = False):
+    def __init__(self, out: str | Path, format_name: str, format_version: int, overwrite: bool = False,
+                 work_dir: str | Path | None = None):
+        """`work_dir`: write into this directory (made if missing) instead of a fresh temporary one, and keep
+        it when the block fails, so that a long build can resume from what it wrote there."""
         self.out = Path(out)
+        self.work_dir = Path(work_dir) if work_dir is not None else None
         if self.out.exists() and not overwrite:
             raise ArtifactError(f"{self.out} already exists; choose another --out or pass --overwrite")
         self.manifest: dict[str, Any] = {
@@ -59,13 +63,18 @@ class ArtifactWriter:
 
     def __enter__(self) -> "ArtifactWriter":
         self.out.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.tmp-", dir=self.out.parent))
+        if self.work_dir is not None:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+            self.tmp = self.work_dir
+        else:
+            self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.tmp-", dir=self.out.parent))
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         assert self.tmp is not None
         if exc_type is not None:
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            if self.work_dir is None:
+                shutil.rmtree(self.tmp, ignore_errors=True)
             return
         self.manifest["files"] = self.files
         self.write_json(MANIFEST, self.manifest)
@@ -89,6 +98,23 @@ class ArtifactWriter:
         array = np.ascontiguousarray(array)
         np.save(self.path(f"{name}.npy"), array, allow_pickle=False)
         self.files[f"{name}.npy"] = {"dtype": str(array.dtype), "shape": list(array.shape), "note": note}
+
+    def open_array(self, name: str, shape: tuple[int, ...], dtype, note: str = "") -> np.memmap:
+        """A ``.npy`` file of `shape` and `dtype` opened for writing in place (memory-mapped), so that an array
+        larger than memory is written as it is computed; one already there with that shape and dtype (a
+        resumed build) is opened as it is."""
+        file = self.path(f"{name}.npy")
+        reuse = False
+        if file.exists():
+            try:
+                old = np.load(file, mmap_mode="r", allow_pickle=False)
+                reuse = old.shape == tuple(shape) and old.dtype == np.dtype(dtype)
+                del old
+            except ValueError:
+                reuse = False
+        array = np.lib.format.open_memmap(file, mode="r+" if reuse else "w+", dtype=dtype, shape=tuple(shape))
+        self.files[f"{name}.npy"] = {"dtype": str(np.dtype(dtype)), "shape": list(shape), "note": note}
+        return array
 
     def write_json(self, name: str, obj: Any) -> None:
         with open(self.path(name), "w", encoding="utf-8") as f:
