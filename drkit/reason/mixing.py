@@ -140,8 +140,8 @@ class HopMixingModel(nn.Module):
         """Z* of a batch; `named` (batch, k), -1 padded: the entities each question names verbatim
         (`LinkedQuestions.named`), removed from every hop with ``remove_named``."""
         base, fc = self.base, follow_config or self.base.follow_config
-        if len(base.entity_table) != vkb.graph.n_entities:
-            raise ConfigError(f"the model's entity table has {len(base.entity_table)} rows but the index has "
+        if base.n_entities != vkb.graph.n_entities:
+            raise ConfigError(f"the model knows {base.n_entities} entities but the index has "
                               f"{vkb.graph.n_entities} entities; call set_entities with the index's names")
         enc = base.encode(texts, bf16)
         h = base.pooled(enc)  # (B, hidden) float32

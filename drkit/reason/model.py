@@ -27,8 +27,9 @@ row e of X (|E| x hidden) is the average of the word embeddings of the pieces of
 Word embeddings are frozen by default. With ``train_word_embeddings`` they train with the encoder
 (the paper does not say they are frozen), and X follows them: in training it is recomputed from the
 current word embeddings at every forward pass (differentiable: its gradient reaches the word
-embeddings of the entities' names), at question time the table is computed again whenever they have
-changed. Frozen, X is the table computed once by `set_entities`. Then ``Z_t = follow(Z_{t-1}, g_t)``
+embeddings of the entities' names). X is never stored whole (|E| x hidden floats: 8 GB at the paper's
+5.2M entities): the rows of Z's entities are computed when read, from the current word embeddings and
+the pieces of the names (`set_entities`). Then ``Z_t = follow(Z_{t-1}, g_t)``
 (`drkit.reason.follow`); Z_0 is the question entity.
 
 Initialisation: with the pretrained 6-layer query encoder, the shared layers are its layers 1-4 and
@@ -59,7 +60,7 @@ from torch import nn
 from drkit.dense.encoder import load_weights, mean_pool
 from drkit.errors import ConfigError
 from drkit.index.sparse import concat_ranges
-from drkit.reason.entity_set import EntitySet, entity_set_mean
+from drkit.reason.entity_set import EntitySet
 from drkit.reason.follow import FollowConfig, FollowTrace, follow
 from drkit.reason.question_encoder import (  # noqa: F401  (ModelConfig is imported from here too)
     PAD_MULTIPLE,
@@ -102,11 +103,10 @@ class MultiHopModel(nn.Module):
         self.encoder.embeddings.word_embeddings.weight.requires_grad_(config.train_word_embeddings)
         self.tfidf_power = nn.Parameter(torch.full((config.hops,), float(follow_config.tfidf_power)),
                                         requires_grad=config.learn_tfidf_power)
-        # X (|E|, hidden): the mean word embedding of each entity's name, and the pieces it is the mean of (CSR)
-        self.register_buffer("entity_table", torch.zeros(0, bert_config.hidden_size), persistent=False)
+        # the word pieces of each entity's name (CSR); X (|E|, hidden), their mean word embeddings, is never
+        # stored: the rows of the entities a question touches are computed when read (`entity_rows`)
         self.register_buffer("entity_pieces", torch.zeros(0, dtype=torch.long), persistent=False)
         self.register_buffer("entity_piece_indptr", torch.zeros(1, dtype=torch.long), persistent=False)
-        self._entity_table_version = -1
         self.manifest: dict = {}
 
     @classmethod
@@ -145,28 +145,42 @@ class MultiHopModel(nn.Module):
         return sources
 
     def set_entities(self, names: list[str]) -> None:
-        """X: row e is the mean word embedding of the pieces of entity e's name (zero for an empty name)."""
+        """The entities of the index, by name: X's row e is the mean word embedding of the pieces of entity e's
+        name (zero for an empty name). Only the pieces are kept (about 4 integers an entity), not X."""
         pieces = self.tokenizer(list(names), add_special_tokens=False)["input_ids"]
         lengths = torch.tensor([len(p) for p in pieces], dtype=torch.long)
         self.entity_pieces = torch.tensor([i for p in pieces for i in p], dtype=torch.long)
         self.entity_piece_indptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, 0)])
-        self._refresh_entity_table()
 
-    def _refresh_entity_table(self) -> None:
-        lengths = self.entity_piece_indptr[1:] - self.entity_piece_indptr[:-1]
-        rows = torch.repeat_interleave(torch.arange(len(lengths)), lengths)
+    @property
+    def n_entities(self) -> int:
+        """Entities given to `set_entities` (0 before)."""
+        return len(self.entity_piece_indptr) - 1
+
+    def entity_rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """X[ids]: (N, hidden) float32, each entity's mean name-piece embedding from the current word
+        embeddings, computed for these entities only (O(N hidden) memory, whatever |E| is). No gradient."""
+        ids = torch.as_tensor(ids, dtype=torch.long)
         with torch.no_grad():
             words = self.encoder.embeddings.word_embeddings.weight
-            table = torch.zeros(len(lengths), words.shape[1]).index_add(0, rows, words[self.entity_pieces].float())
-            self.entity_table = table / lengths.clamp_min(1).unsqueeze(1).float()
-        self._entity_table_version = words._version  # of the word embeddings it was computed from
+            lo = self.entity_piece_indptr[ids]
+            n = self.entity_piece_indptr[ids + 1] - lo
+            slot = torch.repeat_interleave(torch.arange(len(ids)), n)  # the row of each piece
+            piece = self.entity_pieces[torch.from_numpy(concat_ranges(lo.numpy(), n.numpy()))]
+            sums = torch.zeros(len(ids), words.shape[1]).index_add(0, slot, words[piece].float())
+            return sums / n.clamp_min(1).unsqueeze(1).float()
+
+    @property
+    def entity_table(self) -> torch.Tensor:
+        """X, all |E| rows (for analysis and tests: question time and training read `entity_rows`)."""
+        return self.entity_rows(torch.arange(self.n_entities))
 
     def entity_embedding(self, z: EntitySet) -> torch.Tensor:
         """``Z^T X``: (B, hidden) float32, X the entities' mean word embeddings, differentiable in Z's probabilities.
 
-        Frozen word embeddings: from the table `set_entities` computed. Trained ones: with autograd on, from the
-        current word embeddings, ``(Z^T N) W`` with N[e, w] = (pieces w in e's name) / (pieces in it), so that
-        the gradient reaches them; without, from the table, computed again whenever they have changed."""
+        X is read from the current word embeddings. Trained ones, with autograd on: ``(Z^T N) W`` with
+        N[e, w] = (pieces w in e's name) / (pieces in it), so that the gradient reaches them; else the rows of
+        X of Z's entities (`entity_rows`)."""
         words = self.encoder.embeddings.word_embeddings.weight  # (V, hidden)
         if self.config.train_word_embeddings and torch.is_grad_enabled():
             vocab = words.shape[0]
@@ -177,9 +191,8 @@ class MultiHopModel(nn.Module):
             weight = z.probs.float()[slot] / n[slot].float()  # (S,)
             zn = torch.zeros(z.batch_size * vocab).index_add(0, z.rows[slot] * vocab + piece, weight)  # Z^T N
             return zn.view(z.batch_size, vocab) @ words.float()  # (B, V) @ (V, hidden)
-        if self.config.train_word_embeddings and words._version != self._entity_table_version:
-            self._refresh_entity_table()
-        return entity_set_mean(z, self.entity_table)
+        rows = self.entity_rows(z.ids)  # (N, hidden)
+        return torch.zeros(z.batch_size, rows.shape[1]).index_add(0, z.rows, z.probs.unsqueeze(1).float() * rows)
 
     def tokenize(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         b = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_question_pieces,
@@ -227,8 +240,8 @@ class MultiHopModel(nn.Module):
         hops = hops or self.config.hops
         if hops > self.config.hops:
             raise ConfigError(f"this model has {self.config.hops} trained hops; cannot run {hops}")
-        if len(self.entity_table) != vkb.graph.n_entities:
-            raise ConfigError(f"the model's entity table has {len(self.entity_table)} rows but the index has "
+        if self.n_entities != vkb.graph.n_entities:
+            raise ConfigError(f"the model knows {self.n_entities} entities but the index has "
                               f"{vkb.graph.n_entities} entities; call set_entities with the index's names")
         fc = follow_config or self.follow_config
         topic = np.asarray(topic, dtype=np.int64)
