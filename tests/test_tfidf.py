@@ -214,8 +214,8 @@ def test_top_passages_matches_dense_reference(seed):
     for mu in (1, 2, 5, 100):
         for epsilon in (0.0, 1.0, 2.5, 4.0):
             want = dense_top(G, F, mu, epsilon)
-            for block in (1, 3, 1024):
-                indptr, cols, vals = top_passages(G, F, mu, epsilon, block=block)
+            for block, budget in ((1, 1 << 24), (3, 1 << 24), (1024, 1 << 24), (1024, 0), (1024, 7)):
+                indptr, cols, vals = top_passages(G, F, mu, epsilon, block=block, budget=budget)
                 assert indptr.dtype == np.int64 and cols.dtype == np.int32 and vals.dtype == np.float32
                 assert np.array_equal(indptr, want[0])
                 assert np.array_equal(cols, want[1])
@@ -223,6 +223,22 @@ def test_top_passages_matches_dense_reference(seed):
         S = (G @ F.T).toarray()
         ties += sum(len(r[r > 0]) - len(np.unique(r[r > 0])) for r in S)
     assert ties > 0 or seed > 0  # ties do occur, so the tie-break is exercised
+
+
+def test_top_passages_blocks_keep_to_the_budget():
+    """Blocks hold consecutive rows, at most `rows` of them, with bounds summing to at most the budget (a
+    row over it alone), and cover every row once."""
+    from drkit.index.sparse import _blocks
+
+    rng = np.random.default_rng(0)
+    bound = rng.integers(0, 50, 200)
+    bound[[5, 80]] = 1000  # rows of common words
+    for rows, budget in ((1024, 100), (7, 100), (1024, 0), (3, 10**9)):
+        starts = _blocks(bound, rows, budget)
+        assert starts[0] == 0 and starts[-1] == len(bound) and np.all(np.diff(starts) >= 1)
+        for lo, hi in zip(starts[:-1], starts[1:]):
+            assert hi - lo <= rows and (hi - lo == 1 or bound[lo:hi].sum() <= budget)
+    assert _blocks(np.zeros(0, np.int64), 4, 10).tolist() == [0]
 
 
 def test_top_passages_tie_break_by_lower_passage_id():

@@ -125,47 +125,68 @@ def a_matrix(entity_passage_indptr: np.ndarray, entity_passage: np.ndarray, enti
 
 
 def top_passages(G: sp.csr_matrix, F: sp.csr_matrix, mu: int, epsilon: float, block: int = 1024,
-                 linked: sp.csr_matrix | None = None, unlinked_weight: float = 1.0):
+                 linked: sp.csr_matrix | None = None, unlinked_weight: float = 1.0, budget: int = 1 << 24):
     """For each row of G, the top-`mu` columns of S = G F^T with value > epsilon.
 
     `linked` (rows of G x passages, non-zero where the entity was linked in the passage): in a row
     with a linked passage, S of every other passage is multiplied by `unlinked_weight`.
     Ties are broken by the lower passage id. Returns CSR arrays (indptr, passage ids sorted within
     each row, scores). A negative `epsilon` is refused: a zero score is never stored, so it cannot be kept.
+
+    Rows are scored in blocks of at most `block` rows whose product holds at most about `budget` entries
+    (bounded by the sum of the document frequencies of each row's terms; a row over the budget alone):
+    memory stays O(budget + passages) however common the names' words are. A row's scores do not
+    depend on its block.
     """
     if epsilon < 0:
         raise ConfigError(f"epsilon must be at least 0 (passages sharing no n-gram score 0), got {epsilon}")
     FT = sp.csr_matrix(F.T)
+    G = sp.csr_matrix(G)
+    df = np.diff(FT.indptr).astype(np.int64)  # passages holding each term
+    bound = np.add.reduceat(np.append(df[G.indices], 0), G.indptr[:-1]) if G.nnz else np.zeros(G.shape[0], np.int64)
+    bound = np.where(np.diff(G.indptr) > 0, bound, 0)  # (E,) at least the entries of the row's S
+    starts = _blocks(bound, block, budget)
     indptr = [np.zeros(1, dtype=np.int64)]
     cols, vals = [], []
     running = 0
-    for lo in progress(range(0, G.shape[0], block), desc="tf-idf top-mu", unit="block"):
-        S = (G[lo : lo + block] @ FT).tocsr()  # (block, P)
+    for lo, hi in progress(list(zip(starts[:-1], starts[1:])), desc="tf-idf top-mu", unit="block"):
+        S = (G[lo:hi] @ FT).tocsr()  # (block, P)
         S.sum_duplicates()
         if linked is not None and unlinked_weight != 1:
-            L = linked[lo : lo + block].astype(bool).astype(np.float32)
+            L = linked[lo:hi].astype(bool).astype(np.float32)
             row_weight = np.where(L.getnnz(axis=1) > 0, unlinked_weight, 1.0)
             on_links = sp.csr_matrix(S.multiply(L))
             S = (on_links + sp.diags(row_weight.astype(np.float32)) @ (S - on_links)).tocsr()  # linked scores unchanged
             S.sum_duplicates()
-        counts = np.zeros(S.shape[0], dtype=np.int64)
-        for r in range(S.shape[0]):
-            a, b = S.indptr[r], S.indptr[r + 1]
-            p, s = S.indices[a:b], S.data[a:b]
-            keep = s > epsilon
-            p, s = p[keep], s[keep]
-            if len(p) > mu:
-                order = np.lexsort((p, -s))[:mu]
-                p, s = p[order], s[order]
-            order = np.argsort(p, kind="stable")
-            cols.append(p[order].astype(np.int32))
-            vals.append(s[order].astype(np.float32))
-            counts[r] = len(p)
-        running_ptr = running + np.cumsum(counts)
-        running = int(running_ptr[-1]) if len(running_ptr) else running
-        indptr.append(running_ptr)
+        row = np.repeat(np.arange(hi - lo), np.diff(S.indptr))
+        keep = S.data > epsilon
+        row, p, v = row[keep], S.indices[keep].astype(np.int64), S.data[keep]
+        order = np.lexsort((p, -v, row))  # by row, then best score, then lower passage id
+        row, p, v = row[order], p[order], v[order]
+        first = np.searchsorted(row, np.arange(hi - lo))  # each row's first entry
+        top = np.arange(len(row)) - first[row] < mu
+        row, p, v = row[top], p[top], v[top]
+        order = np.lexsort((p, row))  # by row, then passage id
+        cols.append(p[order].astype(np.int32))
+        vals.append(v[order].astype(np.float32))
+        counts = np.bincount(row, minlength=hi - lo)
+        indptr.append(running + np.cumsum(counts))
+        running += int(counts.sum())
     cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
     return cat(indptr, np.int64), cat(cols, np.int32), cat(vals, np.float32)
+
+
+def _blocks(bound: np.ndarray, rows: int, budget: int) -> np.ndarray:
+    """Block boundaries over the rows: consecutive rows, at most `rows` of them, whose `bound`s sum to at most
+    `budget` (a row over it alone). Returns (n_blocks + 1,) starts, from 0 to len(bound)."""
+    starts = [0]
+    n = len(bound)
+    csum = np.concatenate(([0], np.cumsum(bound)))
+    while starts[-1] < n:
+        lo = starts[-1]
+        hi = int(np.searchsorted(csum, csum[lo] + budget, side="right")) - 1  # the most rows within the budget
+        starts.append(min(n, lo + rows, max(hi, lo + 1)))
+    return np.array(starts, dtype=np.int64)
 
 
 def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: SparseConfig = SparseConfig()) -> SparseMatrices:
