@@ -24,7 +24,9 @@ def kit(films_kb, tmp_path_factory):  # noqa: F811
           model_config=ModelConfig(hops=2, shared_layers=SMALL.shared_layers, hop_layers=SMALL.hop_layers),
           follow_config=FollowConfig(top_k=100), config=TrainConfig(steps=4, batch_size=4, bf16=False, eval_every=4),
           log=lambda *a: None)
-    return DrKIT.load(d / "index", run)
+    kit = DrKIT.load(d / "index", run)
+    kit.test_run = run  # for the tests that load it again with other settings
+    return kit
 
 
 def _questions(films):
@@ -146,3 +148,21 @@ def test_question_vectors_do_not_depend_on_the_batch(films_kb):  # noqa: F811
                 ids_b, probs_b = together[t].z.row(b)
                 np.testing.assert_array_equal(ids_a, ids_b)
                 np.testing.assert_array_equal(probs_a, probs_b)
+
+
+def test_ivfpq_mips_answers_through_the_front_door(kit, films_kb):  # noqa: F811
+    """LoadConfig(mips="ivfpq"): global retrieval over IVF-PQ codes with the short list scored again exactly;
+    its answers agree with exact global retrieval on these questions."""
+    pytest.importorskip("faiss")
+    from drkit.qa.pipeline import LoadConfig
+
+    d, films = films_kb
+    pq = DrKIT.load(d / "index", kit.test_run, config=LoadConfig(mips="ivfpq"))
+    assert pq.vkb.searcher_kind == "ivfpq"
+    questions = _questions(films)
+    got = pq.answer_batch(questions, top=3, chain_top=0)
+    want = kit.answer_batch(questions, top=3, chain_top=0, query=QueryConfig(retrieval="global"))
+    first = lambda r: r.answers[0].entity_id if r.answers else None  # noqa: E731
+    assert sum(first(w) is not None for w in want) >= len(questions) // 2
+    same = sum(first(g) == first(w) for g, w in zip(got, want))
+    assert same >= len(questions) - 1, same

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from drkit.dense.encoder import DualEncoder
-from drkit.dense.mips import ExactMIPS, FaissMIPS
+from drkit.dense.mips import MIPS_KINDS, ExactMIPS, FaissMIPS
 from drkit.errors import ArtifactError, ConfigError
 from drkit.index.sparse import SparseIndex
 from drkit.util.artifact import ArtifactWriter, file_checksum, load_array, read_manifest
@@ -223,9 +223,13 @@ class MentionIndex:
 
     def searcher(self, kind: str = "exact", **kwargs):
         """``search(queries, k) -> (scores, ids)`` over all mentions: ``exact`` (blocked bf16 matrix product,
-        vectors cached in memory) or ``faiss`` (IVF; kwargs nlist, nprobe)."""
+        vectors cached in memory), ``faiss`` (IVF; kwargs nlist, nprobe) or ``ivfpq`` (IVF-PQ codes in memory,
+        the short list scored again from the memory-mapped vectors; kwargs nlist, nprobe, pq_m (default
+        p / 8), rerank)."""
         if kind == "exact":
             return ExactMIPS(self.vectors, **kwargs).cache()
         if kind == "faiss":
             return FaissMIPS(self.vectors, **kwargs)
-        raise ConfigError(f"unknown MIPS kind {kind!r}; expected 'exact' or 'faiss'")
+        if kind == "ivfpq":
+            return FaissMIPS(self.vectors, **{"pq_m": max(1, self.dim // 8), **kwargs})
+        raise ConfigError(f"unknown MIPS kind {kind!r}; expected one of {', '.join(MIPS_KINDS)}")

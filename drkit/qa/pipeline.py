@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from drkit.dense.mips import MIPS_KINDS
 from drkit.errors import ConfigError
 from drkit.reason.follow import RETRIEVALS, FollowConfig
 from drkit.reason.model import MultiHopModel, model_dir_of
@@ -34,8 +35,9 @@ class LoadConfig:
     """How `DrKIT.load` builds the virtual KB."""
 
     mips: str = field(default="exact", metadata={
-        "help": "MIPS over all mentions for global retrieval: exact (bf16 blocks in memory) or faiss (IVF; implies "
-                "--retrieval global)", "choices": ("exact", "faiss")})
+        "help": "MIPS over all mentions for global retrieval: exact (bf16 blocks in memory), faiss (IVF over the "
+                "vectors) or ivfpq (IVF-PQ codes in memory, the short list scored again exactly from the memory-mapped "
+                "vectors); faiss and ivfpq imply --retrieval global", "choices": MIPS_KINDS})
 
 
 @dataclass(frozen=True)
@@ -150,8 +152,8 @@ class DrKIT:
         if not Path(mentions).exists():
             raise ConfigError(f"the mention index {mentions} the model was trained with does not exist; "
                               "pass the mentions directory")
-        if config.mips not in ("exact", "faiss"):
-            raise ConfigError(f"mips must be 'exact' or 'faiss', got {config.mips!r}")
+        if config.mips not in MIPS_KINDS:
+            raise ConfigError(f"mips must be one of {', '.join(MIPS_KINDS)}, got {config.mips!r}")
         return cls(net, VirtualKB.load(index, mentions, config.mips))
 
     @property
@@ -178,8 +180,8 @@ class DrKIT:
         if not parsed:
             return []
         fc = query.follow_config(self.model.follow_config)
-        if query.retrieval is None and self.vkb.searcher_kind == "faiss":
-            fc = dataclasses.replace(fc, retrieval="global")  # the FAISS searcher is for global retrieval
+        if query.retrieval is None and self.vkb.searcher_kind != "exact":
+            fc = dataclasses.replace(fc, retrieval="global")  # an approximate searcher is for global retrieval
         topics = np.array([p.topic for p in parsed], dtype=np.int64)
         outs = self.model([p.text for p in parsed], topics, self.vkb, hops=query.hops, trace=chain_top > 0,
                           follow_config=fc)

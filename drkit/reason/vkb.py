@@ -62,7 +62,7 @@ class VirtualKB:
 
     @property
     def searcher_kind(self) -> str:
-        """"exact" or "faiss": the MIPS of global retrieval."""
+        """"exact", "faiss" or "ivfpq": the MIPS of global retrieval."""
         return self._searcher_kind
 
     def search(self, queries: np.ndarray, k: int):
