@@ -1,0 +1,321 @@
+"""How drkit's costs grow with the corpus: a seeded synthetic title-entity corpus at several sizes.
+
+    .venv/bin/python benchmarks/bench_scale.py                       # 10^5 and 10^6 entities
+    .venv/bin/python benchmarks/bench_scale.py --sizes 20000 --questions 64   # a quick look
+
+For each size N (entities), in a work folder (default runs/scale/N):
+
+1. **corpus**: N passages, one per title entity (the paper's HotpotQA setting), each with hyperlinks
+   (JSONL ``links``) to other entities drawn with a Zipf-like skew (a few entities are linked from many
+   pages, most from few), about 3.4 links a page, so that with the title mentions there are about 4.4
+   mentions an entity: the paper's 22.8M mentions for 5.23M entities. The words are synthetic (names of
+   two or three made-up words, filler text from a Zipf vocabulary).
+2. **index**: the real ``drkit index --entities titles`` (links as mentions, TF-IDF, EP), in a process of
+   its own: wall time, peak RSS, disk size.
+3. **vectors**: synthetic mention vectors (p = 256, fp16, clustered by a topic per entity) written as a
+   mention index; encoding 4.4 mentions an entity with MiniLM on 2 cores is left out (its cost is linear
+   in mentions: `benchmarks/results/bench_dense.json` measures it).
+4. **questions** (each mode in a process of its own): an untrained 2-hop model on the base MiniLM encoder
+   answering bracketed questions about entities drawn by degree, at batch 1 and 64, with restricted
+   retrieval (the default: the mentions of the passages reached, scored exactly), global exact MIPS
+   (bf16 in memory) and global IVF-PQ (codes in memory, the short list scored again from the memory-
+   mapped fp16 vectors); the load time and peak RSS of each, and the recall@K of IVF-PQ against exact on
+   the first hop's queries.
+
+Writes ``OUT/bench_scale.json`` and ``OUT/bench_scale.md`` and a plot of each cost against size
+(``OUT/bench_scale.png``). The model is untrained: these are costs, not accuracies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DIM = 256
+LINKS_PER_PAGE = 3.4  # + 1 title mention a page: ~4.4 mentions an entity, as 22.8M / 5.23M in the paper
+
+
+# -- 1. the synthetic corpus ------------------------------------------------------------------------------
+
+def _words(n: int, rng: np.random.Generator) -> list[str]:
+    """`n` distinct made-up words of two to four syllables."""
+    syllables = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"] + [c + v + "n" for c in "bdgkmprst" for v in "aeiou"]
+    out: set[str] = set()
+    while len(out) < n:
+        k = rng.integers(2, 5)
+        out.add("".join(rng.choice(syllables, k)).capitalize())
+    return sorted(out)
+
+
+def entity_names(n: int, seed: int = 0) -> list[str]:
+    """`n` distinct names: two made-up words (three past what two can name), in a seeded order."""
+    rng = np.random.default_rng(seed)
+    vocab = _words(3000, rng)
+    v = len(vocab)
+    perm = rng.permutation(n)
+    names = []
+    for i in perm.tolist():
+        if n <= v * v:
+            names.append(f"{vocab[i // v]} {vocab[i % v]}")
+        else:
+            names.append(f"{vocab[i // (v * v) % v]} {vocab[i // v % v]} {vocab[i % v]}")
+    return names
+
+
+def write_corpus(path: Path, n: int, seed: int = 0, filler_words: int = 40) -> dict:
+    """Write the JSONL corpus of `n` title entities; returns its counts."""
+    rng = np.random.default_rng(seed + 1)
+    names = entity_names(n, seed)
+    filler = _words(5000, np.random.default_rng(seed + 2))
+    filler_p = 1.0 / np.arange(1, len(filler) + 1) ** 1.1
+    filler_p /= filler_p.sum()
+    popularity = 1.0 / np.arange(1, n + 1) ** 0.8  # Zipf-like in-degree: entity e is the e-th most linked
+    popularity /= popularity.sum()
+    cdf = np.cumsum(popularity)
+    links = 0
+    with open(path, "w", encoding="utf-8") as f:
+        block = 10000
+        for lo in range(0, n, block):
+            hi = min(n, lo + block)
+            n_links = rng.poisson(LINKS_PER_PAGE, hi - lo)
+            targets = np.searchsorted(cdf, rng.random(int(n_links.sum())) * cdf[-1])
+            words = rng.choice(len(filler), (hi - lo, filler_words), p=filler_p)
+            at = 0
+            for j, e in enumerate(range(lo, hi)):
+                parts, spans, pos = [], [], 0
+                chunk = filler_words // (n_links[j] + 1)
+                own = targets[at : at + n_links[j]]
+                at += n_links[j]
+                for k in range(n_links[j] + 1):
+                    text = " ".join(filler[w] for w in words[j, k * chunk : (k + 1) * chunk]).lower()
+                    parts.append(text + " ")
+                    pos += len(text) + 1
+                    if k < n_links[j]:
+                        t = int(own[k]) if own[k] != e else (e + 1) % n
+                        spans.append({"start": pos, "end": pos + len(names[t]), "title": names[t]})
+                        parts.append(names[t] + " ")
+                        pos += len(names[t]) + 1
+                links += len(spans)
+                f.write(json.dumps({"id": f"p{e}", "title": names[e], "text": "".join(parts).rstrip(),
+                                    "links": spans}) + "\n")
+    return {"entities": n, "passages": n, "links": links}
+
+
+# -- running a step in a process of its own ---------------------------------------------------------------
+
+def run_step(code: str, *args: str) -> dict:
+    """Run `code` (a function body that ends by returning a dict) in a fresh Python; its dict plus wall
+    time and peak RSS (the process's own, from getrusage)."""
+    script = (
+        "import json, resource, sys, time\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "def step(args):\n" + "".join("    " + line + "\n" for line in code.strip().splitlines()) +
+        "t = time.perf_counter()\n"
+        "out = step(sys.argv[1:])\n"
+        "out['wall_s'] = round(time.perf_counter() - t, 2)\n"
+        "out['peak_rss_mb'] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)\n"
+        "print('RESULT ' + json.dumps(out))\n")
+    env = {**os.environ, "DRKIT_PROGRESS": "0"}
+    proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"step failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+BUILD = """
+from drkit.index.build import build_index
+idx = build_index(args[0], args[1], entities="titles", overwrite=True, log=lambda *a: None)
+return {"entities": idx.n_entities, "passages": idx.n_passages, "mentions": idx.n_mentions,
+        "ep_entries": int(len(idx.entity_passage))}
+"""
+
+VECTORS = """
+import numpy as np
+from drkit.dense.mentions import FORMAT, FORMAT_VERSION, index_identity
+from drkit.index.sparse import SparseIndex
+from drkit.util.artifact import ArtifactWriter
+index = SparseIndex.load(args[0])
+rng = np.random.default_rng(int(args[2]))
+dim, topics = int(args[3]), 4096
+centers = rng.standard_normal((topics, dim)).astype(np.float32)
+centers /= np.linalg.norm(centers, axis=1, keepdims=True)
+topic = rng.integers(0, topics, index.n_entities)
+entity = np.asarray(index.mention_entity)
+with ArtifactWriter(args[1], FORMAT, FORMAT_VERSION, overwrite=True) as w:
+    out = w.open_array("mention_vectors", (index.n_mentions, dim), np.float16, note="synthetic")
+    for lo in range(0, index.n_mentions, 1 << 18):
+        e = entity[lo : lo + (1 << 18)]
+        noise = rng.standard_normal((len(e), dim)).astype(np.float32) * 0.05
+        out[lo : lo + len(e)] = (centers[topic[e]] * 0.8 + noise).astype(np.float16)
+    out.flush()
+    w.manifest.update(config={}, encoder={"path": "synthetic", "sha256": "synthetic"}, index=index_identity(index),
+                      dim=dim, mentions=index.n_mentions, embedding={"synthetic": True}, warnings={})
+return {"mentions": index.n_mentions}
+"""
+
+QUERY = """
+import numpy as np, torch
+torch.set_num_threads(2)
+from drkit.dense.encoder import DualEncoder
+from drkit.dense.mips import ExactMIPS, recall_at_k
+from drkit.reason.follow import FollowConfig
+from drkit.reason.model import ModelConfig, MultiHopModel
+from drkit.reason.vkb import VirtualKB
+index_dir, mentions_dir, encoder_dir, mode, n_q, nprobe = args[0], args[1], args[2], args[3], int(args[4]), int(args[5])
+t = time.perf_counter()
+vkb = VirtualKB.load(index_dir, mentions_dir, "exact") if mode != "ivfpq" else \
+    VirtualKB.load(index_dir, mentions_dir, "ivfpq", nprobe=nprobe)
+model = MultiHopModel.from_encoder(DualEncoder.load(encoder_dir), ModelConfig(hops=2)).eval()
+model.set_entities(vkb.entity_names)
+fc = FollowConfig(retrieval="restricted" if mode == "restricted" else "global", top_k=1000)
+out = {"mode": mode}
+if mode != "restricted":
+    ts = time.perf_counter()
+    vkb.searcher  # built (exact: the bf16 copy; ivfpq: k-means and codes)
+    out["searcher_build_s"] = round(time.perf_counter() - ts, 2)
+out["load_s"] = round(time.perf_counter() - t, 2)
+rng = np.random.default_rng(7)
+degree = np.bincount(np.asarray(vkb.index.mention_entity), minlength=vkb.index.n_entities)
+topics = rng.choice(len(degree), n_q, p=degree / degree.sum())
+names = vkb.entity_names
+texts = [f"which entities are linked from the page of {names[e]}" for e in topics]
+def run(lo, hi):
+    with torch.no_grad():
+        model(texts[lo:hi], topics[lo:hi], vkb, follow_config=fc)
+run(0, 2)  # warm-up
+for batch in (1, 64):
+    n = min(n_q, 100) if batch == 1 else n_q
+    t = time.perf_counter()
+    for lo in range(0, n, batch):
+        run(lo, min(n, lo + batch))
+    out[f"qps_batch{batch}"] = round(n / (time.perf_counter() - t), 2)
+if mode == "ivfpq":
+    with torch.no_grad():
+        q = model.hop_queries(model.encode(texts[:64], True), 0,
+                              __import__("drkit.reason.entity_set", fromlist=["EntitySet"]).EntitySet.one_hot(topics[:64]))
+    q = q.float().numpy()
+    exact = ExactMIPS(vkb.mentions.vectors, block_size=1 << 20)
+    out["recall_at_1000"] = round(recall_at_k(vkb.searcher, exact, q, 1000), 4)
+    out["ivfpq_codes_mb"] = round(vkb.searcher.memory_bytes / 2**20, 1)
+return out
+"""
+
+
+def disk_mb(path: Path) -> float:
+    return round(sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 2**20, 1)
+
+
+def make_encoder(work: Path, index_dir: Path) -> Path:
+    enc = work / "encoder-base"
+    if not (enc / "encoder" / "model.safetensors").exists():
+        from drkit.dense.pretrain import PretrainConfig, pretrain
+
+        pretrain(index_dir, None, enc, PretrainConfig(steps=0), log=lambda *a: None)
+    return enc / "encoder"
+
+
+def bench_size(n: int, work: Path, questions: int, seed: int, modes: list[str], nprobe: int, log) -> dict:
+    d = work / str(n)
+    d.mkdir(parents=True, exist_ok=True)
+    row: dict = {"entities": n}
+    t = time.perf_counter()
+    row["corpus"] = write_corpus(d / "corpus.jsonl", n, seed)
+    row["corpus"]["write_s"] = round(time.perf_counter() - t, 2)
+    row["corpus"]["mb"] = round((d / "corpus.jsonl").stat().st_size / 2**20, 1)
+    log(f"[{n:,}] corpus: {row['corpus']}")
+    row["index"] = run_step(BUILD, str(d / "corpus.jsonl"), str(d / "index"))
+    row["index"]["disk_mb"] = disk_mb(d / "index")
+    log(f"[{n:,}] index: {row['index']}")
+    row["vectors"] = run_step(VECTORS, str(d / "index"), str(d / "mentions"), str(seed), str(DIM))
+    row["vectors"]["disk_mb"] = disk_mb(d / "mentions")
+    log(f"[{n:,}] vectors: {row['vectors']}")
+    enc = make_encoder(work, d / "index")
+    row["questions"] = {}
+    for mode in modes:
+        row["questions"][mode] = run_step(QUERY, str(d / "index"), str(d / "mentions"), str(enc), mode, str(questions),
+                                             str(nprobe))
+        log(f"[{n:,}] {mode}: {row['questions'][mode]}")
+    return row
+
+
+def markdown(result: dict) -> list[str]:
+    lines = [f"drkit at growing corpus sizes (synthetic title-entity corpus, seed {result['parameters']['seed']}; "
+             f"{result['machine']['cpus']} CPU cores; an untrained 2-hop model: costs, not accuracy)", "",
+             "| entities | mentions | build s | build peak RSS MB | index disk MB | vectors disk MB "
+             "| mode | load s | peak RSS MB | q/s b1 | q/s b64 | IVF-PQ recall@1000 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in result["sizes"]:
+        for mode, q in row["questions"].items():
+            lines.append(f"| {row['entities']:,} | {row['index']['mentions']:,} | {row['index']['wall_s']} | "
+                         f"{row['index']['peak_rss_mb']:,} | {row['index']['disk_mb']:,} | {row['vectors']['disk_mb']:,} "
+                         f"| {mode} | {q['load_s']} | {q['peak_rss_mb']:,} | {q['qps_batch1']} | {q['qps_batch64']} | "
+                         f"{q.get('recall_at_1000', '')} |")
+    return lines
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [r["entities"] for r in result["sizes"]]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    axes[0].plot(sizes, [r["index"]["wall_s"] for r in result["sizes"]], "o-", label="index build")
+    axes[0].set_ylabel("seconds")
+    axes[1].plot(sizes, [r["index"]["peak_rss_mb"] for r in result["sizes"]], "o-", label="index build")
+    for mode in result["sizes"][0]["questions"]:
+        axes[1].plot(sizes, [r["questions"][mode]["peak_rss_mb"] for r in result["sizes"]], "o-", label=f"questions, {mode}")
+        axes[2].plot(sizes, [r["questions"][mode]["qps_batch1"] for r in result["sizes"]], "o-", label=f"{mode}, batch 1")
+        axes[2].plot(sizes, [r["questions"][mode]["qps_batch64"] for r in result["sizes"]], "s--", label=f"{mode}, batch 64")
+    axes[1].set_ylabel("peak RSS (MB)")
+    axes[2].set_ylabel("questions / s")
+    for ax, title in zip(axes, ("build time", "memory", "question throughput")):
+        ax.set_xscale("log")
+        ax.set_xlabel("entities")
+        ax.set_title(title)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000], help="entities of each corpus")
+    p.add_argument("--questions", type=int, default=256, help="questions per mode (batch 1 times the first 100)")
+    p.add_argument("--modes", nargs="+", default=["restricted", "exact", "ivfpq"],
+                   choices=["restricted", "exact", "ivfpq"], help="retrieval modes to time")
+    p.add_argument("--nprobe", type=int, default=64, help="IVF lists an IVF-PQ search visits")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--work", type=Path, default=Path("runs/scale"), help="where corpora and indexes are built")
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results/scale"))
+    p.add_argument("--keep", action="store_true", help="keep each size's corpus and indexes (deleted by default)")
+    args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
+              "parameters": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}, "sizes": []}
+    for n in sorted(args.sizes):
+        result["sizes"].append(bench_size(n, args.work, args.questions, args.seed, args.modes, args.nprobe, print))
+        (args.out / "bench_scale.json").write_text(json.dumps(result, indent=2) + "\n")
+        if not args.keep:
+            shutil.rmtree(args.work / str(n), ignore_errors=True)
+    (args.out / "bench_scale.md").write_text("\n".join(markdown(result)) + "\n")
+    plot(result, args.out / "bench_scale.png")
+    print("\n".join(markdown(result)))
+    print(f"wrote {args.out}/bench_scale.json, bench_scale.md, bench_scale.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
