@@ -317,3 +317,23 @@ def test_keyed_sums_follow_the_keys_not_the_space():
     small = _KeyedSums()
     small._sum(keys % 1000, values, 1000)
     assert small.dense
+
+
+def test_find_entries_and_log_rel_against_whole_arrays():
+    """What a hop reads of EP, computed for the entries asked about only, equals the whole-array lookups:
+    the position of (entity, passage) in EP and log(score / the entity's best score)."""
+    graph, _ = random_graph(9, n_mentions=60)
+    keys = graph.entity_passage_keys
+    rng = np.random.default_rng(0)
+    entities = rng.integers(0, graph.n_entities, 300)
+    passages = rng.integers(0, graph.n_passages, 300)
+    pos, found = graph.find_entries(entities, passages)
+    want = np.minimum(np.searchsorted(keys, entities * graph.n_passages + passages), len(keys) - 1)
+    want_found = keys[want] == entities * graph.n_passages + passages
+    assert want_found.any() and not want_found.all()
+    assert np.array_equal(found, want_found) and np.array_equal(pos[found], want[want_found])
+    whole = graph.entity_passage_log_rel
+    assert torch.equal(graph.log_rel(pos[found]), whole[torch.from_numpy(pos[found])])
+    owner = np.repeat(np.arange(graph.n_entities), np.diff(graph.entity_passage_indptr))
+    for e in np.unique(owner):  # the best entry of each entity has log_rel 0, the others below
+        assert whole[owner == e].max() == 0.0 and (whole[owner == e] <= 0).all()

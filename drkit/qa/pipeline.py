@@ -226,17 +226,15 @@ class DrKIT:
         A weight there, ``exp(power * log_rel)`` (the mention's own entity excluded unless A has self-loops);
         the first of Z_{t-1}'s order on a tie."""
         graph = self.vkb.graph
-        keys = np.asarray(prev_ids, dtype=np.int64) * graph.n_passages + passage
-        table = graph.entity_passage_keys
-        pos = np.minimum(np.searchsorted(table, keys), len(table) - 1)
-        hit = table[pos] == keys
+        prev_ids = np.asarray(prev_ids, dtype=np.int64)
+        pos, hit = graph.find_entries(prev_ids, np.full(len(prev_ids), passage, dtype=np.int64))
         if not self_loops:
             hit &= np.asarray(prev_ids) != entity
         if not hit.any():
             return None
         rows = np.flatnonzero(hit)
-        w = np.asarray(prev_probs, dtype=np.float64)[rows] * np.exp(
-            power * np.asarray(graph.entity_passage_log_rel[pos[rows]], dtype=np.float64))
+        factor = np.exp(power * graph.log_rel(pos[rows]).numpy()) if graph.has_passage_scores else 1.0
+        w = np.asarray(prev_probs, dtype=np.float64)[rows] * factor
         if not w.max() > 0.0:
             return None
         return self.entity_names[int(prev_ids[rows[int(np.argmax(w))]])]

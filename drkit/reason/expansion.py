@@ -86,10 +86,10 @@ class PassageWeights(_KeyedSums):
 
     def _factor(self, positions: np.ndarray) -> torch.Tensor | float:
         """``(score(e, p) / best score of e) ** power`` of the EP entries at `positions`; 1.0 for the 0/1 A."""
-        power, log_rel = self.power, self.graph.entity_passage_log_rel
-        if power is None or log_rel is None or (not torch.is_tensor(power) and power == 0):
+        power = self.power
+        if power is None or not self.graph.has_passage_scores or (not torch.is_tensor(power) and power == 0):
             return 1.0
-        return torch.exp(power * log_rel[torch.from_numpy(positions)])
+        return torch.exp(power * self.graph.log_rel(positions))
 
     def lookup(self, rows: np.ndarray, passages: np.ndarray, entities: np.ndarray | None = None):
         """(present mask, float64 weights of the present pairs) for the pairs (rows[i], passages[i]).
@@ -100,7 +100,7 @@ class PassageWeights(_KeyedSums):
         if entities is not None:
             z_slot, in_z = _find(self.z.rows.numpy() * self.graph.n_entities + self.z.ids.numpy(),
                                  rows * self.graph.n_entities + entities)
-            entry, is_entry = _find(self.graph.entity_passage_keys, entities * self.graph.n_passages + passages)
+            entry, is_entry = self.graph.find_entries(entities, passages)
             own = in_z & is_entry
             counts = counts - own
             sel = np.flatnonzero(own)

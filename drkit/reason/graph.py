@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from drkit.errors import ArtifactError, ConfigError
-from drkit.index.sparse import SparseIndex, passage_mention_indptr
+from drkit.index.sparse import SparseIndex, concat_ranges, passage_mention_indptr
 
 
 class FollowGraph:
@@ -43,7 +43,9 @@ class FollowGraph:
                  entity_mention_indptr: np.ndarray | None = None, entity_mentions: np.ndarray | None = None,
                  passage_entity: np.ndarray | None = None, source: str = "the follow graph"):
         self.entity_passage_indptr = np.asarray(entity_passage_indptr, dtype=np.int64)  # (E+1,) EP as CSR
-        self.entity_passage = np.asarray(entity_passage, dtype=np.int64)  # (nnz_EP,) passage ids, sorted per entity
+        # (nnz_EP,) passage ids, sorted per entity; the index's memory map is read as it is (int32), not copied
+        self.entity_passage = entity_passage if isinstance(entity_passage, np.ndarray) and \
+            entity_passage.dtype in (np.int32, np.int64) else np.asarray(entity_passage, dtype=np.int64)
         self.mention_passage = np.asarray(mention_passage, dtype=np.int64)  # (M,) sorted
         self.mention_entity = np.asarray(mention_entity, dtype=np.int64)  # (M,) B_{M->E}
         self.n_entities = int(n_entities)
@@ -53,13 +55,13 @@ class FollowGraph:
         # (M, p) f(M): a tensor, or an array such as the mention index's read-only fp16 memory map (never
         # copied whole: `vectors_as` makes the one copy in the compute dtype, `rows_as` reads given rows)
         self.vectors = vectors
-        # (nnz_EP,) log(score(e, p) / max_p' score(e, p')) <= 0 per entry of EP, for the weighted A; None: 0/1 only
-        self.entity_passage_log_rel: torch.Tensor | None = None
+        # the TF-IDF score of each EP entry (nnz_EP,) and each entity's best (E,) float64, for the weighted A
+        # (`log_rel`); None: 0/1 only. No per-entry array is derived from EP at load: what a hop needs of it
+        # is computed for the entries it reads (`log_rel`, `find_entries`), so memory follows the work.
+        self._scores: np.ndarray | None = None
+        self._best: np.ndarray | None = None
         self._cast: dict[torch.dtype, torch.Tensor] = {}
         self.passage_mention_indptr = passage_mention_indptr(self.mention_passage, self.n_passages)  # (P+1,)
-        # (nnz_EP,) each EP entry (entity, passage) as one key, entity * P + passage: sorted
-        entry_entity = np.repeat(np.arange(self.n_entities, dtype=np.int64), np.diff(self.entity_passage_indptr))
-        self.entity_passage_keys = entry_entity * self.n_passages + self.entity_passage
         self.source = source
         self._index = None  # set by from_index: the optional arrays are read from it on first use
         self._given = {"entity_link": (entity_link_indptr, entity_link),
@@ -161,14 +163,54 @@ class FollowGraph:
         return titles
 
     def set_passage_scores(self, scores: np.ndarray) -> None:
-        """The TF-IDF score G(e).F(d) of each entry of EP; stored as log(score / the entity's best score)."""
-        scores = np.asarray(scores, dtype=np.float64)
+        """The TF-IDF score G(e).F(d) of each entry of EP (kept as given: the index's memory map), and each
+        entity's best score; `log_rel` reads log(score / the entity's best score) from them."""
         lengths = np.diff(self.entity_passage_indptr)
         best = np.zeros(len(lengths))
         nonempty = lengths > 0
-        best[nonempty] = np.maximum.reduceat(scores, self.entity_passage_indptr[:-1][nonempty]) if len(scores) else 0
-        rel = scores / np.repeat(np.where(best > 0, best, 1.0), lengths)
-        self.entity_passage_log_rel = torch.from_numpy(np.log(np.clip(rel, 1e-30, 1.0)))  # float64: exact for the tests
+        if len(scores) and nonempty.any():
+            best[nonempty] = np.maximum.reduceat(np.asarray(scores, dtype=np.float64),
+                                                 self.entity_passage_indptr[:-1][nonempty])
+        self._scores, self._best = scores, np.where(best > 0, best, 1.0)
+
+    @property
+    def has_passage_scores(self) -> bool:
+        return self._scores is not None
+
+    def log_rel(self, positions: np.ndarray) -> torch.Tensor:
+        """``log(score(e, p) / best score of e)`` <= 0 of the EP entries at `positions`: (n,) float64."""
+        positions = np.asarray(positions, dtype=np.int64)
+        owner = np.searchsorted(self.entity_passage_indptr, positions, side="right") - 1  # the entry's entity
+        rel = np.asarray(self._scores[positions], dtype=np.float64) / self._best[owner]
+        return torch.from_numpy(np.log(np.clip(rel, 1e-30, 1.0)))  # float64: exact for the tests
+
+    @property
+    def entity_passage_log_rel(self) -> torch.Tensor | None:
+        """`log_rel` of every EP entry (for analysis and tests; a hop reads only its entries)."""
+        return None if self._scores is None else self.log_rel(np.arange(len(self.entity_passage)))
+
+    def find_entries(self, entities: np.ndarray, passages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where each pair (entities[i], passages[i]) is in EP: (position, clipped where absent; found).
+        Reads only the rows of the entities asked about: O(their entries), whatever the size of EP."""
+        entities = np.asarray(entities, dtype=np.int64)
+        passages = np.asarray(passages, dtype=np.int64)
+        if len(entities) == 0 or len(self.entity_passage) == 0:
+            return np.zeros(len(entities), np.int64), np.zeros(len(entities), bool)
+        rows = np.unique(entities)
+        lo, n = self.entity_passage_indptr[rows], np.diff(self.entity_passage_indptr)[rows]
+        positions = concat_ranges(lo, n)  # the rows' entries, in EP order
+        keys = np.repeat(rows, n) * self.n_passages + np.asarray(self.entity_passage[positions], dtype=np.int64)
+        if len(keys) == 0:
+            return np.zeros(len(entities), np.int64), np.zeros(len(entities), bool)
+        want = entities * self.n_passages + passages
+        at = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+        return positions[at], keys[at] == want
+
+    @property
+    def entity_passage_keys(self) -> np.ndarray:
+        """(nnz_EP,) each EP entry as one sorted key, entity * P + passage (for analysis and tests)."""
+        entry_entity = np.repeat(np.arange(self.n_entities, dtype=np.int64), np.diff(self.entity_passage_indptr))
+        return entry_entity * self.n_passages + np.asarray(self.entity_passage, dtype=np.int64)
 
     def vectors_as(self, dtype: torch.dtype, block: int = 1 << 16) -> torch.Tensor:
         """f(M) in `dtype`, kept after the first call (the scores of every hop read it): made block by block
