@@ -113,12 +113,14 @@ def write_corpus(path: Path, n: int, seed: int = 0, filler_words: int = 40) -> d
 
 # -- running a step in a process of its own ---------------------------------------------------------------
 
-def run_step(code: str, *args: str) -> dict:
-    """Run `code` (a function body that ends by returning a dict) in a fresh Python; its dict plus wall
-    time and peak RSS (the process's own, from getrusage)."""
+def run_step(code: str, *args: str, root: Path = ROOT) -> dict:
+    """Run `code` (a function body that ends by returning a dict) in a fresh Python, importing drkit from
+    `root`; its dict plus wall time and peak RSS (the process's own, from getrusage)."""
     script = (
         "import json, resource, sys, time\n"
-        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        f"sys.path.insert(0, {str(root)!r})\n"
+        "import drkit\n"
+        f"assert drkit.__file__.startswith({str(root)!r}), drkit.__file__\n"
         "def step(args):\n" + "".join("    " + line + "\n" for line in code.strip().splitlines()) +
         "t = time.perf_counter()\n"
         "out = step(sys.argv[1:])\n"
@@ -225,39 +227,51 @@ def make_encoder(work: Path, index_dir: Path) -> Path:
     return enc / "encoder"
 
 
-def bench_size(n: int, work: Path, questions: int, seed: int, modes: list[str], nprobe: int, log) -> dict:
-    d = work / str(n)
+def bench_size(n: int, work: Path, questions: int, seed: int, modes: list[str], nprobe: int, log,
+               root: Path = ROOT, tag: str = "") -> dict:
+    """Corpus, index, vectors and question throughput at `n` entities, with the drkit found at `root`
+    (the corpus and the vectors are always made by this checkout's code, so both codes see the same)."""
+    d = work / f"{n}{tag}"
     d.mkdir(parents=True, exist_ok=True)
-    row: dict = {"entities": n}
+    row: dict = {"entities": n, "code": tag.lstrip("-") or "this checkout"}
     t = time.perf_counter()
     row["corpus"] = write_corpus(d / "corpus.jsonl", n, seed)
     row["corpus"]["write_s"] = round(time.perf_counter() - t, 2)
     row["corpus"]["mb"] = round((d / "corpus.jsonl").stat().st_size / 2**20, 1)
-    log(f"[{n:,}] corpus: {row['corpus']}")
-    row["index"] = run_step(BUILD, str(d / "corpus.jsonl"), str(d / "index"))
+    log(f"[{n:,}{tag}] corpus: {row['corpus']}")
+    row["index"] = run_step(BUILD, str(d / "corpus.jsonl"), str(d / "index"), root=root)
     row["index"]["disk_mb"] = disk_mb(d / "index")
-    log(f"[{n:,}] index: {row['index']}")
+    log(f"[{n:,}{tag}] index: {row['index']}")
     row["vectors"] = run_step(VECTORS, str(d / "index"), str(d / "mentions"), str(seed), str(DIM))
     row["vectors"]["disk_mb"] = disk_mb(d / "mentions")
-    log(f"[{n:,}] vectors: {row['vectors']}")
+    log(f"[{n:,}{tag}] vectors: {row['vectors']}")
     enc = make_encoder(work, d / "index")
     row["questions"] = {}
     for mode in modes:
         row["questions"][mode] = run_step(QUERY, str(d / "index"), str(d / "mentions"), str(enc), mode, str(questions),
-                                             str(nprobe))
-        log(f"[{n:,}] {mode}: {row['questions'][mode]}")
+                                          str(nprobe), root=root)
+        log(f"[{n:,}{tag}] {mode}: {row['questions'][mode]}")
     return row
+
+
+def baseline_checkout(ref: str, work: Path) -> Path:
+    """A worktree of this repository at `ref` (the code to compare with), made once."""
+    path = (work / f"baseline-{ref}").resolve()
+    if not (path / "drkit" / "__init__.py").exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--force", "--detach", str(path), ref], check=True,
+                       capture_output=True)
+    return path
 
 
 def markdown(result: dict) -> list[str]:
     lines = [f"drkit at growing corpus sizes (synthetic title-entity corpus, seed {result['parameters']['seed']}; "
              f"{result['machine']['cpus']} CPU cores; an untrained 2-hop model: costs, not accuracy)", "",
-             "| entities | mentions | build s | build peak RSS MB | index disk MB | vectors disk MB "
+             "| code | entities | mentions | build s | build peak RSS MB | index disk MB | vectors disk MB "
              "| mode | load s | peak RSS MB | q/s b1 | q/s b64 | IVF-PQ recall@1000 |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for row in result["sizes"]:
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in result["sizes"] + result.get("baseline", []):
         for mode, q in row["questions"].items():
-            lines.append(f"| {row['entities']:,} | {row['index']['mentions']:,} | {row['index']['wall_s']} | "
+            lines.append(f"| {row['code']} | {row['entities']:,} | {row['index']['mentions']:,} | {row['index']['wall_s']} | "
                          f"{row['index']['peak_rss_mb']:,} | {row['index']['disk_mb']:,} | {row['vectors']['disk_mb']:,} "
                          f"| {mode} | {q['load_s']} | {q['peak_rss_mb']:,} | {q['qps_batch1']} | {q['qps_batch64']} | "
                          f"{q.get('recall_at_1000', '')} |")
@@ -301,15 +315,30 @@ def main(argv=None) -> int:
     p.add_argument("--work", type=Path, default=Path("runs/scale"), help="where corpora and indexes are built")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/scale"))
     p.add_argument("--keep", action="store_true", help="keep each size's corpus and indexes (deleted by default)")
+    p.add_argument("--baseline", metavar="GITREF", help="also run every size with the code at this git revision "
+                   "(a worktree under --work), side by side in the same run")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
               "parameters": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}, "sizes": []}
+    baseline = baseline_checkout(args.baseline, args.work) if args.baseline else None
+    if baseline:
+        result["baseline"] = []
+        result["parameters"]["baseline_commit"] = subprocess.run(
+            ["git", "-C", str(baseline), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    result["parameters"]["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                                                    text=True).stdout.strip()
     for n in sorted(args.sizes):
         result["sizes"].append(bench_size(n, args.work, args.questions, args.seed, args.modes, args.nprobe, print))
-        (args.out / "bench_scale.json").write_text(json.dumps(result, indent=2) + "\n")
         if not args.keep:
             shutil.rmtree(args.work / str(n), ignore_errors=True)
+        if baseline:
+            old_modes = [m for m in args.modes if m != "ivfpq"]  # IVF-PQ is new
+            result["baseline"].append(bench_size(n, args.work, args.questions, args.seed, old_modes, args.nprobe, print,
+                                                 root=baseline, tag=f"-{args.baseline}"))
+            if not args.keep:
+                shutil.rmtree(args.work / f"{n}-{args.baseline}", ignore_errors=True)
+        (args.out / "bench_scale.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out / "bench_scale.md").write_text("\n".join(markdown(result)) + "\n")
     plot(result, args.out / "bench_scale.png")
     print("\n".join(markdown(result)))
