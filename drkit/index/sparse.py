@@ -467,5 +467,8 @@ class SparseIndex:
         entity_ids = np.asarray(entity_ids, dtype=np.int64)
         if len(entity_ids) and (entity_ids.min() < 0 or entity_ids.max() >= self.n_entities):
             raise IndexError(f"entity ids must be in [0, {self.n_entities})")
-        return ragged_expand(self.A_indptr, self.A_indices, None if binary else self.A_data,
-                             rows, entity_ids, np.asarray(weights, dtype=np.float32))
+        needed = np.unique(entity_ids)  # only these rows of A are made, from EP
+        indptr, indices, data = a_matrix(self.entity_passage_indptr, self.entity_passage, self.entity_passage_score,
+                                         self.passage_mention_indptr, needed)
+        return ragged_expand(indptr, indices, None if binary else data, rows, np.searchsorted(needed, entity_ids),
+                             np.asarray(weights, dtype=np.float32))
