@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 # torch==2.13.0 is pinned in the same command as everything that depends on it (a local CPU wheel).
-INSTALL = $(BIN)/pip install --quiet "torch==2.13.0" -e ".[test,serve]"
+INSTALL = $(BIN)/pip install --quiet "torch==2.13.0" -e ".[test,serve,ray]"
 SAMPLE  = data/sample
 
 METAQA  = ../shared/data/metaqa

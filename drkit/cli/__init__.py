@@ -41,9 +41,22 @@ def _index_parser(sub) -> None:
                    help="MetaQA-format questions for the sparse reachability report (repeatable); the hop count "
                    "is read from an 'N-hop' folder in PATH unless given as HOPS:PATH")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    _engine_flags(p, "linking, splitting and n-gram counting")
+    p.add_argument("--shard-articles", type=int, default=2000, metavar="N",
+                   help="articles per Ray shard with --engine ray (default: 2000)")
     add_config_flags(p, LinkConfig, "entity linking and passages")
     add_config_flags(p, SparseConfig, "sparse index")
     p.set_defaults(run=_run_index)
+
+
+def _engine_flags(p, what: str) -> None:
+    g = p.add_argument_group("engine")
+    g.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help=f"where {what} runs: local (this process) or ray (Ray Data actors, the 'ray' extra; the same "
+                        "output as local). Default: local")
+    g.add_argument("--ray-address", metavar="ADDR", default=None,
+                   help="with --engine ray, the Ray cluster to join (e.g. ray://head:10001 or auto; the build's folders "
+                        "must be on storage every node sees); default: RAY_ADDRESS, else Ray started on this machine")
 
 
 def _run_index(args) -> int:
@@ -59,6 +72,9 @@ def _run_index(args) -> int:
         sparse_config=config_from_args(args, SparseConfig),
         questions=args.questions,
         overwrite=args.overwrite,
+        engine=args.engine,
+        ray_address=args.ray_address,
+        shard_articles=args.shard_articles,
     )
     print(f"wrote {args.out} (report: {args.out}/report.json)")
     return 0
@@ -121,6 +137,7 @@ def _embed_parser(sub) -> None:
                    help="encoder artifact, or a 'drkit pretrain' run directory (its encoder/ is used)")
     p.add_argument("--out", required=True, metavar="DIR", help="mention index directory to write")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    _engine_flags(p, "the encoder")
     add_config_flags(p, EmbedConfig, "embedding")
     p.set_defaults(run=_run_embed)
 
@@ -129,7 +146,8 @@ def _run_embed(args) -> int:
     from drkit.dense.mentions import EmbedConfig, build_mention_index
 
     build_mention_index(args.index, args.encoder, args.out, config_from_args(args, EmbedConfig),
-                        overwrite=args.overwrite, log=lambda line: print(line, file=sys.stderr))
+                        overwrite=args.overwrite, log=lambda line: print(line, file=sys.stderr), engine=args.engine,
+                        ray_address=args.ray_address)
     print(f"wrote {args.out}")
     return 0
 

@@ -69,6 +69,91 @@ def _length_batches(lengths: np.ndarray, batch_tokens: int):
         yield batch
 
 
+def _embed_batch(index: SparseIndex, encoder: DualEncoder, mentions: np.ndarray, rows: list[np.ndarray],
+                 passages: np.ndarray, config: EmbedConfig) -> list[tuple[np.ndarray, np.ndarray]]:
+    """f(m) of the mentions `rows[i]` of each passage `passages[i]`, one encoder batch: [(mention ids, fp16 (n, p))]."""
+    vecs = encoder.embed_mentions([index.passage_pieces(int(p)) for p in passages],
+                                  [mentions[r, 2] for r in rows], [mentions[r, 3] for r in rows], bf16=config.bf16)
+    out = []
+    for r, v in zip(rows, vecs):
+        if not np.isfinite(v).all() or np.abs(v).max() > FP16_MAX:
+            raise FloatingPointError(f"mention vectors of passage {int(mentions[r[0], 1])} overflow fp16")
+        out.append((r, v.astype(np.float16)))
+    return out
+
+
+def _batch_plan(index: SparseIndex, config: EmbedConfig) -> list[np.ndarray]:
+    """The passages of each encoder batch, in the order a build embeds them (by length)."""
+    lengths = np.diff(np.asarray(index.piece_offsets))
+    with_mentions = np.flatnonzero(np.diff(index.passage_mention_indptr) > 0)
+    return [with_mentions[b] for b in _length_batches(lengths[with_mentions], config.batch_tokens)]
+
+
+class _EmbedShard:
+    """A Ray actor holding the encoder: embeds whole encoder batches and writes their rows into the mention
+    index's vector file (memory-mapped; disjoint rows per batch), returning what it wrote."""
+
+    def __init__(self, index_dir: str, encoder_dir: str, config: dict, vectors_path: str, threads: int):
+        torch.set_num_threads(threads)
+        self.index = SparseIndex.load(index_dir)
+        self.encoder = DualEncoder.load(encoder_dir).eval()
+        self.config = EmbedConfig(**config)
+        self.mentions = np.asarray(self.index.mentions)
+        self.indptr = self.index.passage_mention_indptr
+        self.vectors = np.load(vectors_path, mmap_mode="r+")
+
+    def __call__(self, batch: dict) -> dict:
+        done, written = [], []
+        with torch.inference_mode():
+            for n, passages in zip(batch["batch"], batch["passages"]):
+                passages = np.asarray(passages, dtype=np.int64)
+                rows = [np.arange(self.indptr[p], self.indptr[p + 1]) for p in passages]
+                for r, v in _embed_batch(self.index, self.encoder, self.mentions, rows, passages, self.config):
+                    self.vectors[r] = v
+                done.append(int(n))
+                written.append(int(sum(len(r) for r in rows)))
+        self.vectors.flush()
+        return {"batch": np.asarray(done, dtype=np.int64), "mentions": np.asarray(written, dtype=np.int64)}
+
+
+def embed_mentions_on_ray(index: SparseIndex, index_dir: Path, encoder_dir: Path, config: EmbedConfig,
+                          vectors_path: Path, address: str | None = None, log=print) -> dict:
+    """`embed_mentions` on Ray: the encoder batches (the same as a local build's) are Ray Data rows, mapped
+    by actors that each hold the encoder; each batch's vectors are written by its actor. Every batch must
+    come back exactly once with its mention count, or the build stops. Returns the timing figures."""
+    from drkit.util.ray_engine import check_tiling, ray_session
+
+    plan = _batch_plan(index, config)
+    expected = [int(np.diff(index.passage_mention_indptr)[ps].sum()) for ps in plan]
+    t = time.perf_counter()
+    with ray_session(address=address) as ray:
+        cpus = max(1, int(ray.available_resources().get("CPU", 1)))
+        workers = max(1, min(cpus, len(plan)))
+        ds = ray.data.from_items([{"batch": n, "passages": ps.tolist()} for n, ps in enumerate(plan)],
+                                 override_num_blocks=max(1, min(len(plan), 4 * workers)))
+        out = ds.map_batches(_EmbedShard, batch_size=max(1, len(plan) // (4 * workers)), concurrency=workers,
+                             num_cpus=1, batch_format="numpy",
+                             fn_constructor_args=(str(index_dir), str(encoder_dir), asdict(config), str(vectors_path),
+                                                  max(1, cpus // workers)))
+        rows = out.take_all()
+    got = {}
+    for r in rows:
+        if int(r["batch"]) in got:
+            raise ArtifactError(f"Ray embedding: encoder batch {int(r['batch'])} came back twice")
+        got[int(r["batch"])] = int(r["mentions"])
+    check_tiling([(n, n + 1) for n in got], len(plan), "encoder batches")
+    wrong = [n for n, m in got.items() if m != expected[n]]
+    if wrong:
+        raise ArtifactError(f"Ray embedding: encoder batch {wrong[0]} wrote {got[wrong[0]]} mentions, not {expected[wrong[0]]}")
+    seconds = time.perf_counter() - t
+    lengths = np.diff(np.asarray(index.piece_offsets))
+    with_mentions = np.concatenate(plan) if plan else np.zeros(0, np.int64)
+    log(f"embedded on Ray: {len(plan)} encoder batches, {workers} workers")
+    return {"seconds": round(seconds, 2), "mentions_per_s": round(index.n_mentions / max(seconds, 1e-9), 1),
+            "passages": int(len(with_mentions)), "tokens": int(lengths[with_mentions].sum() + 2 * len(with_mentions)),
+            "engine": "ray", "workers": workers}
+
+
 def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig = EmbedConfig(),
                    warnings: WarningLog | None = None, out: np.ndarray | None = None, skip_batches: int = 0,
                    checkpoint=None) -> tuple[np.ndarray, dict]:
@@ -101,12 +186,8 @@ def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig
                 bar.update(sum(len(r) for r in rows))
                 done = n + 1
                 continue
-            vecs = encoder.embed_mentions([index.passage_pieces(int(p)) for p in ps],
-                                          [mentions[r, 2] for r in rows], [mentions[r, 3] for r in rows], bf16=config.bf16)
-            for r, v in zip(rows, vecs):
-                if not np.isfinite(v).all() or np.abs(v).max() > FP16_MAX:
-                    raise FloatingPointError(f"mention vectors of passage {int(mentions[r[0], 1])} overflow fp16")
-                out[r] = v.astype(np.float16)
+            for r, v in _embed_batch(index, encoder, mentions, rows, ps, config):
+                out[r] = v
             bar.update(sum(len(r) for r in rows))
             embedded += sum(len(r) for r in rows)
             done = n + 1
@@ -124,11 +205,18 @@ def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig
 
 
 def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str | Path,
-                        config: EmbedConfig = EmbedConfig(), overwrite: bool = False, log=print) -> "MentionIndex":
+                        config: EmbedConfig = EmbedConfig(), overwrite: bool = False, log=print,
+                        engine: str = "local", ray_address: str | None = None) -> "MentionIndex":
     """Embed every mention of the index at `index_dir` with the encoder at `encoder_dir` into the mention
     index `out`. The vectors are written to disk as they are computed (``.OUT.partial/``, memory-mapped),
     with a progress record every `CHECKPOINT_S` seconds: an interrupted build run again with the same
-    index, encoder and settings resumes where the record says; with others it starts over."""
+    index, encoder and settings resumes where the record says; with others it starts over.
+
+    `engine="ray"`: the encoder batches run on Ray actors (`embed_mentions_on_ray`), on this machine or the
+    cluster at `ray_address`; the vectors equal a local build's (the same batches, the same code). A Ray
+    build does not resume."""
+    if engine not in ("local", "ray"):
+        raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
     encoder_dir = resolve_encoder_dir(encoder_dir)
     index = SparseIndex.load(index_dir)
     encoder = DualEncoder.load(encoder_dir)
@@ -153,9 +241,19 @@ def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str
             tmp.write_text(json.dumps({"identity": identity, "batches_done": done}))
             os.replace(tmp, record)
 
-        _, timing = embed_mentions(index, encoder, config, warnings, out=vectors, skip_batches=skip, checkpoint=checkpoint)
-        vectors.flush()
-        record.unlink()
+        if engine == "ray":
+            vectors.flush()
+            lengths = np.diff(np.asarray(index.piece_offsets))
+            if (lengths == 0).any():
+                warnings.add("empty_passage", "passages with no word pieces have no mentions to embed",
+                             count=int((lengths == 0).sum()))
+            timing = embed_mentions_on_ray(index, Path(index_dir), encoder_dir, config, w.path("mention_vectors.npy"),
+                                           ray_address, log)
+        else:
+            _, timing = embed_mentions(index, encoder, config, warnings, out=vectors, skip_batches=skip,
+                                       checkpoint=checkpoint)
+            vectors.flush()
+        record.unlink(missing_ok=True)
         w.manifest.update(config=asdict(config), encoder=identity["encoder"], index=identity["index"],
                           dim=identity["dim"], mentions=index.n_mentions, embedding=timing,
                           warnings=warnings.to_dict())

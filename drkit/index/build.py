@@ -26,6 +26,7 @@ self-describing directory:
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -37,11 +38,12 @@ from drkit.data.corpus import guess_corpus_format, read_corpus
 from drkit.data.kb import EntityTable, entities_from_kb, read_entity_list, read_kb
 from drkit.data.questions import Question, hops_from_path, read_questions
 from drkit.data.tokenizer import tokenizer_fingerprint
-from drkit.errors import ConfigError, InputFormatError
+from drkit.errors import ArtifactError, ConfigError, InputFormatError
 from drkit.index.linking import EntityLinker, LinkConfig, LinkedCorpus, link_corpus, link_question
 from drkit.index.sparse import FORMAT, FORMAT_VERSION, SparseConfig, SparseIndex, build_sparse_matrices
 from drkit.index.stats import index_counts, kb_coverage, sparse_reachability_sets
 from drkit.util.artifact import ArtifactWriter, file_checksum
+from drkit.util.ray_engine import ENGINES
 from drkit.util.warnlog import WarningLog
 
 
@@ -69,10 +71,21 @@ def build_index(
     questions: Sequence[str] = (),
     overwrite: bool = False,
     log=print,
+    engine: str = "local",
+    ray_address: str | None = None,
+    shard_articles: int = 2000,
 ) -> SparseIndex:
     """Build the sparse index of `corpus` over the entities of `kb`, or of `entities`: an entity list (one
     name per line), ``"titles"`` (every article title is an entity: a title-entity corpus, the paper's
-    HotpotQA setting), or several of these (their union; e.g. ``["titles", "extra.txt"]``)."""
+    HotpotQA setting), or several of these (their union; e.g. ``["titles", "extra.txt"]``).
+
+    `engine`: ``local`` (this process) or ``ray``: linking, tokenizing, splitting and n-gram counting run on
+    Ray in runs of `shard_articles` articles (`drkit.index.distributed`), on this machine or the cluster at
+    `ray_address`; the index is the same, array for array."""
+    if engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if shard_articles < 1:
+        raise ConfigError(f"shard_articles must be at least 1, got {shard_articles}")
     if isinstance(entities, (str, Path)):
         entities = [entities]
     if (kb is None) == (not entities):
@@ -117,14 +130,29 @@ def build_index(
                                + (f" ({empty} read, all without title and text)" if empty else "")
                                + ("; expected a {'id', 'title', 'text'} object per line" if corpus_format == "jsonl"
                                   else "; expected articles of numbered lines, '1 <title>' then '2 <text>', ..."))
-    linked = link_corpus(articles, linker, link_config, warnings, total=len(articles), entity_of=table.lookup)
+    counts = None
+    if engine == "ray":
+        from drkit.index.distributed import link_and_count_on_ray
+
+        out_path = Path(out)
+        work = out_path.parent / f".{out_path.name}.ray-shards"
+        if out_path.exists() and not overwrite:
+            raise ArtifactError(f"{out_path} already exists; choose another --out or pass --overwrite")
+        try:
+            linked, counts = link_and_count_on_ray(articles, table, link_config, sparse_config.hash_buckets,
+                                                   sparse_config.ngram, work, warnings, shard_articles,
+                                                   address=ray_address, log=log)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    else:
+        linked = link_corpus(articles, linker, link_config, warnings, total=len(articles), entity_of=table.lookup)
     if linked.n_passages == 0:
         raise InputFormatError(corpus, None, f"no passage to index: none of its {len(articles)} articles has a "
                                f"word piece of the tokenizer {link_config.encoder!r}")
     timings["read_and_link"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    matrices = build_sparse_matrices(linked, table, sparse_config)
+    matrices = build_sparse_matrices(linked, table, sparse_config, counts)
     if matrices.n_entities_without_terms:
         warnings.add("entity_without_tfidf_terms", "names made only of stopwords or punctuation get an empty G(e) "
                      "and so an empty row of A", count=matrices.n_entities_without_terms)

@@ -189,10 +189,13 @@ def _blocks(bound: np.ndarray, rows: int, budget: int) -> np.ndarray:
     return np.array(starts, dtype=np.int64)
 
 
-def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: SparseConfig = SparseConfig()) -> SparseMatrices:
-    """TF-IDF vectors of passages and entity names, then A_{E->M}; see the module docstring."""
+def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: SparseConfig = SparseConfig(),
+                          counts: sp.csr_matrix | None = None) -> SparseMatrices:
+    """TF-IDF vectors of passages and entity names, then A_{E->M}; see the module docstring. `counts`: the
+    passages' hashed n-gram counts when already made (by the Ray engine), else they are counted here."""
     hasher = NgramHasher(config.hash_buckets, config.ngram)
-    counts = hasher.count_matrix(progress(linked.passage_texts, desc="tf-idf passages", unit="passage"))
+    if counts is None:
+        counts = hasher.count_matrix(progress(linked.passage_texts, desc="tf-idf passages", unit="passage"))
     df = document_frequency(counts)
     idf = idf_weights(df, linked.n_passages)
     F = tfidf(counts, idf)  # (P, H)

@@ -19,6 +19,14 @@ class WarningLog:
         if len(examples) < self.max_examples:
             examples.append(message)
 
+    def merge(self, other: "WarningLog | dict") -> None:
+        """Add `other`'s counts and examples (a `WarningLog` or its `to_dict`), as if its warnings came next."""
+        items = other.to_dict() if isinstance(other, WarningLog) else other
+        for kind, entry in items.items():
+            self._counts[kind] = self._counts.get(kind, 0) + int(entry["count"])
+            examples = self._examples.setdefault(kind, [])
+            examples.extend(entry["examples"][: max(0, self.max_examples - len(examples))])
+
     def count(self, kind: str) -> int:
         return self._counts.get(kind, 0)
 
