@@ -16,7 +16,7 @@ For each size N (entities), in a work folder (default runs/scale/N):
    mention index; encoding 4.4 mentions an entity with MiniLM on 2 cores is left out (its cost is linear
    in mentions: `benchmarks/results/bench_dense.json` measures it).
 4. **questions** (each mode in a process of its own): an untrained 2-hop model on the base MiniLM encoder
-   answering bracketed questions about entities drawn by degree, at batch 1 and 64, with restricted
+   answering questions that name an entity drawn by degree (its id given as Z_0), at batch 1 and 64, with restricted
    retrieval (the default: the mentions of the passages reached, scored exactly), global exact MIPS
    (bf16 in memory) and global IVF-PQ (codes in memory, the short list scored again from the memory-
    mapped fp16 vectors); the load time and peak RSS of each, and the recall@K of IVF-PQ against exact on
@@ -129,9 +129,10 @@ def run_step(code: str, *args: str, root: Path = ROOT) -> dict:
         "print('RESULT ' + json.dumps(out))\n")
     env = {**os.environ, "DRKIT_PROGRESS": "0"}
     proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"step failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise SystemExit(f"step failed (exit status {proc.returncode}):\n{proc.stderr[-3000:]}")
+    line = lines[-1]
     return json.loads(line[len("RESULT "):])
 
 
@@ -256,7 +257,7 @@ def bench_size(n: int, work: Path, questions: int, seed: int, modes: list[str], 
 
 def baseline_checkout(ref: str, work: Path) -> Path:
     """A worktree of this repository at `ref` (the code to compare with), made once."""
-    path = (work / f"baseline-{ref}").resolve()
+    path = (work / f"baseline-{ref.replace('/', '_')}").resolve()
     if not (path / "drkit" / "__init__.py").exists():
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--force", "--detach", str(path), ref], check=True,
                        capture_output=True)
@@ -339,6 +340,8 @@ def main(argv=None) -> int:
             if not args.keep:
                 shutil.rmtree(args.work / f"{n}-{args.baseline}", ignore_errors=True)
         (args.out / "bench_scale.json").write_text(json.dumps(result, indent=2) + "\n")
+    if baseline:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(baseline)], capture_output=True)
     (args.out / "bench_scale.md").write_text("\n".join(markdown(result)) + "\n")
     plot(result, args.out / "bench_scale.png")
     print("\n".join(markdown(result)))

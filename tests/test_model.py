@@ -456,6 +456,18 @@ def test_embed_streams_to_disk_and_resumes_after_an_interruption(films_kb, tmp_p
     assert np.array_equal(np.asarray(again.vectors), np.asarray(whole.vectors))
     assert not partial.exists()
 
+    # a record whose vectors file is gone: the build starts over instead of trusting it
+    calls["n"] = 0
+    monkeypatch.setattr(DualEncoder, "embed_mentions", failing)
+    with pytest.raises(KeyboardInterrupt):
+        build_mention_index(d / "index", d / "enc", tmp_path / "m3", config, log=lambda *a: None)
+    (tmp_path / ".m3.partial" / "mention_vectors.npy").unlink()
+    monkeypatch.setattr(DualEncoder, "embed_mentions", real)
+    lines = []
+    third = build_mention_index(d / "index", d / "enc", tmp_path / "m3", config, log=lines.append)
+    assert any("missing or unreadable" in line for line in lines)
+    assert np.array_equal(np.asarray(third.vectors), np.asarray(whole.vectors))
+
     # a partial of other settings is not resumed
     calls["n"] = 0
     monkeypatch.setattr(DualEncoder, "embed_mentions", failing)

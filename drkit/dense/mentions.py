@@ -90,41 +90,49 @@ def _batch_plan(index: SparseIndex, config: EmbedConfig) -> list[np.ndarray]:
 
 
 class _EmbedShard:
-    """A Ray actor holding the encoder: embeds whole encoder batches and writes their rows into the mention
-    index's vector file (memory-mapped; disjoint rows per batch), returning what it wrote."""
+    """A Ray actor holding the encoder: embeds whole encoder batches, each written to a file of its own (its
+    mention ids and fp16 vectors; no two workers write one file), and returns what it wrote."""
 
-    def __init__(self, index_dir: str, encoder_dir: str, config: dict, vectors_path: str, threads: int):
+    def __init__(self, index_dir: str, encoder_dir: str, config: dict, shard_dir: str, threads: int):
         torch.set_num_threads(threads)
         self.index = SparseIndex.load(index_dir)
         self.encoder = DualEncoder.load(encoder_dir).eval()
         self.config = EmbedConfig(**config)
         self.mentions = np.asarray(self.index.mentions)
         self.indptr = self.index.passage_mention_indptr
-        self.vectors = np.load(vectors_path, mmap_mode="r+")
+        self.shard_dir = Path(shard_dir)
 
     def __call__(self, batch: dict) -> dict:
-        done, written = [], []
+        done, written, paths = [], [], []
         with torch.inference_mode():
             for n, passages in zip(batch["batch"], batch["passages"]):
                 passages = np.asarray(passages, dtype=np.int64)
                 rows = [np.arange(self.indptr[p], self.indptr[p + 1]) for p in passages]
-                for r, v in _embed_batch(self.index, self.encoder, self.mentions, rows, passages, self.config):
-                    self.vectors[r] = v
+                pairs = _embed_batch(self.index, self.encoder, self.mentions, rows, passages, self.config)
+                path = self.shard_dir / f"batch-{int(n):09d}"
+                path.mkdir(parents=True, exist_ok=True)
+                np.save(path / "mention_ids.npy", np.concatenate([r for r, _ in pairs]).astype(np.int64))
+                np.save(path / "vectors.npy", np.concatenate([v for _, v in pairs]))
                 done.append(int(n))
                 written.append(int(sum(len(r) for r in rows)))
-        self.vectors.flush()
-        return {"batch": np.asarray(done, dtype=np.int64), "mentions": np.asarray(written, dtype=np.int64)}
+                paths.append(str(path))
+        return {"batch": np.asarray(done, dtype=np.int64), "mentions": np.asarray(written, dtype=np.int64),
+                "path": np.asarray(paths)}
 
 
 def embed_mentions_on_ray(index: SparseIndex, index_dir: Path, encoder_dir: Path, config: EmbedConfig,
-                          vectors_path: Path, address: str | None = None, log=print) -> dict:
+                          vectors: np.ndarray, shard_dir: Path, address: str | None = None, log=print) -> dict:
     """`embed_mentions` on Ray: the encoder batches (the same as a local build's) are Ray Data rows, mapped
-    by actors that each hold the encoder; each batch's vectors are written by its actor. Every batch must
-    come back exactly once with its mention count, or the build stops. Returns the timing figures."""
+    by actors that each hold the encoder and write each batch's vectors to a file of its own under
+    `shard_dir` (on a cluster: storage every node sees); the driver checks that every batch came back once
+    with its mention count and the mention ids it should hold, and copies it into `vectors`. Returns the
+    timing figures."""
     from drkit.util.ray_engine import check_tiling, ray_session
 
     plan = _batch_plan(index, config)
-    expected = [int(np.diff(index.passage_mention_indptr)[ps].sum()) for ps in plan]
+    per_passage = np.diff(index.passage_mention_indptr)
+    expected = [int(per_passage[ps].sum()) for ps in plan]
+    index_dir, encoder_dir, shard_dir = Path(index_dir).resolve(), Path(encoder_dir).resolve(), Path(shard_dir).resolve()
     t = time.perf_counter()
     with ray_session(address=address) as ray:
         cpus = max(1, int(ray.available_resources().get("CPU", 1)))
@@ -133,18 +141,23 @@ def embed_mentions_on_ray(index: SparseIndex, index_dir: Path, encoder_dir: Path
                                  override_num_blocks=max(1, min(len(plan), 4 * workers)))
         out = ds.map_batches(_EmbedShard, batch_size=max(1, len(plan) // (4 * workers)), concurrency=workers,
                              num_cpus=1, batch_format="numpy",
-                             fn_constructor_args=(str(index_dir), str(encoder_dir), asdict(config), str(vectors_path),
+                             fn_constructor_args=(str(index_dir), str(encoder_dir), asdict(config), str(shard_dir),
                                                   max(1, cpus // workers)))
         rows = out.take_all()
-    got = {}
+    got: dict[int, tuple[int, str]] = {}
     for r in rows:
         if int(r["batch"]) in got:
             raise ArtifactError(f"Ray embedding: encoder batch {int(r['batch'])} came back twice")
-        got[int(r["batch"])] = int(r["mentions"])
+        got[int(r["batch"])] = (int(r["mentions"]), str(r["path"]))
     check_tiling([(n, n + 1) for n in got], len(plan), "encoder batches")
-    wrong = [n for n, m in got.items() if m != expected[n]]
-    if wrong:
-        raise ArtifactError(f"Ray embedding: encoder batch {wrong[0]} wrote {got[wrong[0]]} mentions, not {expected[wrong[0]]}")
+    indptr = index.passage_mention_indptr
+    for n, (count, path) in sorted(got.items()):
+        ids = np.load(Path(path) / "mention_ids.npy")
+        want = np.concatenate([np.arange(indptr[p], indptr[p + 1]) for p in plan[n]])
+        if count != expected[n] or not np.array_equal(ids, want):
+            raise ArtifactError(f"Ray embedding: encoder batch {n} ({path}) holds {len(ids)} mentions, not its "
+                                f"{expected[n]}")
+        vectors[ids] = np.load(Path(path) / "vectors.npy")
     seconds = time.perf_counter() - t
     lengths = np.diff(np.asarray(index.piece_offsets))
     with_mentions = np.concatenate(plan) if plan else np.zeros(0, np.int64)
@@ -227,13 +240,20 @@ def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str
         raise ArtifactError(f"{out} already exists; choose another --out or pass --overwrite")
     identity = {"format_version": FORMAT_VERSION, "config": asdict(config), "encoder": encoder_identity(encoder_dir),
                 "index": index_identity(index), "dim": encoder.config.dim}
+    if engine == "ray":
+        from drkit.util.ray_engine import import_ray
+
+        import_ray()  # before anything is written
     work = out.parent / f".{out.name}.partial"
     record = work / "progress.json"
-    skip = _resumable_batches(work, record, identity, log)
+    skip = _resumable_batches(work, record, identity, log) if engine == "local" else _fresh(work)
     warnings = WarningLog()
     with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite, work_dir=work) as w:
         vectors = w.open_array("mention_vectors", (index.n_mentions, encoder.config.dim), np.float16,
                                note="row = mention id of the sparse index; f(m) = [f_start ; f_end]")
+        if skip and not w.reused:  # the record counts batches of a vectors file that is gone or unreadable
+            log(f"{work}: the vectors of the interrupted embedding are missing or unreadable; starting over")
+            skip = 0
 
         def checkpoint(done: int) -> None:  # the vectors on disk first, then the record that counts them
             vectors.flush()
@@ -242,13 +262,14 @@ def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str
             os.replace(tmp, record)
 
         if engine == "ray":
-            vectors.flush()
             lengths = np.diff(np.asarray(index.piece_offsets))
             if (lengths == 0).any():
                 warnings.add("empty_passage", "passages with no word pieces have no mentions to embed",
                              count=int((lengths == 0).sum()))
-            timing = embed_mentions_on_ray(index, Path(index_dir), encoder_dir, config, w.path("mention_vectors.npy"),
-                                           ray_address, log)
+            shards = w.path("ray-batches")
+            timing = embed_mentions_on_ray(index, Path(index_dir), encoder_dir, config, vectors, shards, ray_address, log)
+            shutil.rmtree(shards)
+            vectors.flush()
         else:
             _, timing = embed_mentions(index, encoder, config, warnings, out=vectors, skip_batches=skip,
                                        checkpoint=checkpoint)
@@ -262,6 +283,13 @@ def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str
     log(f"embedded {index.n_mentions:,} mentions in {timing['seconds']:.0f} s ({timing['mentions_per_s']:.0f} mentions/s"
         + (f"; resumed after {timing['resumed_after_batches']} batches" if "resumed_after_batches" in timing else "") + ")")
     return MentionIndex(out)
+
+
+def _fresh(work: Path) -> int:
+    """No resume (a Ray build): an interrupted build's work folder is removed."""
+    if work.exists():
+        shutil.rmtree(work)
+    return 0
 
 
 def _resumable_batches(work: Path, record: Path, identity: dict, log) -> int:
@@ -329,5 +357,6 @@ class MentionIndex:
         if kind == "faiss":
             return FaissMIPS(self.vectors, **kwargs)
         if kind == "ivfpq":
-            return FaissMIPS(self.vectors, **{"pq_m": max(1, self.dim // 8), **kwargs})
+            default_m = next(m for m in range(max(1, self.dim // 8), 0, -1) if self.dim % m == 0)  # ~8 dims a byte
+            return FaissMIPS(self.vectors, **{"pq_m": default_m, **kwargs})
         raise ConfigError(f"unknown MIPS kind {kind!r}; expected one of {', '.join(MIPS_KINDS)}")

@@ -118,6 +118,9 @@ class FaissMIPS:
             raise ConfigError(f"pq_m must divide the vector size {dim}, got {pq_m}")
         if rerank < 1:
             raise ConfigError(f"rerank must be at least 1, got {rerank}")
+        if pq_m is not None and n < 256:
+            raise ConfigError(f"IVF-PQ needs at least 256 vectors to train its codes, this index has {n}; "
+                              "use exact MIPS")
         nlist = max(1, min(nlist or int(4 * np.sqrt(n)), n))
         quantizer = faiss.IndexFlatIP(dim)
         if pq_m is None:

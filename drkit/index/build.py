@@ -86,6 +86,10 @@ def build_index(
         raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if shard_articles < 1:
         raise ConfigError(f"shard_articles must be at least 1, got {shard_articles}")
+    if engine == "ray":
+        from drkit.util.ray_engine import import_ray
+
+        import_ray()  # a missing Ray is said before the corpus is read
     if isinstance(entities, (str, Path)):
         entities = [entities]
     if (kb is None) == (not entities):

@@ -90,11 +90,12 @@ def _read_shard(path: Path, passages: int, mentions: int, hash_buckets: int) -> 
     arrays = {name: np.load(path / f"{name}.npy", allow_pickle=False) for name in _ARRAYS}
     linked = LinkedCorpus(article_keys=strings["keys"], article_titles=strings["titles"], passage_texts=strings["texts"],
                           **arrays)
-    counts = sp.csr_matrix((np.load(path / "counts_data.npy"), np.load(path / "counts_indices.npy"),
-                            np.load(path / "counts_indptr.npy")), shape=(linked.n_passages, hash_buckets))
-    if linked.n_passages != passages or len(linked.mentions) != mentions or counts.shape[0] != passages:
-        raise DrkitError(f"the Ray shard {path} holds {linked.n_passages} passages and {len(linked.mentions)} mentions; "
-                         f"its worker reported {passages} and {mentions}")
+    indptr = np.load(path / "counts_indptr.npy")
+    if linked.n_passages != passages or len(linked.mentions) != mentions or len(indptr) - 1 != passages:
+        raise DrkitError(f"the Ray shard {path} holds {linked.n_passages} passages ({len(indptr) - 1} rows of counts) "
+                         f"and {len(linked.mentions)} mentions; its worker reported {passages} and {mentions}")
+    counts = sp.csr_matrix((np.load(path / "counts_data.npy"), np.load(path / "counts_indices.npy"), indptr),
+                           shape=(passages, hash_buckets))
     return linked, counts, strings["warnings"]
 
 
@@ -105,7 +106,7 @@ def link_and_count_on_ray(articles: list[Article], table: EntityTable, link_conf
     at most `shard_articles` articles. Returns (LinkedCorpus, counts CSR (P, hash_buckets))."""
     import dataclasses
 
-    work = Path(work)
+    work = Path(work).resolve()  # the workers' path too (on a cluster: storage every node sees)
     work.mkdir(parents=True, exist_ok=True)
     with ray_session(num_cpus, address) as ray:
         workers = max(1, min(int(ray.available_resources().get("CPU", 1)), -(-len(articles) // shard_articles)))

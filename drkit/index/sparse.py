@@ -32,7 +32,7 @@ from drkit.util.artifact import load_array, read_jsonl, read_manifest
 from drkit.util.progress import progress
 
 FORMAT = "drkit.sparse_index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: A_{E->M} no longer stored (derived from EP); version 1 indexes are read too
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def a_matrix(entity_passage_indptr: np.ndarray, entity_passage: np.ndarray, enti
     ep_indptr = np.asarray(entity_passage_indptr, dtype=np.int64)
     rows = np.arange(len(ep_indptr) - 1) if entities is None else np.asarray(entities, dtype=np.int64)
     positions = concat_ranges(ep_indptr[rows], ep_indptr[rows + 1] - ep_indptr[rows])  # (n,) EP entries, row by row
-    passages = np.asarray(entity_passage, dtype=np.int64)[positions]
+    passages = np.asarray(entity_passage)[positions].astype(np.int64)  # only the rows read, not all of EP
     per_entry = mention_indptr[passages + 1] - mention_indptr[passages]
     indices = concat_ranges(mention_indptr[passages], per_entry).astype(np.int32)
     data = np.repeat(np.asarray(entity_passage_score, dtype=np.float32)[positions], per_entry)

@@ -165,12 +165,13 @@ class FollowGraph:
     def set_passage_scores(self, scores: np.ndarray) -> None:
         """The TF-IDF score G(e).F(d) of each entry of EP (kept as given: the index's memory map), and each
         entity's best score; `log_rel` reads log(score / the entity's best score) from them."""
+        if len(scores) != len(self.entity_passage):
+            raise ArtifactError(f"{self.source}: {len(scores)} passage scores for {len(self.entity_passage)} entries of EP")
         lengths = np.diff(self.entity_passage_indptr)
         best = np.zeros(len(lengths))
         nonempty = lengths > 0
-        if len(scores) and nonempty.any():
-            best[nonempty] = np.maximum.reduceat(np.asarray(scores, dtype=np.float64),
-                                                 self.entity_passage_indptr[:-1][nonempty])
+        if len(scores) and nonempty.any():  # the max of the stored values, then widened: no float64 copy of them all
+            best[nonempty] = np.maximum.reduceat(np.asarray(scores), self.entity_passage_indptr[:-1][nonempty])
         self._scores, self._best = scores, np.where(best > 0, best, 1.0)
 
     @property
@@ -197,7 +198,8 @@ class FollowGraph:
         if len(entities) == 0 or len(self.entity_passage) == 0:
             return np.zeros(len(entities), np.int64), np.zeros(len(entities), bool)
         rows = np.unique(entities)
-        lo, n = self.entity_passage_indptr[rows], np.diff(self.entity_passage_indptr)[rows]
+        lo = self.entity_passage_indptr[rows]
+        n = self.entity_passage_indptr[rows + 1] - lo
         positions = concat_ranges(lo, n)  # the rows' entries, in EP order
         keys = np.repeat(rows, n) * self.n_passages + np.asarray(self.entity_passage[positions], dtype=np.int64)
         if len(keys) == 0:

@@ -60,6 +60,7 @@ class ArtifactWriter:
         }
         self.files: dict[str, dict] = {}
         self.tmp: Path | None = None
+        self.reused = False  # whether the last `open_array` found its file there (a resumed build)
 
     def __enter__(self) -> "ArtifactWriter":
         self.out.parent.mkdir(parents=True, exist_ok=True)
@@ -110,8 +111,9 @@ class ArtifactWriter:
                 old = np.load(file, mmap_mode="r", allow_pickle=False)
                 reuse = old.shape == tuple(shape) and old.dtype == np.dtype(dtype)
                 del old
-            except ValueError:
+            except (ValueError, EOFError, OSError):
                 reuse = False
+        self.reused = reuse
         array = np.lib.format.open_memmap(file, mode="r+" if reuse else "w+", dtype=dtype, shape=tuple(shape))
         self.files[f"{name}.npy"] = {"dtype": str(np.dtype(dtype)), "shape": list(shape), "note": note}
         return array
