@@ -175,10 +175,11 @@ from drkit.dense.mips import ExactMIPS, recall_at_k
 from drkit.reason.follow import FollowConfig
 from drkit.reason.model import ModelConfig, MultiHopModel
 from drkit.reason.vkb import VirtualKB
-index_dir, mentions_dir, encoder_dir, mode, n_q, nprobe = args[0], args[1], args[2], args[3], int(args[4]), int(args[5])
+index_dir, mentions_dir, encoder_dir, mode, n_q, nprobe, nlist = args[0], args[1], args[2], args[3], int(args[4]), \
+    int(args[5]), int(args[6])
 t = time.perf_counter()
 vkb = VirtualKB.load(index_dir, mentions_dir, "exact") if mode != "ivfpq" else \
-    VirtualKB.load(index_dir, mentions_dir, "ivfpq", nprobe=nprobe)
+    VirtualKB.load(index_dir, mentions_dir, "ivfpq", nprobe=nprobe, nlist=nlist)
 model = MultiHopModel.from_encoder(DualEncoder.load(encoder_dir), ModelConfig(hops=2)).eval()
 model.set_entities(vkb.entity_names)
 fc = FollowConfig(retrieval="restricted" if mode == "restricted" else "global", top_k=1000)
@@ -228,7 +229,7 @@ def make_encoder(work: Path, index_dir: Path) -> Path:
     return enc / "encoder"
 
 
-def bench_size(n: int, work: Path, questions: int, seed: int, modes: list[str], nprobe: int, log,
+def bench_size(n: int, work: Path, questions: int, seed: int, modes: list[str], nprobe: int, nlist: int, log,
                root: Path = ROOT, tag: str = "") -> dict:
     """Corpus, index, vectors and question throughput at `n` entities, with the drkit found at `root`
     (the corpus and the vectors are always made by this checkout's code, so both codes see the same)."""
@@ -250,7 +251,7 @@ def bench_size(n: int, work: Path, questions: int, seed: int, modes: list[str], 
     row["questions"] = {}
     for mode in modes:
         row["questions"][mode] = run_step(QUERY, str(d / "index"), str(d / "mentions"), str(enc), mode, str(questions),
-                                          str(nprobe), root=root)
+                                          str(nprobe), str(nlist), root=root)
         log(f"[{n:,}{tag}] {mode}: {row['questions'][mode]}")
     return row
 
@@ -312,12 +313,15 @@ def main(argv=None) -> int:
     p.add_argument("--modes", nargs="+", default=["restricted", "exact", "ivfpq"],
                    choices=["restricted", "exact", "ivfpq"], help="retrieval modes to time")
     p.add_argument("--nprobe", type=int, default=64, help="IVF lists an IVF-PQ search visits")
+    p.add_argument("--nlist", type=int, default=1024, help="IVF lists of IVF-PQ (k-means on a sample)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--work", type=Path, default=Path("runs/scale"), help="where corpora and indexes are built")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/scale"))
     p.add_argument("--keep", action="store_true", help="keep each size's corpus and indexes (deleted by default)")
     p.add_argument("--baseline", metavar="GITREF", help="also run every size with the code at this git revision "
                    "(a worktree under --work), side by side in the same run")
+    p.add_argument("--baseline-max", type=int, default=None, metavar="N",
+                   help="run the baseline only at sizes up to N entities (default: every size)")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
@@ -330,13 +334,14 @@ def main(argv=None) -> int:
     result["parameters"]["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
                                                     text=True).stdout.strip()
     for n in sorted(args.sizes):
-        result["sizes"].append(bench_size(n, args.work, args.questions, args.seed, args.modes, args.nprobe, print))
+        result["sizes"].append(bench_size(n, args.work, args.questions, args.seed, args.modes, args.nprobe, args.nlist,
+                                          print))
         if not args.keep:
             shutil.rmtree(args.work / str(n), ignore_errors=True)
-        if baseline:
+        if baseline and (args.baseline_max is None or n <= args.baseline_max):
             old_modes = [m for m in args.modes if m != "ivfpq"]  # IVF-PQ is new
-            result["baseline"].append(bench_size(n, args.work, args.questions, args.seed, old_modes, args.nprobe, print,
-                                                 root=baseline, tag=f"-{args.baseline}"))
+            result["baseline"].append(bench_size(n, args.work, args.questions, args.seed, old_modes, args.nprobe,
+                                                 args.nlist, print, root=baseline, tag=f"-{args.baseline}"))
             if not args.keep:
                 shutil.rmtree(args.work / f"{n}-{args.baseline}", ignore_errors=True)
         (args.out / "bench_scale.json").write_text(json.dumps(result, indent=2) + "\n")
