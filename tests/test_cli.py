@@ -146,7 +146,7 @@ def test_every_command_has_a_flag_for_every_field_of_its_settings():
 
     expected = {  # command -> its settings dataclasses, and fields deliberately without a flag
         "index": [LinkConfig, SparseConfig], "pretrain": [DistantConfig, EncoderConfig, PretrainConfig],
-        "embed": [EmbedConfig], "slot-fill": [], "train": [FollowConfig, ModelConfig, TrainConfig],
+        "embed": [EmbedConfig], "ann": [], "slot-fill": [], "train": [FollowConfig, ModelConfig, TrainConfig],
         "evaluate": [EvaluateConfig, LoadConfig, QueryConfig], "ask": [AskConfig, LoadConfig, QueryConfig],
         "reproduce-metaqa": [ReproduceConfig], "retrieve": [RetrieveConfig], "reproduce-2wiki": [TwoWikiConfig],
         "train-mixing": [FollowConfig, MixConfig, MixTrainConfig, ModelConfig, QuestionLinkConfig],

@@ -2,6 +2,7 @@
 typed results whose chain points at real mentions, batch-independent answers, per-call settings."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -166,3 +167,42 @@ def test_ivfpq_mips_answers_through_the_front_door(kit, films_kb):  # noqa: F811
     assert sum(first(w) is not None for w in want) >= len(questions) // 2
     same = sum(first(g) == first(w) for g, w in zip(got, want))
     assert same >= len(questions) - 1, same
+
+
+def test_saved_ivfpq_index_loads_instead_of_training(kit, films_kb, tmp_path):  # noqa: F811
+    """drkit ann writes the trained codes; --ann loads them: the same searches as training them at load, and
+    an IVF-PQ index of another mention index is refused."""
+    pytest.importorskip("faiss")
+    import torch
+
+    from drkit.cli import main
+    from drkit.dense.mentions import MentionIndex
+    from drkit.dense.mips import ExactMIPS, FaissMIPS, recall_at_k
+    from drkit.errors import ArtifactError
+    from drkit.qa.pipeline import LoadConfig
+
+    d, films = films_kb
+    assert main(["ann", "--mentions", str(d / "mentions"), "--out", str(tmp_path / "ann"), "--nlist", "8"]) == 0
+    saved = DrKIT.load(d / "index", kit.test_run, config=LoadConfig(mips="ivfpq", ann=str(tmp_path / "ann")))
+    mentions = MentionIndex.load(d / "mentions")
+    q = np.random.default_rng(0).standard_normal((5, mentions.dim)).astype(np.float32)
+    exact = ExactMIPS(mentions.vectors, compute_dtype=torch.float32)
+    assert recall_at_k(saved.vkb.searcher, exact, q, 20) >= 0.9  # every list visited (8 <= nprobe)
+    trained = FaissMIPS(mentions.vectors, nlist=8, pq_m=4)  # save and load give back the same index
+    trained.save(tmp_path / "round.faiss")
+    loaded = FaissMIPS.load(tmp_path / "round.faiss", mentions.vectors)
+    assert loaded.pq_m == 4
+    for a, b in zip(loaded.search(q, 20), trained.search(q, 20)):
+        assert np.array_equal(a, b)
+    questions = _questions(films)
+    got = saved.answer_batch(questions, top=3, chain_top=0)
+    assert len(got) == len(questions)
+    other = tmp_path / "other-mentions"
+    shutil.copytree(d / "mentions", other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["created"] = "another time"
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="built over the mention index"):
+        MentionIndex.load(other).searcher("ivfpq", ann=str(tmp_path / "ann"))
+    with pytest.raises(ConfigError, match="goes with mips 'ivfpq'"):
+        DrKIT.load(d / "index", kit.test_run, config=LoadConfig(ann=str(tmp_path / "ann")))

@@ -152,6 +152,36 @@ def _run_embed(args) -> int:
     return 0
 
 
+def _ann_parser(sub) -> None:
+    p = sub.add_parser(
+        "ann",
+        help="train and save an IVF-PQ index over a mention index (load it with --mips ivfpq --ann DIR)",
+        description="Approximate MIPS for large indexes: k-means lists (IVF) over a sample of the mention vectors "
+        "and product-quantized codes of every vector (PQ, --pq-m bytes a vector in memory). At question time the "
+        "best candidates of the codes are scored again exactly from the memory-mapped fp16 vectors. Saving it "
+        "spares training it at every load.",
+    )
+    p.add_argument("--mentions", required=True, metavar="DIR", help="mention index built by 'drkit embed'")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder to write")
+    p.add_argument("--nlist", type=int, default=None, metavar="INT", help="IVF lists (default: 4 sqrt(mentions))")
+    p.add_argument("--pq-m", type=int, default=None, metavar="INT",
+                   help="bytes of code a vector; must divide the vector size (default: about one a 8 values)")
+    p.add_argument("--train-size", type=int, default=100_000, metavar="INT",
+                   help="vectors sampled for k-means (at least 39 a list are used) (default: 100000)")
+    p.add_argument("--seed", type=int, default=0, metavar="INT", help="seed of the sample (default: 0)")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    p.set_defaults(run=_run_ann)
+
+
+def _run_ann(args) -> int:
+    from drkit.dense.mentions import build_ann_index
+
+    build_ann_index(args.mentions, args.out, args.nlist, args.pq_m, args.train_size, args.seed, args.overwrite,
+                    log=lambda line: print(line, file=sys.stderr))
+    print(f"wrote {args.out}")
+    return 0
+
+
 def _slot_fill_parser(sub) -> None:
     p = sub.add_parser(
         "slot-fill",
@@ -378,6 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     _index_parser(sub)
     _pretrain_parser(sub)
     _embed_parser(sub)
+    _ann_parser(sub)
     _slot_fill_parser(sub)
     _train_parser(sub)
     _evaluate_parser(sub)

@@ -318,6 +318,42 @@ def resolve_encoder_dir(path: str | Path) -> Path:
     return path
 
 
+ANN_FORMAT = "drkit.ann_index"
+ANN_FORMAT_VERSION = 1
+
+
+def default_pq_m(dim: int) -> int:
+    """Bytes a vector of IVF-PQ codes by default: about one a 8 values, dividing `dim`."""
+    return next(m for m in range(max(1, dim // 8), 0, -1) if dim % m == 0)
+
+
+def mention_identity(mentions: "MentionIndex") -> dict:
+    """What names a mention index exactly: its path, size and the checksum of its manifest (which holds its
+    creation time, encoder and sparse index), without reading its vectors."""
+    return {"path": str(mentions.path), "manifest_sha256": file_checksum(mentions.path / "manifest.json")["sha256"],
+            "mentions": len(mentions), "dim": mentions.dim}
+
+
+def build_ann_index(mentions_dir: str | Path, out: str | Path, nlist: int | None = None, pq_m: int | None = None,
+                    train_size: int = 100_000, seed: int = 0, overwrite: bool = False, log=print) -> Path:
+    """Train and fill an IVF-PQ index over a mention index's vectors and write it as an artifact
+    (``drkit.ann_index``: ``index.faiss`` and a manifest naming the mention index), so that question time
+    loads the codes instead of training them (`LoadConfig.ann`)."""
+    mentions = MentionIndex.load(mentions_dir)
+    pq_m = pq_m or default_pq_m(mentions.dim)
+    t = time.perf_counter()
+    searcher = FaissMIPS(mentions.vectors, nlist=nlist, pq_m=pq_m, train_size=train_size, seed=seed)
+    seconds = time.perf_counter() - t
+    with ArtifactWriter(out, ANN_FORMAT, ANN_FORMAT_VERSION, overwrite=overwrite) as w:
+        searcher.save(w.path("index.faiss"))
+        w.files["index.faiss"] = {"bytes": w.path("index.faiss").stat().st_size, "note": "FAISS IVF-PQ, faiss.write_index"}
+        w.manifest.update(mentions=mention_identity(mentions), config={
+            "nlist": int(searcher.index.nlist), "pq_m": pq_m, "train_size": train_size, "seed": seed},
+            build_s=round(seconds, 2), codes_bytes=searcher.memory_bytes)
+    log(f"IVF-PQ over {len(mentions):,} mentions ({searcher.index.nlist} lists, {pq_m} bytes a vector) in {seconds:.0f} s")
+    return Path(out)
+
+
 class MentionIndex:
     """A dense mention index, loaded with its vectors memory-mapped."""
 
@@ -347,16 +383,27 @@ class MentionIndex:
                 raise ArtifactError(f"{self.path} was embedded with the encoder {self.manifest['encoder']['path']}, "
                                     f"not {encoder_dir} (their weights differ)")
 
+    def load_ann(self, path: str | Path, nprobe: int = 32, rerank: int = 4) -> FaissMIPS:
+        """The IVF-PQ index `build_ann_index` wrote for this mention index; refused for another one."""
+        path = Path(path)
+        manifest = read_manifest(path, ANN_FORMAT, ANN_FORMAT_VERSION)
+        if manifest["mentions"]["manifest_sha256"] != mention_identity(self)["manifest_sha256"]:
+            raise ArtifactError(f"{path} was built over the mention index {manifest['mentions']['path']}, not {self.path}; "
+                                f"build it again: drkit ann --mentions {self.path} --out {path} --overwrite")
+        return FaissMIPS.load(path / "index.faiss", self.vectors, nprobe=nprobe, rerank=rerank)
+
     def searcher(self, kind: str = "exact", **kwargs):
         """``search(queries, k) -> (scores, ids)`` over all mentions: ``exact`` (blocked bf16 matrix product,
         vectors cached in memory), ``faiss`` (IVF; kwargs nlist, nprobe) or ``ivfpq`` (IVF-PQ codes in memory,
         the short list scored again from the memory-mapped vectors; kwargs nlist, nprobe, pq_m (default
-        p / 8), rerank)."""
+        p / 8), rerank, or ann: the folder of a saved one, `build_ann_index`)."""
         if kind == "exact":
             return ExactMIPS(self.vectors, **kwargs).cache()
         if kind == "faiss":
             return FaissMIPS(self.vectors, **kwargs)
         if kind == "ivfpq":
-            default_m = next(m for m in range(max(1, self.dim // 8), 0, -1) if self.dim % m == 0)  # ~8 dims a byte
-            return FaissMIPS(self.vectors, **{"pq_m": default_m, **kwargs})
+            ann = kwargs.pop("ann", None)
+            if ann is not None:
+                return self.load_ann(ann, **kwargs)
+            return FaissMIPS(self.vectors, **{"pq_m": default_pq_m(self.dim), **kwargs})
         raise ConfigError(f"unknown MIPS kind {kind!r}; expected one of {', '.join(MIPS_KINDS)}")

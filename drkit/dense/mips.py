@@ -97,6 +97,14 @@ def _pad(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.nd
             np.pad(ids.astype(np.int64), ((0, 0), (0, pad)), constant_values=-1))
 
 
+def _faiss():
+    try:
+        import faiss
+    except ImportError as exc:
+        raise ConfigError("approximate MIPS needs faiss: pip install faiss-cpu") from exc
+    return faiss
+
+
 class FaissMIPS:
     """Approximate MIPS: a FAISS inverted-file index over the vectors.
 
@@ -108,12 +116,14 @@ class FaissMIPS:
     """
 
     def __init__(self, vectors: np.ndarray, nlist: int | None = None, nprobe: int = 32, train_size: int = 100_000,
-                 seed: int = 0, pq_m: int | None = None, rerank: int = 4, add_block: int = 1 << 16):
-        try:
-            import faiss
-        except ImportError as exc:
-            raise ConfigError("approximate MIPS needs faiss: pip install faiss-cpu") from exc
+                 seed: int = 0, pq_m: int | None = None, rerank: int = 4, add_block: int = 1 << 16, _index=None):
+        faiss = _faiss()
         n, dim = vectors.shape
+        self.dim, self.vectors, self.pq_m, self.rerank = dim, vectors, pq_m, rerank
+        if _index is not None:  # `load`: a trained, filled index read from disk
+            self.index = _index
+            self.index.nprobe = min(nprobe, self.index.nlist)
+            return
         if pq_m is not None and (pq_m < 1 or dim % pq_m):
             raise ConfigError(f"pq_m must divide the vector size {dim}, got {pq_m}")
         if rerank < 1:
@@ -134,9 +144,24 @@ class FaissMIPS:
         for lo in range(0, n, add_block):
             self.index.add(np.ascontiguousarray(vectors[lo : lo + add_block], dtype=np.float32))
         self.index.nprobe = min(nprobe, nlist)
-        self.dim = dim
-        self.vectors = vectors
-        self.pq_m, self.rerank = pq_m, rerank
+
+    def save(self, path) -> None:
+        """Write the trained, filled FAISS index (FAISS's own binary format) to the file `path`."""
+        _faiss().write_index(self.index, str(path))
+
+    @classmethod
+    def load(cls, path, vectors: np.ndarray, nprobe: int = 32, rerank: int = 4) -> "FaissMIPS":
+        """A FAISS index written by `save`, over `vectors` (which it re-scores from, for IVF-PQ)."""
+        faiss = _faiss()
+        raw = faiss.read_index(str(path))
+        index = faiss.downcast_index(raw)  # the same C++ index, typed (IVF-PQ or IVF-Flat)
+        if index.ntotal != len(vectors) or index.d != vectors.shape[1]:
+            raise ConfigError(f"{path} indexes {index.ntotal} vectors of size {index.d}, not {len(vectors)} of size "
+                              f"{vectors.shape[1]}")
+        pq_m = int(index.pq.M) if isinstance(index, faiss.IndexIVFPQ) else None
+        out = cls(vectors, nprobe=nprobe, pq_m=pq_m, rerank=rerank, _index=index)
+        out._quantizer = raw  # the proxy that owns the index, kept alive with it
+        return out
 
     def __len__(self) -> int:
         return self.index.ntotal

@@ -38,6 +38,9 @@ class LoadConfig:
         "help": "MIPS over all mentions for global retrieval: exact (bf16 blocks in memory), faiss (IVF over the "
                 "vectors) or ivfpq (IVF-PQ codes in memory, the short list scored again exactly from the memory-mapped "
                 "vectors); faiss and ivfpq imply --retrieval global", "choices": MIPS_KINDS})
+    ann: str | None = field(default=None, metadata={
+        "help": "with --mips ivfpq: the IVF-PQ index 'drkit ann' saved for the mention index (without it the "
+                "codes are trained when the model loads)", "type": str})
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,9 @@ class DrKIT:
                               "pass the mentions directory")
         if config.mips not in MIPS_KINDS:
             raise ConfigError(f"mips must be one of {', '.join(MIPS_KINDS)}, got {config.mips!r}")
-        return cls(net, VirtualKB.load(index, mentions, config.mips))
+        if config.ann is not None and config.mips != "ivfpq":
+            raise ConfigError("ann (a saved IVF-PQ index) goes with mips 'ivfpq'")
+        return cls(net, VirtualKB.load(index, mentions, config.mips, **({"ann": config.ann} if config.ann else {})))
 
     @property
     def entity_names(self) -> list[str]:
