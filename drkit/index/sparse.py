@@ -158,17 +158,21 @@ def top_passages(G: sp.csr_matrix, F: sp.csr_matrix, mu: int, epsilon: float, bl
             on_links = sp.csr_matrix(S.multiply(L))
             S = (on_links + sp.diags(row_weight.astype(np.float32)) @ (S - on_links)).tocsr()  # linked scores unchanged
             S.sum_duplicates()
-        row = np.repeat(np.arange(hi - lo), np.diff(S.indptr))
+        # S's passage ids are sorted within each row (sum_duplicates), so one stable sort by (row, score
+        # descending) puts equal scores in passage order: the lower id first. The key packs the row above a
+        # score's float32 bits (order-preserving for scores > 0) into one int64: a radix sort, O(n).
+        row = np.repeat(np.arange(hi - lo, dtype=np.int64), np.diff(S.indptr))
         keep = S.data > epsilon
-        row, p, v = row[keep], S.indices[keep].astype(np.int64), S.data[keep]
-        order = np.lexsort((p, -v, row))  # by row, then best score, then lower passage id
+        row, p, v = row[keep], S.indices[keep].astype(np.int64), S.data[keep].astype(np.float32)
+        descending = np.int64(0x7FFFFFFF) - v.view(np.int32).astype(np.int64)
+        order = np.argsort((row << 32) | descending, kind="stable")
         row, p, v = row[order], p[order], v[order]
         first = np.searchsorted(row, np.arange(hi - lo))  # each row's first entry
         top = np.arange(len(row)) - first[row] < mu
         row, p, v = row[top], p[top], v[top]
-        order = np.lexsort((p, row))  # by row, then passage id
+        order = np.argsort((row << 32) | p, kind="stable")  # by row, then passage id
         cols.append(p[order].astype(np.int32))
-        vals.append(v[order].astype(np.float32))
+        vals.append(v[order])
         counts = np.bincount(row, minlength=hi - lo)
         indptr.append(running + np.cumsum(counts))
         running += int(counts.sum())
