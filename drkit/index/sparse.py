@@ -158,22 +158,19 @@ def top_passages(G: sp.csr_matrix, F: sp.csr_matrix, mu: int, epsilon: float, bl
             on_links = sp.csr_matrix(S.multiply(L))
             S = (on_links + sp.diags(row_weight.astype(np.float32)) @ (S - on_links)).tocsr()  # linked scores unchanged
             S.sum_duplicates()
-        # S's passage ids are sorted within each row (sum_duplicates), so one stable sort by (row, score
-        # descending) puts equal scores in passage order: the lower id first. The key packs the row above a
-        # score's float32 bits (order-preserving for scores > 0) into one int64: a radix sort, O(n).
-        row = np.repeat(np.arange(hi - lo, dtype=np.int64), np.diff(S.indptr))
-        keep = S.data > epsilon
-        row, p, v = row[keep], S.indices[keep].astype(np.int64), S.data[keep].astype(np.float32)
-        descending = np.int64(0x7FFFFFFF) - v.view(np.int32).astype(np.int64)
-        order = np.argsort((row << 32) | descending, kind="stable")
-        row, p, v = row[order], p[order], v[order]
-        first = np.searchsorted(row, np.arange(hi - lo))  # each row's first entry
-        top = np.arange(len(row)) - first[row] < mu
-        row, p, v = row[top], p[top], v[top]
-        order = np.argsort((row << 32) | p, kind="stable")  # by row, then passage id
-        cols.append(p[order].astype(np.int32))
-        vals.append(v[order])
-        counts = np.bincount(row, minlength=hi - lo)
+        counts = np.zeros(hi - lo, dtype=np.int64)
+        for r in range(hi - lo):  # per row: cheaper than one sort of the whole block (most rows are short)
+            a, b = S.indptr[r], S.indptr[r + 1]
+            p, v = S.indices[a:b], S.data[a:b]
+            keep = v > epsilon
+            p, v = p[keep], v[keep]
+            if len(p) > mu:
+                order = np.lexsort((p, -v))[:mu]  # best score first, then the lower passage id
+                p, v = p[order], v[order]
+            order = np.argsort(p, kind="stable")
+            cols.append(p[order].astype(np.int32))
+            vals.append(v[order].astype(np.float32))
+            counts[r] = len(p)
         indptr.append(running + np.cumsum(counts))
         running += int(counts.sum())
     cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
