@@ -36,7 +36,7 @@ import numpy as np
 import scipy
 import scipy.sparse as sp
 
-from drkit.index.sparse import ragged_expand
+from drkit.index.csr import ragged_expand
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "bench_expand.json"

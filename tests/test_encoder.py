@@ -256,7 +256,7 @@ def test_slot_queries_bad_lines(toy_index, tmp_path):
 
 def test_empty_passage_is_counted_not_dropped(encoder, toy_index):
     from drkit.dense.mentions import embed_mentions
-    from drkit.index.sparse import passage_mention_indptr as indptr_of
+    from drkit.index.csr import passage_mention_indptr as indptr_of
     from drkit.util.warnlog import WarningLog
 
     class WithEmptyPassage:

@@ -9,16 +9,9 @@ import pytest
 import scipy.sparse as sp
 
 from drkit.data.kb import EntityTable
+from drkit.index.csr import _sum_by_key, concat_ranges, mention_incidence, ragged_expand
 from drkit.index.linking import LinkedCorpus
-from drkit.index.sparse import (
-    SparseConfig,
-    _sum_by_key,
-    build_sparse_matrices,
-    concat_ranges,
-    mention_incidence,
-    ragged_expand,
-    top_passages,
-)
+from drkit.index.sparse import SparseConfig, build_sparse_matrices, top_passages
 from drkit.index.tfidf import NgramHasher, document_frequency, idf_weights, tfidf
 
 # ---------------------------------------------------------------------------------------------

@@ -48,7 +48,8 @@ import numpy as np
 
 from drkit.data.kb import Triple
 from drkit.errors import ConfigError, InputFormatError
-from drkit.index.sparse import SparseIndex, concat_ranges
+from drkit.index.csr import concat_ranges
+from drkit.index.sparse import SparseIndex
 from drkit.util.sampling import sample_rows
 from drkit.util.warnlog import WarningLog
 

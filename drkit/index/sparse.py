@@ -10,9 +10,9 @@ for "God's Not Dead"), and the linked ones, which hold the whole name, come firs
 ``1{S > epsilon}`` or weighted by ``S / max_d S(e, d)`` (see `drkit.reason.follow`). ``B[m] = e_m`` is each
 mention's entity.
 
-`ragged_expand` computes ``Z^T A`` for a batch of sparse entity sets by slicing only the rows of
-their non-zero entities (the paper's ragged representation): O(K mu log(K mu)) work for K non-zero
-entities, whatever |E| and |M| are (O(K mu) when the K mu entries cover much of the mention range).
+The index stores EP (each entity's top-mu passages and their scores), not A: A is EP with every
+passage replaced by its mentions, derived when asked (`drkit.index.csr`, which also holds
+`ragged_expand`, ``Z^T A`` for a batch of sparse entity sets by slicing only their rows).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from drkit.data.kb import EntityTable
-from drkit.errors import ArtifactError, ConfigError
+from drkit.errors import ConfigError
+from drkit.index.csr import DerivedA, a_matrix, mention_incidence, passage_mention_indptr, ragged_expand
 from drkit.index.linking import LinkedCorpus
 from drkit.index.tfidf import NgramHasher, document_frequency, idf_weights, tfidf
 from drkit.util.artifact import load_array, read_jsonl, read_manifest
@@ -59,7 +60,7 @@ class SparseConfig:
 
 
 @dataclass
-class SparseMatrices:
+class SparseMatrices(DerivedA):
     """What `build_sparse_matrices` computes. Row-compressed arrays, as scipy CSR uses them.
 
     A_{E->M} itself is not kept: it is EP with each passage replaced by its mentions, so it is derived
@@ -75,53 +76,8 @@ class SparseMatrices:
     n_entities_without_terms: int = 0
 
     @property
-    def A_indptr(self) -> np.ndarray:
-        """(E+1,) int64 row pointers of A (O(nnz EP))."""
-        return a_indptr(self.entity_passage_indptr, self.entity_passage, self.mention_indptr)
-
-    @functools.cached_property
-    def _A(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return a_matrix(self.entity_passage_indptr, self.entity_passage, self.entity_passage_score, self.mention_indptr)
-
-    @property
-    def A_indices(self) -> np.ndarray:
-        """(nnz_A,) int32 mention ids, increasing within a row."""
-        return self._A[1]
-
-    @property
-    def A_data(self) -> np.ndarray:
-        """(nnz_A,) float32, the score of the mention's passage."""
-        return self._A[2]
-
-
-def a_indptr(entity_passage_indptr: np.ndarray, entity_passage: np.ndarray, mention_indptr: np.ndarray) -> np.ndarray:
-    """(E+1,) row pointers of A_{E->M}: row e holds the mentions of e's top-mu passages. O(nnz EP)."""
-    entity_passage = np.asarray(entity_passage, dtype=np.int64)
-    per_entry = mention_indptr[entity_passage + 1] - mention_indptr[entity_passage]  # mentions of each EP entry
-    lengths = np.diff(np.asarray(entity_passage_indptr, dtype=np.int64))
-    out = np.zeros(len(lengths) + 1, dtype=np.int64)
-    if len(per_entry):
-        csum = np.concatenate(([0], np.cumsum(per_entry)))
-        out[1:] = csum[np.asarray(entity_passage_indptr[1:], dtype=np.int64)]
-    return out
-
-
-def a_matrix(entity_passage_indptr: np.ndarray, entity_passage: np.ndarray, entity_passage_score: np.ndarray,
-             mention_indptr: np.ndarray, entities: np.ndarray | None = None):
-    """A_{E->M} as CSR arrays ``(indptr, mention ids int32, scores float32)``, from EP: row e lists the
-    mentions of e's top-mu passages (passages in increasing order, so mention ids increase), each with
-    its passage's score. With `entities`, only those rows, in that order (O(their EP entries' mentions))."""
-    ep_indptr = np.asarray(entity_passage_indptr, dtype=np.int64)
-    rows = np.arange(len(ep_indptr) - 1) if entities is None else np.asarray(entities, dtype=np.int64)
-    positions = concat_ranges(ep_indptr[rows], ep_indptr[rows + 1] - ep_indptr[rows])  # (n,) EP entries, row by row
-    passages = np.asarray(entity_passage)[positions].astype(np.int64)  # only the rows read, not all of EP
-    per_entry = mention_indptr[passages + 1] - mention_indptr[passages]
-    indices = concat_ranges(mention_indptr[passages], per_entry).astype(np.int32)
-    data = np.repeat(np.asarray(entity_passage_score, dtype=np.float32)[positions], per_entry)
-    entry_row = np.repeat(np.arange(len(rows)), ep_indptr[rows + 1] - ep_indptr[rows])
-    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(entry_row, weights=per_entry, minlength=len(rows)).astype(np.int64), out=indptr[1:])
-    return indptr, indices, data
+    def passage_mention_indptr(self) -> np.ndarray:
+        return self.mention_indptr
 
 
 def top_passages(G: sp.csr_matrix, F: sp.csr_matrix, mu: int, epsilon: float, block: int = 1024,
@@ -212,98 +168,7 @@ def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: S
                           used.astype(np.int64), df[used].astype(np.int32), n_without_terms)
 
 
-def passage_mention_indptr(mention_passage: np.ndarray, n_passages: int) -> np.ndarray:
-    """Mentions are stored in passage order, so passage p owns mentions ``[indptr[p], indptr[p+1])``."""
-    mention_passage = np.asarray(mention_passage)
-    if len(mention_passage) and np.any(np.diff(mention_passage) < 0):
-        raise ArtifactError("mentions are not ordered by passage")
-    return np.searchsorted(mention_passage, np.arange(n_passages + 1)).astype(np.int64)
-
-
-def mention_incidence(mention_entity: np.ndarray, mention_passage: np.ndarray, n_entities: int,
-                      n_passages: int) -> sp.csr_matrix:
-    """Which passages mention which entities: the 0/1 (n_entities, n_passages) CSR matrix with a one at
-    [e, p] when passage p has at least one mention of e.
-
-    Row e lists the passages mentioning e, sorted; the transpose (``.T.tocsr()``) lists the distinct
-    entities each passage mentions, sorted. (Not EP, which holds each entity's top-mu TF-IDF passages.)"""
-    m = sp.csr_matrix((np.ones(len(mention_entity), np.float32), (mention_entity, mention_passage)),
-                      shape=(n_entities, n_passages))
-    m.sum_duplicates()
-    m.data[:] = 1.0
-    return m
-
-
-def concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The ranges ``[starts[i], starts[i] + lengths[i])`` one after another, as one int64 array:
-    ``concatenate([arange(s, s + n) for s, n in zip(starts, lengths)])`` without a Python loop.
-
-    Slices the rows of a ragged (CSR) array at once: ``indices[concat_ranges(indptr[r], indptr[r + 1] - indptr[r])]``
-    holds rows r one after another. O(sum of lengths)."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    shift = np.repeat(np.asarray(starts, dtype=np.int64) - (np.cumsum(lengths) - lengths), lengths)
-    return np.arange(total, dtype=np.int64) + shift
-
-
-def ragged_expand(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray | None,
-                  rows: np.ndarray, entity_ids: np.ndarray, weights: np.ndarray):
-    """Z^T A for a batch of sparse entity sets, by slicing the rows of their non-zero entities.
-
-    The batch is given as coordinates: ``Z[rows[i], entity_ids[i]] = weights[i]``. With
-    ``data=None`` A is the 0/1 indicator, else its stored values. Returns coordinates
-    ``(rows, mention_ids, weights)`` of ``Z^T A``, sorted by (row, mention), one entry per pair::
-
-        out[b, m] = sum_e Z[b, e] * A[e, m]
-    """
-    rows = np.asarray(rows, dtype=np.int64)
-    entity_ids = np.asarray(entity_ids, dtype=np.int64)
-    weights = np.asarray(weights)
-    starts, ends = indptr[entity_ids], indptr[entity_ids + 1]
-    lengths = ends - starts
-    positions = concat_ranges(starts, lengths)  # (sum lengths,) O(K mu)
-    mentions = np.asarray(indices[positions], dtype=np.int64)
-    values = np.repeat(weights, lengths)
-    if data is not None:
-        values = values * np.asarray(data[positions])
-    out_rows = np.repeat(rows, lengths)
-    n_mentions = int(mentions.max()) + 1 if len(mentions) else 1
-    keys, summed = _sum_by_key(out_rows * n_mentions + mentions, values)
-    return keys // n_mentions, keys % n_mentions, summed
-
-
-def _sum_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct `keys` (sorted) and the sum of `values` over each; O(n log n).
-
-    When the keys are dense (key range at most 4n) they are summed in a bincount, O(n); else the
-    position of each entry is packed into the low bits of its key so that one plain in-place sort
-    (much faster than ``argsort`` or ``np.unique``) orders keys and values together, O(n log n).
-    """
-    n = len(keys)
-    if n == 0:
-        return keys.astype(np.int64), np.zeros(0, np.float32)
-    key_range = int(keys.max()) + 1
-    if key_range <= 4 * n:
-        present = np.flatnonzero(np.bincount(keys, minlength=key_range))
-        sums = np.bincount(keys, weights=values, minlength=key_range)[present]
-        return present.astype(np.int64), sums.astype(np.float32)
-    pos_bits = int(n).bit_length()
-    if (key_range - 1).bit_length() + pos_bits <= 63:
-        packed = (keys.astype(np.int64) << pos_bits) | np.arange(n, dtype=np.int64)
-        packed.sort()
-        order = packed & ((1 << pos_bits) - 1)
-        sorted_keys = packed >> pos_bits
-    else:
-        order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[order]
-    starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
-    sums = np.add.reduceat(np.asarray(values, dtype=np.float64)[order], starts)
-    return sorted_keys[starts], sums.astype(np.float32)
-
-
-class SparseIndex:
+class SparseIndex(DerivedA):
     """A built sparse index, loaded read-only (arrays memory-mapped). See `drkit.index.build.build_index`."""
 
     def __init__(self, path: str | Path):
@@ -428,28 +293,7 @@ class SparseIndex:
     def passage_pieces(self, passage_id: int) -> np.ndarray:
         return np.asarray(self.pieces[self.piece_offsets[passage_id] : self.piece_offsets[passage_id + 1]])
 
-    # -- A_{E->M}: not stored (EP with each passage replaced by its mentions); derived when asked for ---------
-    @functools.cached_property
-    def A_indptr(self) -> np.ndarray:
-        """(E+1,) row pointers of A (O(nnz EP), computed on first use)."""
-        return a_indptr(self.entity_passage_indptr, self.entity_passage, self.passage_mention_indptr)
-
-    @functools.cached_property
-    def _A(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return a_matrix(self.entity_passage_indptr, self.entity_passage, self.entity_passage_score,
-                        self.passage_mention_indptr)
-
-    @property
-    def A_indices(self) -> np.ndarray:
-        """(nnz_A,) mention ids of A, row by row: the whole matrix, built on first use (for analysis and
-        tests; question time reads rows with `A_row` or EP)."""
-        return self._A[1]
-
-    @property
-    def A_data(self) -> np.ndarray:
-        """(nnz_A,) the score of each entry's passage, aligned with `A_indices`."""
-        return self._A[2]
-
+    # -- A_{E->M}: not stored (EP with each passage replaced by its mentions); `DerivedA` makes it when asked
     def A_row(self, entity: int) -> tuple[np.ndarray, np.ndarray]:
         """Row `entity` of A: (mention ids, int32, increasing; their passages' scores), from EP alone."""
         _, indices, data = a_matrix(self.entity_passage_indptr, self.entity_passage, self.entity_passage_score,

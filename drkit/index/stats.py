@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from drkit.data.kb import EntityTable, Triple
 from drkit.data.questions import Question
 from drkit.errors import ConfigError
-from drkit.index.sparse import concat_ranges, mention_incidence
+from drkit.index.csr import concat_ranges, mention_incidence
 
 
 def index_counts(entities: EntityTable, n_linkable: int, n_articles: int, n_passages: int,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from drkit.index.sparse import concat_ranges
+from drkit.index.csr import concat_ranges
 from drkit.reason.entity_set import EntitySet
 from drkit.reason.graph import FollowGraph
 

@@ -57,7 +57,7 @@ import numpy as np
 import torch
 
 from drkit.errors import ConfigError
-from drkit.index.sparse import concat_ranges
+from drkit.index.csr import concat_ranges
 from drkit.reason.entity_set import EntitySet
 from drkit.reason.expansion import ADJACENCIES, Expansion
 from drkit.reason.graph import FollowGraph

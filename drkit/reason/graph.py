@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from drkit.errors import ArtifactError, ConfigError
-from drkit.index.sparse import SparseIndex, concat_ranges, passage_mention_indptr
+from drkit.index.csr import concat_ranges, passage_mention_indptr
+from drkit.index.sparse import SparseIndex
 
 
 class FollowGraph:

@@ -59,7 +59,7 @@ from torch import nn
 
 from drkit.dense.encoder import load_weights, mean_pool
 from drkit.errors import ConfigError
-from drkit.index.sparse import concat_ranges
+from drkit.index.csr import concat_ranges
 from drkit.reason.entity_set import EntitySet
 from drkit.reason.follow import FollowConfig, FollowTrace, follow
 from drkit.reason.question_encoder import (  # noqa: F401  (ModelConfig is imported from here too)
