@@ -69,7 +69,7 @@ def _length_batches(lengths: np.ndarray, batch_tokens: int):
         yield batch
 
 
-def _embed_batch(index: SparseIndex, encoder: DualEncoder, mentions: np.ndarray, rows: list[np.ndarray],
+def embed_batch(index: SparseIndex, encoder: DualEncoder, mentions: np.ndarray, rows: list[np.ndarray],
                  passages: np.ndarray, config: EmbedConfig) -> list[tuple[np.ndarray, np.ndarray]]:
     """f(m) of the mentions `rows[i]` of each passage `passages[i]`, one encoder batch: [(mention ids, fp16 (n, p))]."""
     vecs = encoder.embed_mentions([index.passage_pieces(int(p)) for p in passages],
@@ -82,89 +82,30 @@ def _embed_batch(index: SparseIndex, encoder: DualEncoder, mentions: np.ndarray,
     return out
 
 
-def _batch_plan(index: SparseIndex, config: EmbedConfig) -> list[np.ndarray]:
+def batch_plan(index: SparseIndex, config: EmbedConfig) -> list[np.ndarray]:
     """The passages of each encoder batch, in the order a build embeds them (by length)."""
     lengths = np.diff(np.asarray(index.piece_offsets))
     with_mentions = np.flatnonzero(np.diff(index.passage_mention_indptr) > 0)
     return [with_mentions[b] for b in _length_batches(lengths[with_mentions], config.batch_tokens)]
 
 
-class _EmbedShard:
-    """A Ray actor holding the encoder: embeds whole encoder batches, each written to a file of its own (its
-    mention ids and fp16 vectors; no two workers write one file), and returns what it wrote."""
-
-    def __init__(self, index_dir: str, encoder_dir: str, config: dict, shard_dir: str, threads: int):
-        torch.set_num_threads(threads)
-        self.index = SparseIndex.load(index_dir)
-        self.encoder = DualEncoder.load(encoder_dir).eval()
-        self.config = EmbedConfig(**config)
-        self.mentions = np.asarray(self.index.mentions)
-        self.indptr = self.index.passage_mention_indptr
-        self.shard_dir = Path(shard_dir)
-
-    def __call__(self, batch: dict) -> dict:
-        done, written, paths = [], [], []
-        with torch.inference_mode():
-            for n, passages in zip(batch["batch"], batch["passages"]):
-                passages = np.asarray(passages, dtype=np.int64)
-                rows = [np.arange(self.indptr[p], self.indptr[p + 1]) for p in passages]
-                pairs = _embed_batch(self.index, self.encoder, self.mentions, rows, passages, self.config)
-                path = self.shard_dir / f"batch-{int(n):09d}"
-                path.mkdir(parents=True, exist_ok=True)
-                np.save(path / "mention_ids.npy", np.concatenate([r for r, _ in pairs]).astype(np.int64))
-                np.save(path / "vectors.npy", np.concatenate([v for _, v in pairs]))
-                done.append(int(n))
-                written.append(int(sum(len(r) for r in rows)))
-                paths.append(str(path))
-        return {"batch": np.asarray(done, dtype=np.int64), "mentions": np.asarray(written, dtype=np.int64),
-                "path": np.asarray(paths)}
+def mention_rows(indptr: np.ndarray, passages: np.ndarray) -> list[np.ndarray]:
+    """The mention ids of each passage (mentions are stored in passage order)."""
+    return [np.arange(indptr[p], indptr[p + 1]) for p in passages]
 
 
-def embed_mentions_on_ray(index: SparseIndex, index_dir: Path, encoder_dir: Path, config: EmbedConfig,
-                          vectors: np.ndarray, shard_dir: Path, address: str | None = None, log=print) -> dict:
-    """`embed_mentions` on Ray: the encoder batches (the same as a local build's) are Ray Data rows, mapped
-    by actors that each hold the encoder and write each batch's vectors to a file of its own under
-    `shard_dir` (on a cluster: storage every node sees); the driver checks that every batch came back once
-    with its mention count and the mention ids it should hold, and copies it into `vectors`. Returns the
-    timing figures."""
-    from drkit.util.ray_engine import check_tiling, ray_session
+def warn_empty_passages(index: SparseIndex, warnings: WarningLog) -> None:
+    empty = int((np.diff(np.asarray(index.piece_offsets)) == 0).sum())
+    if empty:
+        warnings.add("empty_passage", "passages with no word pieces have no mentions to embed", count=empty)
 
-    plan = _batch_plan(index, config)
-    per_passage = np.diff(index.passage_mention_indptr)
-    expected = [int(per_passage[ps].sum()) for ps in plan]
-    index_dir, encoder_dir, shard_dir = Path(index_dir).resolve(), Path(encoder_dir).resolve(), Path(shard_dir).resolve()
-    t = time.perf_counter()
-    with ray_session(address=address) as ray:
-        cpus = max(1, int(ray.available_resources().get("CPU", 1)))
-        workers = max(1, min(cpus, len(plan)))
-        ds = ray.data.from_items([{"batch": n, "passages": ps.tolist()} for n, ps in enumerate(plan)],
-                                 override_num_blocks=max(1, min(len(plan), 4 * workers)))
-        out = ds.map_batches(_EmbedShard, batch_size=max(1, len(plan) // (4 * workers)), concurrency=workers,
-                             num_cpus=1, batch_format="numpy",
-                             fn_constructor_args=(str(index_dir), str(encoder_dir), asdict(config), str(shard_dir),
-                                                  max(1, cpus // workers)))
-        rows = out.take_all()
-    got: dict[int, tuple[int, str]] = {}
-    for r in rows:
-        if int(r["batch"]) in got:
-            raise ArtifactError(f"Ray embedding: encoder batch {int(r['batch'])} came back twice")
-        got[int(r["batch"])] = (int(r["mentions"]), str(r["path"]))
-    check_tiling([(n, n + 1) for n in got], len(plan), "encoder batches")
-    indptr = index.passage_mention_indptr
-    for n, (count, path) in sorted(got.items()):
-        ids = np.load(Path(path) / "mention_ids.npy")
-        want = np.concatenate([np.arange(indptr[p], indptr[p + 1]) for p in plan[n]])
-        if count != expected[n] or not np.array_equal(ids, want):
-            raise ArtifactError(f"Ray embedding: encoder batch {n} ({path}) holds {len(ids)} mentions, not its "
-                                f"{expected[n]}")
-        vectors[ids] = np.load(Path(path) / "vectors.npy")
-    seconds = time.perf_counter() - t
+
+def embed_timing(index: SparseIndex, plan: list[np.ndarray], seconds: float, embedded: int) -> dict:
+    """The figures a mention index records of its embedding run."""
     lengths = np.diff(np.asarray(index.piece_offsets))
-    with_mentions = np.concatenate(plan) if plan else np.zeros(0, np.int64)
-    log(f"embedded on Ray: {len(plan)} encoder batches, {workers} workers")
-    return {"seconds": round(seconds, 2), "mentions_per_s": round(index.n_mentions / max(seconds, 1e-9), 1),
-            "passages": int(len(with_mentions)), "tokens": int(lengths[with_mentions].sum() + 2 * len(with_mentions)),
-            "engine": "ray", "workers": workers}
+    passages = np.concatenate(plan) if plan else np.zeros(0, np.int64)
+    return {"seconds": round(seconds, 2), "mentions_per_s": round(embedded / max(seconds, 1e-9), 1),
+            "passages": int(len(passages)), "tokens": int(lengths[passages].sum() + 2 * len(passages))}
 
 
 def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig = EmbedConfig(),
@@ -179,11 +120,8 @@ def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig
     warnings = warnings if warnings is not None else WarningLog()
     mentions = np.asarray(index.mentions)
     indptr = index.passage_mention_indptr
-    lengths = np.diff(np.asarray(index.piece_offsets))
-    empty = int((lengths == 0).sum())
-    if empty:
-        warnings.add("empty_passage", "passages with no word pieces have no mentions to embed", count=empty)
-    with_mentions = np.flatnonzero(np.diff(indptr) > 0)
+    warn_empty_passages(index, warnings)
+    plan = batch_plan(index, config)
     if out is None:
         out = np.zeros((len(mentions), encoder.config.dim), dtype=np.float16)
     elif out.shape != (len(mentions), encoder.config.dim) or out.dtype != np.float16:
@@ -192,14 +130,13 @@ def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig
     t = last = time.perf_counter()
     done = embedded = 0
     with torch.inference_mode(), progress(total=len(mentions), desc="embed", unit="mention") as bar:
-        for n, batch in enumerate(_length_batches(lengths[with_mentions], config.batch_tokens)):
-            ps = with_mentions[batch]
-            rows = [np.arange(indptr[p], indptr[p + 1]) for p in ps]
+        for n, ps in enumerate(plan):
+            rows = mention_rows(indptr, ps)
             if n < skip_batches:  # embedded by an earlier, interrupted build
                 bar.update(sum(len(r) for r in rows))
                 done = n + 1
                 continue
-            for r, v in _embed_batch(index, encoder, mentions, rows, ps, config):
+            for r, v in embed_batch(index, encoder, mentions, rows, ps, config):
                 out[r] = v
             bar.update(sum(len(r) for r in rows))
             embedded += sum(len(r) for r in rows)
@@ -209,9 +146,7 @@ def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig
                 last = time.perf_counter()
     if checkpoint is not None:
         checkpoint(done)
-    seconds = time.perf_counter() - t
-    timing = {"seconds": round(seconds, 2), "mentions_per_s": round(embedded / max(seconds, 1e-9), 1),
-              "passages": int(len(with_mentions)), "tokens": int(lengths[with_mentions].sum() + 2 * len(with_mentions))}
+    timing = embed_timing(index, plan, time.perf_counter() - t, embedded)
     if skip_batches:
         timing["resumed_after_batches"] = int(min(skip_batches, done))
     return out, timing
@@ -262,10 +197,9 @@ def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str
             os.replace(tmp, record)
 
         if engine == "ray":
-            lengths = np.diff(np.asarray(index.piece_offsets))
-            if (lengths == 0).any():
-                warnings.add("empty_passage", "passages with no word pieces have no mentions to embed",
-                             count=int((lengths == 0).sum()))
+            from drkit.dense.embed_ray import embed_mentions_on_ray
+
+            warn_empty_passages(index, warnings)
             shards = w.path("ray-batches")
             timing = embed_mentions_on_ray(index, Path(index_dir), encoder_dir, config, vectors, shards, ray_address, log)
             shutil.rmtree(shards)
@@ -318,42 +252,6 @@ def resolve_encoder_dir(path: str | Path) -> Path:
     return path
 
 
-ANN_FORMAT = "drkit.ann_index"
-ANN_FORMAT_VERSION = 1
-
-
-def default_pq_m(dim: int) -> int:
-    """Bytes a vector of IVF-PQ codes by default: about one a 8 values, dividing `dim`."""
-    return next(m for m in range(max(1, dim // 8), 0, -1) if dim % m == 0)
-
-
-def mention_identity(mentions: "MentionIndex") -> dict:
-    """What names a mention index exactly: its path, size and the checksum of its manifest (which holds its
-    creation time, encoder and sparse index), without reading its vectors."""
-    return {"path": str(mentions.path), "manifest_sha256": file_checksum(mentions.path / "manifest.json")["sha256"],
-            "mentions": len(mentions), "dim": mentions.dim}
-
-
-def build_ann_index(mentions_dir: str | Path, out: str | Path, nlist: int | None = None, pq_m: int | None = None,
-                    train_size: int = 100_000, seed: int = 0, overwrite: bool = False, log=print) -> Path:
-    """Train and fill an IVF-PQ index over a mention index's vectors and write it as an artifact
-    (``drkit.ann_index``: ``index.faiss`` and a manifest naming the mention index), so that question time
-    loads the codes instead of training them (`LoadConfig.ann`)."""
-    mentions = MentionIndex.load(mentions_dir)
-    pq_m = pq_m or default_pq_m(mentions.dim)
-    t = time.perf_counter()
-    searcher = FaissMIPS(mentions.vectors, nlist=nlist, pq_m=pq_m, train_size=train_size, seed=seed)
-    seconds = time.perf_counter() - t
-    with ArtifactWriter(out, ANN_FORMAT, ANN_FORMAT_VERSION, overwrite=overwrite) as w:
-        searcher.save(w.path("index.faiss"))
-        w.files["index.faiss"] = {"bytes": w.path("index.faiss").stat().st_size, "note": "FAISS IVF-PQ, faiss.write_index"}
-        w.manifest.update(mentions=mention_identity(mentions), config={
-            "nlist": int(searcher.index.nlist), "pq_m": pq_m, "train_size": train_size, "seed": seed},
-            build_s=round(seconds, 2), codes_bytes=searcher.memory_bytes)
-    log(f"IVF-PQ over {len(mentions):,} mentions ({searcher.index.nlist} lists, {pq_m} bytes a vector) in {seconds:.0f} s")
-    return Path(out)
-
-
 class MentionIndex:
     """A dense mention index, loaded with its vectors memory-mapped."""
 
@@ -383,15 +281,6 @@ class MentionIndex:
                 raise ArtifactError(f"{self.path} was embedded with the encoder {self.manifest['encoder']['path']}, "
                                     f"not {encoder_dir} (their weights differ)")
 
-    def load_ann(self, path: str | Path, nprobe: int = 32, rerank: int = 4) -> FaissMIPS:
-        """The IVF-PQ index `build_ann_index` wrote for this mention index; refused for another one."""
-        path = Path(path)
-        manifest = read_manifest(path, ANN_FORMAT, ANN_FORMAT_VERSION)
-        if manifest["mentions"]["manifest_sha256"] != mention_identity(self)["manifest_sha256"]:
-            raise ArtifactError(f"{path} was built over the mention index {manifest['mentions']['path']}, not {self.path}; "
-                                f"build it again: drkit ann --mentions {self.path} --out {path} --overwrite")
-        return FaissMIPS.load(path / "index.faiss", self.vectors, nprobe=nprobe, rerank=rerank)
-
     def searcher(self, kind: str = "exact", **kwargs):
         """``search(queries, k) -> (scores, ids)`` over all mentions: ``exact`` (blocked bf16 matrix product,
         vectors cached in memory), ``faiss`` (IVF; kwargs nlist, nprobe) or ``ivfpq`` (IVF-PQ codes in memory,
@@ -402,8 +291,10 @@ class MentionIndex:
         if kind == "faiss":
             return FaissMIPS(self.vectors, **kwargs)
         if kind == "ivfpq":
+            from drkit.dense.ann import default_pq_m, load_ann
+
             ann = kwargs.pop("ann", None)
             if ann is not None:
-                return self.load_ann(ann, **kwargs)
+                return load_ann(self, ann, **kwargs)
             return FaissMIPS(self.vectors, **{"pq_m": default_pq_m(self.dim), **kwargs})
         raise ConfigError(f"unknown MIPS kind {kind!r}; expected one of {', '.join(MIPS_KINDS)}")

@@ -137,7 +137,7 @@ class FaissMIPS:
             self.index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
         else:
             self.index = faiss.IndexIVFPQ(quantizer, dim, nlist, pq_m, 8, faiss.METRIC_INNER_PRODUCT)
-        self._quantizer = quantizer  # the index does not own it: kept alive here
+        self._keep_alive = quantizer  # the index does not own its quantizer
         need = nlist * 39 if pq_m is None else max(nlist * 39, 256 * 39)  # k-means wants ~39 points a centroid
         sample = sample_rows(n, min(n, max(train_size, need)), seed)
         self.index.train(np.ascontiguousarray(vectors[np.sort(sample)], dtype=np.float32))
@@ -160,7 +160,7 @@ class FaissMIPS:
                               f"{vectors.shape[1]}")
         pq_m = int(index.pq.M) if isinstance(index, faiss.IndexIVFPQ) else None
         out = cls(vectors, nprobe=nprobe, pq_m=pq_m, rerank=rerank, _index=index)
-        out._quantizer = raw  # the proxy that owns the index, kept alive with it
+        out._keep_alive = raw  # the proxy that owns the index
         return out
 
     def __len__(self) -> int:
