@@ -1,6 +1,7 @@
 """The ``drkit`` command. Each stage's flags are generated from its settings dataclass (`drkit.cli.flags`), so
-``drkit <stage> --help`` and the Python API always agree. The commands of plain questions over title-entity
-corpora are in `drkit.cli.passages`."""
+``drkit <stage> --help`` and the Python API always agree. The commands that build the index, the encoder
+and the mention index are in `drkit.cli.artifacts`; those of plain questions over title-entity corpora in
+`drkit.cli.passages`; `drkit serve` in `drkit.cli.serve`."""
 
 from __future__ import annotations
 
@@ -9,222 +10,9 @@ import sys
 from typing import Sequence
 
 from drkit import __version__
-from drkit.cli import passages, serve
+from drkit.cli import artifacts, passages, serve
 from drkit.cli.flags import add_config_flags, config_from_args
-from drkit.data.corpus import CORPUS_FORMATS
 from drkit.errors import DrkitError
-from drkit.index.linking import LinkConfig
-from drkit.index.sparse import SparseConfig
-
-
-def _index_parser(sub) -> None:
-    p = sub.add_parser(
-        "index",
-        help="link a corpus and build the sparse entity->mention index",
-        description="Link entities in a corpus, split it into passages and build A_{E->M} (TF-IDF co-occurrence) "
-        "and B_{M->E} (mention -> entity) as a self-describing artifact directory, with a stats report.",
-    )
-    p.add_argument("--corpus", required=True, metavar="PATH",
-                   help="corpus file: WikiMovies-style numbered lines, or JSONL {\"id\", \"title\", \"text\"} per line, "
-                   "optionally with \"links\": [{\"start\", \"end\", \"title\"}] (character offsets into text), which "
-                   "are then the text's mentions instead of the linker's")
-    p.add_argument("--format", choices=CORPUS_FORMATS, default=None,
-                   help="corpus format (default: jsonl for *.jsonl, else wikimovies)")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--kb", metavar="PATH", help="KB file, subject|relation|object per line: its subjects and objects are the entities")
-    src.add_argument("--entities", metavar="PATH|titles", action="append",
-                     help="entity list, one name per line; 'titles': every article title is an entity (a corpus whose "
-                     "passages are each about their title entity, e.g. Wikipedia); repeatable: the union, e.g. "
-                     "--entities titles --entities more.txt")
-    p.add_argument("--out", required=True, metavar="DIR", help="artifact directory to write")
-    p.add_argument("--questions", action="append", default=[], metavar="[HOPS:]PATH",
-                   help="MetaQA-format questions for the sparse reachability report (repeatable); the hop count "
-                   "is read from an 'N-hop' folder in PATH unless given as HOPS:PATH")
-    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    _engine_flags(p, "linking, splitting and n-gram counting")
-    p.add_argument("--shard-articles", type=int, default=2000, metavar="N",
-                   help="articles per Ray shard with --engine ray (default: 2000)")
-    add_config_flags(p, LinkConfig, "entity linking and passages")
-    add_config_flags(p, SparseConfig, "sparse index")
-    p.set_defaults(run=_run_index)
-
-
-def _engine_flags(p, what: str) -> None:
-    g = p.add_argument_group("engine")
-    g.add_argument("--engine", choices=("local", "ray"), default="local",
-                   help=f"where {what} runs: local (this process) or ray (Ray Data actors, the 'ray' extra; the same "
-                        "output as local). Default: local")
-    g.add_argument("--ray-address", metavar="ADDR", default=None,
-                   help="with --engine ray, the Ray cluster to join (e.g. ray://head:10001 or auto; the build's folders "
-                        "must be on storage every node sees); default: RAY_ADDRESS, else Ray started on this machine")
-
-
-def _run_index(args) -> int:
-    from drkit.index.build import build_index
-
-    build_index(
-        corpus=args.corpus,
-        out=args.out,
-        kb=args.kb,
-        entities=args.entities,
-        corpus_format=args.format,
-        link_config=config_from_args(args, LinkConfig),
-        sparse_config=config_from_args(args, SparseConfig),
-        questions=args.questions,
-        overwrite=args.overwrite,
-        engine=args.engine,
-        ray_address=args.ray_address,
-        shard_articles=args.shard_articles,
-    )
-    print(f"wrote {args.out} (report: {args.out}/report.json)")
-    return 0
-
-
-def _pretrain_parser(sub) -> None:
-    from drkit.dense.distant import DistantConfig
-    from drkit.dense.encoder import EncoderConfig
-    from drkit.dense.pretrain import PretrainConfig
-
-    p = sub.add_parser(
-        "pretrain",
-        help="pretrain the mention encoder on slot-filling queries made from a KB (without one: the untrained encoder)",
-        description="Pretrain the mention encoder f(m) and query encoder g(q) with distant supervision: each KB fact "
-        "(e1, R, e2) gives the queries 'e1, R, ?' and 'e2, R^-1, ?', answered by spans of passages that mention both "
-        "entities, against shared-entity, shared-relation and random negatives. Writes OUT/encoder (the encoder), "
-        "OUT/train_log.jsonl, OUT/heldout.jsonl (held-out queries) and checkpoints; rerunning the same command "
-        "resumes from the last checkpoint. --steps 0 saves the encoder as it is before pretraining; without --kb "
-        "that is all it does (the encoder for 'drkit embed' when there is no KB to pretrain on).",
-    )
-    p.add_argument("--index", required=True, metavar="DIR", help="sparse index built by 'drkit index'")
-    p.add_argument("--kb", metavar="PATH", default=None,
-                   help="KB file, subject|relation|object per line (default: none; only --steps 0 then, unless --qa)")
-    p.add_argument("--qa", metavar="FILE.jsonl", default=None,
-                   help="question-answer pairs over a title-entity corpus, {\"question\", \"supporting\": [corpus ids]} per "
-                   "line: each question is a query answered by its supporting passages' title entities, with "
-                   "BM25-retrieved negatives (with --kb too: steps alternate between the two)")
-    p.add_argument("--out", required=True, metavar="DIR", help="run directory (resumed if it holds a run with the same settings)")
-    p.add_argument("--overwrite", action="store_true", help="delete --out and start again")
-    add_config_flags(p, PretrainConfig, "pretraining recipe")
-    add_config_flags(p, EncoderConfig, "encoder")
-    add_config_flags(p, DistantConfig, "distant supervision")
-    p.set_defaults(run=_run_pretrain)
-
-
-def _run_pretrain(args) -> int:
-    from drkit.dense.distant import DistantConfig
-    from drkit.dense.encoder import EncoderConfig
-    from drkit.dense.pretrain import PretrainConfig, pretrain
-
-    pretrain(args.index, args.kb, args.out, config_from_args(args, PretrainConfig),
-             config_from_args(args, EncoderConfig), config_from_args(args, DistantConfig), overwrite=args.overwrite,
-             log=lambda line: print(line, file=sys.stderr), qa=args.qa)
-    return 0
-
-
-def _embed_parser(sub) -> None:
-    from drkit.dense.mentions import EmbedConfig
-
-    p = sub.add_parser(
-        "embed",
-        help="embed every mention of a sparse index with a (pretrained) encoder: the dense mention index",
-        description="Compute f(m) = [W_st^T H_start ; W_en^T H_end] for every mention of the sparse index, once, "
-        "and store the vectors in fp16 as a self-describing artifact (memory-mapped when loaded, searched by exact "
-        "or FAISS MIPS). The vectors are written to disk as they are computed (.OUT.partial/); an interrupted run, "
-        "started again with the same arguments, resumes where it stopped.",
-    )
-    p.add_argument("--index", required=True, metavar="DIR", help="sparse index built by 'drkit index'")
-    p.add_argument("--encoder", required=True, metavar="DIR",
-                   help="encoder artifact, or a 'drkit pretrain' run directory (its encoder/ is used)")
-    p.add_argument("--out", required=True, metavar="DIR", help="mention index directory to write")
-    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    _engine_flags(p, "the encoder")
-    add_config_flags(p, EmbedConfig, "embedding")
-    p.set_defaults(run=_run_embed)
-
-
-def _run_embed(args) -> int:
-    from drkit.dense.mentions import EmbedConfig, build_mention_index
-
-    build_mention_index(args.index, args.encoder, args.out, config_from_args(args, EmbedConfig),
-                        overwrite=args.overwrite, log=lambda line: print(line, file=sys.stderr), engine=args.engine,
-                        ray_address=args.ray_address)
-    print(f"wrote {args.out}")
-    return 0
-
-
-def _ann_parser(sub) -> None:
-    p = sub.add_parser(
-        "ann",
-        help="train and save an IVF-PQ index over a mention index (load it with --mips ivfpq --ann DIR)",
-        description="Approximate MIPS for large indexes: k-means lists (IVF) over a sample of the mention vectors "
-        "and product-quantized codes of every vector (PQ, --pq-m bytes a vector in memory). At question time the "
-        "best candidates of the codes are scored again exactly from the memory-mapped fp16 vectors. Saving it "
-        "spares training it at every load.",
-    )
-    p.add_argument("--mentions", required=True, metavar="DIR", help="mention index built by 'drkit embed'")
-    p.add_argument("--out", required=True, metavar="DIR", help="folder to write")
-    p.add_argument("--nlist", type=int, default=None, metavar="INT", help="IVF lists (default: 4 sqrt(mentions))")
-    p.add_argument("--pq-m", type=int, default=None, metavar="INT",
-                   help="bytes of code a vector; must divide the vector size (default: about one a 8 values)")
-    p.add_argument("--train-size", type=int, default=100_000, metavar="INT",
-                   help="vectors sampled for k-means (at least 39 a list are used) (default: 100000)")
-    p.add_argument("--seed", type=int, default=0, metavar="INT", help="seed of the sample (default: 0)")
-    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    p.set_defaults(run=_run_ann)
-
-
-def _run_ann(args) -> int:
-    from drkit.dense.mentions import build_ann_index
-
-    build_ann_index(args.mentions, args.out, args.nlist, args.pq_m, args.train_size, args.seed, args.overwrite,
-                    log=lambda line: print(line, file=sys.stderr))
-    print(f"wrote {args.out}")
-    return 0
-
-
-def _slot_fill_parser(sub) -> None:
-    p = sub.add_parser(
-        "slot-fill",
-        help="evaluate an encoder and its mention index on single-hop slot-filling queries",
-        description="For each query (e1, R, ?), score the mentions reachable from e1 through the sparse index by "
-        "f(m).g(q), rank entities by their best mention, and report Hits@1 and Hits@5 overall and per relation. "
-        "Writes OUT/metrics.json and OUT/predictions.jsonl.",
-    )
-    p.add_argument("--index", required=True, metavar="DIR", help="sparse index")
-    p.add_argument("--mentions", required=True, metavar="DIR", help="mention index built by 'drkit embed'")
-    p.add_argument("--encoder", required=True, metavar="DIR", help="the encoder the mention index was built with")
-    p.add_argument("--queries", required=True, metavar="PATH",
-                   help="JSONL queries {text, subject, answers, [relation, inverse]}, e.g. heldout.jsonl of a pretraining run")
-    p.add_argument("--out", required=True, metavar="DIR", help="directory for metrics.json and predictions.jsonl")
-    p.set_defaults(run=_run_slot_fill)
-
-
-def _run_slot_fill(args) -> int:
-    import json
-    from pathlib import Path
-
-    from drkit.dense.encoder import DualEncoder
-    from drkit.dense.mentions import MentionIndex, resolve_encoder_dir
-    from drkit.dense.slot_filling import evaluate_slot_filling, read_slot_queries
-    from drkit.index.sparse import SparseIndex
-
-    index = SparseIndex.load(args.index)
-    mentions = MentionIndex.load(args.mentions)
-    mentions.check_compatible(index, args.encoder)
-    encoder = DualEncoder.load(resolve_encoder_dir(args.encoder))
-    queries = read_slot_queries(args.queries, index)
-    metrics, predictions = evaluate_slot_filling(index, mentions, encoder, queries)
-    metrics.update(index=str(args.index), mentions=str(args.mentions), encoder=str(args.encoder), queries_file=str(args.queries))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    with open(out / "predictions.jsonl", "w", encoding="utf-8") as f:
-        for row in predictions:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    print(f"{len(queries)} queries: Hits@1 {metrics['hits@1']:.4f}  Hits@5 {metrics['hits@5']:.4f}  "
-          f"(answer reachable: {metrics['reachable']:.4f}; random ranking: Hits@1 {metrics['chance_hits@1']:.4f}); "
-          f"wrote {out}/metrics.json")
-    return 0
 
 
 def _train_parser(sub) -> None:
@@ -405,11 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"drkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    _index_parser(sub)
-    _pretrain_parser(sub)
-    _embed_parser(sub)
-    _ann_parser(sub)
-    _slot_fill_parser(sub)
+    artifacts.add_parsers(sub)
     _train_parser(sub)
     _evaluate_parser(sub)
     _ask_parser(sub)
