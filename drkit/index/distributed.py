@@ -50,6 +50,7 @@ class _LinkShard:
         import torch
 
         torch.set_num_threads(1)
+        os.environ["DRKIT_PROGRESS"] = "0"  # no progress bars from the workers
         self.table = EntityTable.from_records(entity_records)
         self.config = LinkConfig(**link_config)
         self.linker = EntityLinker(self.table.keys, self.config.min_name_length)
@@ -67,7 +68,6 @@ class _LinkShard:
                                 links=None if not batch["links"][r] else tuple(tuple(x) for x in json.loads(batch["links"][r])))
                         for r in rows]
             warnings = WarningLog()
-            os.environ["DRKIT_PROGRESS"] = "0"
             linked = link_corpus(articles, self.linker, self.config, warnings, entity_of=self.table.lookup)
             counts = self.hasher.count_matrix(linked.passage_texts)
             path = self.out / f"shard-{int(index[a]):012d}"

@@ -163,12 +163,17 @@ class MultiHopModel(nn.Module):
         ids = torch.as_tensor(ids, dtype=torch.long)
         with torch.no_grad():
             words = self.encoder.embeddings.word_embeddings.weight
-            lo = self.entity_piece_indptr[ids]
-            n = self.entity_piece_indptr[ids + 1] - lo
-            slot = torch.repeat_interleave(torch.arange(len(ids)), n)  # the row of each piece
-            piece = self.entity_pieces[torch.from_numpy(concat_ranges(lo.numpy(), n.numpy()))]
+            n, slot, piece = self._name_pieces(ids)
             sums = torch.zeros(len(ids), words.shape[1]).index_add(0, slot, words[piece].float())
             return sums / n.clamp_min(1).unsqueeze(1).float()
+
+    def _name_pieces(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For entities `ids`: the pieces in each name (N,), and per piece of all their names its position
+        in `ids` and its word-piece id (S,) each."""
+        lo = self.entity_piece_indptr[ids]
+        n = self.entity_piece_indptr[ids + 1] - lo
+        slot = torch.repeat_interleave(torch.arange(len(ids)), n)
+        return n, slot, self.entity_pieces[torch.from_numpy(concat_ranges(lo.numpy(), n.numpy()))]
 
     @property
     def entity_table(self) -> torch.Tensor:
@@ -184,10 +189,7 @@ class MultiHopModel(nn.Module):
         words = self.encoder.embeddings.word_embeddings.weight  # (V, hidden)
         if self.config.train_word_embeddings and torch.is_grad_enabled():
             vocab = words.shape[0]
-            lo = self.entity_piece_indptr[z.ids]  # (N,)
-            n = self.entity_piece_indptr[z.ids + 1] - lo  # pieces of each coordinate's entity
-            slot = torch.repeat_interleave(torch.arange(len(z)), n)  # (S,) the coordinate of each piece
-            piece = self.entity_pieces[torch.from_numpy(concat_ranges(lo.numpy(), n.numpy()))]  # (S,)
+            n, slot, piece = self._name_pieces(z.ids)  # (N,) pieces a coordinate's entity; (S,) coordinate, piece
             weight = z.probs.float()[slot] / n[slot].float()  # (S,)
             zn = torch.zeros(z.batch_size * vocab).index_add(0, z.rows[slot] * vocab + piece, weight)  # Z^T N
             return zn.view(z.batch_size, vocab) @ words.float()  # (B, V) @ (V, hidden)
