@@ -10,7 +10,7 @@ import sys
 from typing import Sequence
 
 from drkit import __version__
-from drkit.cli import artifacts, passages, serve
+from drkit.cli import artifacts, passages, serve, update
 from drkit.cli.flags import add_config_flags, config_from_args
 from drkit.errors import DrkitError
 
@@ -194,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     artifacts.add_parsers(sub)
+    update.add_parsers(sub)
     _train_parser(sub)
     _evaluate_parser(sub)
     _ask_parser(sub)

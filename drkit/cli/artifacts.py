@@ -214,6 +214,7 @@ def _run_slot_fill(args) -> int:
     index = SparseIndex.load(args.index)
     mentions = MentionIndex.load(args.mentions)
     mentions.check_compatible(index, args.encoder)
+    mentions = mentions.for_index(index)
     encoder = DualEncoder.load(resolve_encoder_dir(args.encoder))
     queries = read_slot_queries(args.queries, index)
     metrics, predictions = evaluate_slot_filling(index, mentions, encoder, queries)

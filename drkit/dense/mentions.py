@@ -9,6 +9,8 @@ embedding run's throughput. `MentionIndex.searcher` gives exact or approximate M
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import os
 import shutil
@@ -37,7 +39,7 @@ CHECKPOINT_S = 30.0  # seconds between the progress records of a resumable `buil
 class EmbedConfig:
     """How mentions are embedded."""
 
-    batch_tokens: int = field(default=8192, metadata={"help": "word pieces per encoder batch (passages sorted by length)"})
+    batch_tokens: int = field(default=8192, metadata={"help": "word pieces per encoder batch (each batch holds passages of one length, so none is padded)"})
     bf16: bool = field(default=True, metadata={"help": "bf16 autocast on the CPU (vectors are stored in fp16 either way)"})
 
     def __post_init__(self):
@@ -49,22 +51,32 @@ def encoder_identity(encoder_dir: str | Path) -> dict:
     return {"path": str(encoder_dir), "sha256": file_checksum(Path(encoder_dir) / "model.safetensors")["sha256"]}
 
 
+def vectors_key(manifest: dict) -> str:
+    """A short fingerprint of a mention index's encoder weights and embedding settings."""
+    blob = json.dumps({"encoder": manifest["encoder"]["sha256"], "config": manifest.get("config"),
+                       "dim": manifest.get("dim")}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 def index_identity(index: SparseIndex) -> dict:
     return {"path": str(index.path), "mentions_sha256": file_checksum(index.path / "mentions.npy")["sha256"],
             "mentions": index.n_mentions}
 
 
 def _length_batches(lengths: np.ndarray, batch_tokens: int):
+    """Batches of passages of one length each, shortest first, of at most `batch_tokens` tokens (at least one
+    passage). No passage is padded, so a mention's vector depends on its passage alone, not on the batch it
+    falls in: a passage embedded by `drkit add` or reused by `drkit compact` gets the vector a build gives it."""
     order = np.argsort(lengths, kind="stable")
     batch: list[int] = []
-    longest = 0
+    width = -1
     for p in order:
-        longest_next = max(longest, int(lengths[p]) + 2)
-        if batch and longest_next * (len(batch) + 1) > batch_tokens:
+        length = int(lengths[p]) + 2
+        if batch and (length != width or length * (len(batch) + 1) > batch_tokens):
             yield batch
-            batch, longest_next = [], int(lengths[p]) + 2
+            batch = []
         batch.append(int(p))
-        longest = longest_next
+        width = length
     if batch:
         yield batch
 
@@ -82,10 +94,13 @@ def embed_batch(index: SparseIndex, encoder: DualEncoder, mentions: np.ndarray, 
     return out
 
 
-def batch_plan(index: SparseIndex, config: EmbedConfig) -> list[np.ndarray]:
-    """The passages of each encoder batch, in the order a build embeds them (by length)."""
+def batch_plan(index: SparseIndex, config: EmbedConfig, passages: np.ndarray | None = None) -> list[np.ndarray]:
+    """The passages of each encoder batch, in the order a build embeds them (by length); `passages`: only
+    these (of those with mentions)."""
     lengths = np.diff(np.asarray(index.piece_offsets))
     with_mentions = np.flatnonzero(np.diff(index.passage_mention_indptr) > 0)
+    if passages is not None:
+        with_mentions = np.intersect1d(with_mentions, passages)
     return [with_mentions[b] for b in _length_batches(lengths[with_mentions], config.batch_tokens)]
 
 
@@ -167,6 +182,10 @@ def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str
         raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
     encoder_dir = resolve_encoder_dir(encoder_dir)
     index = SparseIndex.load(index_dir)
+    if index.live is not None:
+        raise ConfigError(f"{index_dir} has documents added or removed since it was built (version {index.live.version}); "
+                          "'drkit embed' reads a compacted index: run 'drkit compact' (which writes the mention index "
+                          "too, reusing the vectors it has)")
     encoder = DualEncoder.load(encoder_dir)
     if encoder.manifest.get("tokenizer", {}).get("vocab_sha256") != index.manifest.get("tokenizer", {}).get("vocab_sha256"):
         raise ArtifactError(f"{encoder_dir} and {index_dir} use different tokenizers; rebuild one with the other's")
@@ -281,6 +300,32 @@ class MentionIndex:
                 raise ArtifactError(f"{self.path} was embedded with the encoder {self.manifest['encoder']['path']}, "
                                     f"not {encoder_dir} (their weights differ)")
 
+    def vectors_key(self) -> str:
+        """The name of this index's vectors in a segment of a grown sparse index (`drkit.dense.update`): one per
+        encoder and embedding settings."""
+        return vectors_key(self.manifest)
+
+    def for_index(self, index: SparseIndex) -> "MentionIndex":
+        """This mention index as the live view of `index` sees it: itself when nothing was added or removed;
+        else a copy whose `vectors` (in memory) are the base's live rows and each segment's vectors, in the
+        live view's mention order. Check `check_compatible(index)` first."""
+        if index.live is None:
+            return self
+        parts = []
+        for k, (folder, kept) in enumerate(zip(index.live.part_dirs, index.live.part_kept_mentions)):
+            if k == 0:
+                parts.append(np.asarray(self.vectors[kept]))
+                continue
+            name = f"vectors-{self.vectors_key()}"
+            if not (folder / f"{name}.npy").exists():
+                raise ArtifactError(f"the segment {folder} has no vectors of the mention index {self.path} (it was added "
+                                    f"without --mentions {self.path}); add its articles again with it, or compact the index")
+            parts.append(np.asarray(load_array(folder, name)[kept]))
+        view = copy.copy(self)
+        view.vectors = np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float16)
+        view.live_version = index.live.version
+        return view
+
     def searcher(self, kind: str = "exact", **kwargs):
         """``search(queries, k) -> (scores, ids)`` over all mentions: ``exact`` (blocked bf16 matrix product,
         vectors cached in memory), ``faiss`` (IVF; kwargs nlist, nprobe) or ``ivfpq`` (IVF-PQ codes in memory,
@@ -294,6 +339,10 @@ class MentionIndex:
             from drkit.dense.ann import default_pq_m, load_ann
 
             ann = kwargs.pop("ann", None)
+            if ann is not None and getattr(self, "live_version", None) is not None:
+                raise ConfigError(f"the saved IVF-PQ index {ann} covers the mentions the sparse index had when it was "
+                                  "built, not those added or removed since; compact the index and run 'drkit ann' "
+                                  "again, or leave out --ann (an IVF-PQ index is then trained at load)")
             if ann is not None:
                 return load_ann(self, ann, **kwargs)
             return FaissMIPS(self.vectors, **{"pq_m": default_pq_m(self.dim), **kwargs})

@@ -115,6 +115,53 @@ def build_index(
         table = EntityTable.from_names(names)
     if len(table) == 0:
         raise ConfigError(f"no entities in {kb or ', '.join(map(str, entities))}")
+    timings["read_entities"] = time.perf_counter() - t0
+    t = time.perf_counter()
+    articles = read_articles(corpus, corpus_format, warnings)
+    timings["read_corpus"] = time.perf_counter() - t
+    if kb is not None:
+        inputs = {"corpus": file_checksum(corpus), "kb": file_checksum(kb)}
+    else:
+        specs = ["titles" if str(e) == "titles" else file_checksum(e) for e in entities]
+        inputs = {"corpus": file_checksum(corpus), "entities": specs[0] if len(specs) == 1 else specs}
+    inputs.update({f"questions_{i}": file_checksum(p) for i, (_, p) in enumerate(question_specs)})
+    sources = [{"file": str(Path(corpus).resolve()), "format": corpus_format, "sha256": inputs["corpus"]["sha256"],
+                "articles": len(articles)}]
+    return write_index(articles, table, out, triples=triples, link_config=link_config, sparse_config=sparse_config,
+                       corpus_format=corpus_format, inputs=inputs, sources=sources, question_specs=question_specs,
+                       question_sets=question_sets, warnings=warnings, timings=timings, overwrite=overwrite, log=log,
+                       engine=engine, ray_address=ray_address, shard_articles=shard_articles, label=str(corpus),
+                       started=t0)
+
+
+def read_articles(corpus: str | Path, corpus_format: str, warnings: WarningLog) -> list:
+    """Every article of `corpus`; an `InputFormatError` when there is none."""
+    articles = list(read_corpus(corpus, corpus_format, warnings))
+    if not articles:
+        empty = warnings.count("empty_article")
+        raise InputFormatError(corpus, None, f"no article to index in this {corpus_format} corpus"
+                               + (f" ({empty} read, all without title and text)" if empty else "")
+                               + ("; expected a {'id', 'title', 'text'} object per line" if corpus_format == "jsonl"
+                                  else "; expected articles of numbered lines, '1 <title>' then '2 <text>', ..."))
+    return articles
+
+
+def write_index(articles: list, table: EntityTable, out: str | Path, *, triples=None,
+                link_config: LinkConfig = LinkConfig(), sparse_config: SparseConfig = SparseConfig(),
+                corpus_format: str = "jsonl", inputs: dict | None = None, sources: list | None = None,
+                question_specs=(), question_sets=(), warnings: WarningLog | None = None,
+                timings: dict | None = None, overwrite: bool = False, log=print, engine: str = "local",
+                ray_address: str | None = None, shard_articles: int = 2000, label: str = "the corpus",
+                extra_manifest: dict | None = None, started: float | None = None,
+                copy_files: Sequence[tuple[Path, str]] = ()) -> SparseIndex:
+    """Link `articles` over the entities `table` and write the index `out` (the work of `build_index` once its
+    inputs are read; `drkit compact` calls it with the articles of a grown index). `sources`: the corpus files
+    the articles come from, in order, recorded in the manifest so that a later `drkit compact` can read them
+    again (``[{"file", "format", "sha256", "articles", "skip": [article positions left out]}]``); `copy_files`:
+    ``(file, name in the index)`` pairs copied into it (the corpus files of a compacted index)."""
+    warnings = warnings if warnings is not None else WarningLog()
+    timings = timings if timings is not None else {}
+    t0 = started if started is not None else time.perf_counter()
     linker = EntityLinker(table.keys, link_config.min_name_length)
     too_short = [n for n, k in zip(table.names, table.keys) if len(k) < link_config.min_name_length]
     if too_short:
@@ -124,16 +171,7 @@ def build_index(
     if merged:
         example = next(a for a in table.aliases if len(a) > 1)
         warnings.add("entity_names_merged", f"names equal but for case are one entity, e.g. {example}", count=merged)
-    timings["read_entities"] = time.perf_counter() - t0
-
     t = time.perf_counter()
-    articles = list(read_corpus(corpus, corpus_format, warnings))
-    if not articles:
-        empty = warnings.count("empty_article")
-        raise InputFormatError(corpus, None, f"no article to index in this {corpus_format} corpus"
-                               + (f" ({empty} read, all without title and text)" if empty else "")
-                               + ("; expected a {'id', 'title', 'text'} object per line" if corpus_format == "jsonl"
-                                  else "; expected articles of numbered lines, '1 <title>' then '2 <text>', ..."))
     counts = None
     if engine == "ray":
         from drkit.index.distributed import link_and_count_on_ray
@@ -151,7 +189,7 @@ def build_index(
     else:
         linked = link_corpus(articles, linker, link_config, warnings, total=len(articles), entity_of=table.lookup)
     if linked.n_passages == 0:
-        raise InputFormatError(corpus, None, f"no passage to index: none of its {len(articles)} articles has a "
+        raise InputFormatError(label, None, f"no passage to index: none of its {len(articles)} articles has a "
                                f"word piece of the tokenizer {link_config.encoder!r}")
     timings["read_and_link"] = time.perf_counter() - t
 
@@ -190,22 +228,21 @@ def build_index(
     timings["total"] = time.perf_counter() - t0
     report["timings_s"] = {k: round(v, 2) for k, v in timings.items()}
 
-    if kb is not None:
-        inputs = {"corpus": file_checksum(corpus), "kb": file_checksum(kb)}
-    else:
-        specs = ["titles" if str(e) == "titles" else file_checksum(e) for e in entities]
-        inputs = {"corpus": file_checksum(corpus), "entities": specs[0] if len(specs) == 1 else specs}
-    inputs.update({f"questions_{i}": file_checksum(p) for i, (_, p) in enumerate(question_specs)})
     with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
         w.manifest.update(
             config={"link": dataclasses.asdict(link_config), "sparse": dataclasses.asdict(sparse_config),
                     "corpus_format": corpus_format},
             tokenizer=tokenizer_fingerprint(link_config.encoder),
-            inputs=inputs,
+            inputs=inputs or {},
             counts=counts,
+            sources=sources or [],
+            **(extra_manifest or {}),
         )
-        _write_arrays(w, table, linked, matrices)
+        write_arrays(w, table, linked, matrices)
         w.write_json("report.json", report)
+        for file, name in copy_files:
+            w.path(name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(file, w.path(name))
     for line in format_report(report):
         log(line)
     return SparseIndex.load(out)
@@ -220,7 +257,7 @@ def _link_plain(q: Question, table: EntityTable, linker: EntityLinker, frequency
     return q if entity is None else replace(q, topic=table.names[entity])
 
 
-def _write_arrays(w: ArtifactWriter, table: EntityTable, linked: LinkedCorpus, m) -> None:
+def write_arrays(w: ArtifactWriter, table: EntityTable, linked: LinkedCorpus, m) -> None:
     w.write_jsonl("entities.jsonl", table.to_records(), note="row = entity id")
     w.write_jsonl("articles.jsonl", ({"key": k, "title": t} for k, t in zip(linked.article_keys, linked.article_titles)),
                   note="row = article id")

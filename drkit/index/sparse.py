@@ -81,11 +81,14 @@ class SparseMatrices(DerivedA):
 
 
 def top_passages(G: sp.csr_matrix, F: sp.csr_matrix, mu: int, epsilon: float, block: int = 1024,
-                 linked: sp.csr_matrix | None = None, unlinked_weight: float = 1.0, budget: int = 1 << 24):
+                 linked: sp.csr_matrix | None = None, unlinked_weight: float = 1.0, budget: int = 1 << 24,
+                 row_linked: np.ndarray | None = None):
     """For each row of G, the top-`mu` columns of S = G F^T with value > epsilon.
 
     `linked` (rows of G x passages, non-zero where the entity was linked in the passage): in a row
-    with a linked passage, S of every other passage is multiplied by `unlinked_weight`.
+    with a linked passage, S of every other passage is multiplied by `unlinked_weight`. `row_linked` (rows of G,
+    bool): which rows count as linked somewhere, when that is more than `linked` shows (the passages of a
+    segment added to an index whose other passages link the entity; `drkit.index.segments`).
     Ties are broken by the lower passage id. Returns CSR arrays (indptr, passage ids sorted within
     each row, scores). A negative `epsilon` is refused: a zero score is never stored, so it cannot be kept.
 
@@ -110,7 +113,8 @@ def top_passages(G: sp.csr_matrix, F: sp.csr_matrix, mu: int, epsilon: float, bl
         S.sum_duplicates()
         if linked is not None and unlinked_weight != 1:
             L = linked[lo:hi].astype(bool).astype(np.float32)
-            row_weight = np.where(L.getnnz(axis=1) > 0, unlinked_weight, 1.0)
+            row_is_linked = L.getnnz(axis=1) > 0 if row_linked is None else np.asarray(row_linked[lo:hi], dtype=bool)
+            row_weight = np.where(row_is_linked, unlinked_weight, 1.0)
             on_links = sp.csr_matrix(S.multiply(L))
             S = (on_links + sp.diags(row_weight.astype(np.float32)) @ (S - on_links)).tocsr()  # linked scores unchanged
             S.sum_duplicates()
@@ -187,6 +191,13 @@ class SparseIndex(DerivedA):
         self._text_offsets = load_array(self.path, "passage_text_offsets")
         self._text = np.memmap(self.path / "passage_text.bin", dtype=np.uint8, mode="r") \
             if self._text_offsets[-1] > 0 else np.zeros(0, np.uint8)
+        self.live = None  # what the live view of a grown index was made from (`drkit.index.segments.LiveInfo`)
+        if (self.path / "CURRENT").exists():
+            from drkit.index.segments import apply_live_view, read_state
+
+            state = read_state(self.path)
+            if state["segments"] or state["removed"]:
+                apply_live_view(self, state)  # base + segments - removed articles, in memory
 
     @classmethod
     def load(cls, path: str | Path) -> "SparseIndex":
@@ -195,6 +206,11 @@ class SparseIndex(DerivedA):
     @property
     def n_entities(self) -> int:
         return len(self.entity_passage_indptr) - 1
+
+    @functools.cached_property
+    def article_global(self) -> np.ndarray:
+        """(A,) each article's id among every article ever indexed (removed ones included; `drkit.index.segments`)."""
+        return np.arange(len(self._articles), dtype=np.int64)
 
     @property
     def n_mentions(self) -> int:

@@ -35,6 +35,7 @@ class VirtualKB:
 
     def __init__(self, index: SparseIndex, mentions: MentionIndex, searcher: str = "exact", **search_kwargs):
         mentions.check_compatible(index)
+        mentions = mentions.for_index(index)  # a grown index: the base's live vectors and its segments'
         self.index = index
         self.mentions = mentions
         self.graph = FollowGraph.from_index(index, mentions.vectors)  # the memory map; one bf16 copy on use

@@ -1,0 +1,248 @@
+"""Grow an index without a rebuild: `add_documents` (``drkit add``), `remove_documents` (``drkit remove``) and
+`compact` (``drkit compact``).
+
+The sparse side (segments, the version file, the live view and its policy) is `drkit.index.segments`;
+this module adds the dense side. An added segment's mentions are embedded with the encoder of each mention
+index given (its own weights and settings, read from its manifest) and stored in the segment as
+``vectors-KEY.npy`` before the version file names the segment, so a model trained before the update
+answers over the new articles at once (`MentionIndex.for_index` gathers the live vectors). Compaction
+writes a new sparse index and new mention indexes: the sparse part equals `build_index` of the live
+articles, and a mention whose passage (its word pieces) and span are unchanged keeps its vector, which
+equals what `drkit embed` computes (a passage is embedded unpadded, alone in its length's batch); only
+the rest are embedded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from drkit.data.kb import EntityTable
+from drkit.dense.encoder import DualEncoder
+from drkit.dense.mentions import (
+    FORMAT,
+    FORMAT_VERSION,
+    EmbedConfig,
+    MentionIndex,
+    batch_plan,
+    embed_batch,
+    embed_mentions,
+    encoder_identity,
+    index_identity,
+    mention_rows,
+    resolve_encoder_dir,
+)
+from drkit.errors import ArtifactError, ConfigError
+from drkit.index.build import write_index
+from drkit.index.linking import LinkConfig
+from drkit.index.segments import (
+    SEGMENTS,
+    collect_garbage,
+    live_articles,
+    read_ids,
+    read_state,
+    removal_state,
+    update_lock,
+    write_segment,
+    write_state,
+)
+from drkit.index.sparse import SparseIndex
+from drkit.util.artifact import ArtifactWriter
+from drkit.util.progress import progress
+
+
+def _mention_indexes(index: SparseIndex, mentions: Sequence[str | Path]) -> list[MentionIndex]:
+    """The mention indexes of `mentions`, each checked against `index`; every mention index the index's
+    segments carry vectors for must be among them (else the next segment would lack its vectors)."""
+    loaded = [MentionIndex.load(m) for m in mentions]
+    for m in loaded:
+        m.check_compatible(index)
+    keys = {m.vectors_key() for m in loaded}
+    for seg in read_state(index.path)["segments"]:
+        for f in (index.path / SEGMENTS / seg).glob("vectors-*.npy"):
+            key = f.stem.removeprefix("vectors-")
+            if key not in keys:
+                raise ConfigError(f"the segment {f.parent} carries vectors ({f.name}) for a mention index not given; "
+                                  "pass --mentions for every mention index of this index, so that each stays complete")
+    return loaded
+
+
+def _encoder_of(mentions: MentionIndex) -> DualEncoder:
+    """The encoder that embedded `mentions`, checked to be the same weights."""
+    folder = resolve_encoder_dir(mentions.manifest["encoder"]["path"])
+    if encoder_identity(folder)["sha256"] != mentions.manifest["encoder"]["sha256"]:
+        raise ArtifactError(f"the encoder {folder} has changed since it embedded {mentions.path}; "
+                            "embed with one encoder throughout")
+    return DualEncoder.load(folder)
+
+
+def _save_vectors(folder: Path, name: str, vectors: np.ndarray) -> None:
+    tmp = folder / f".{name}.tmp-{os.getpid()}.npy"
+    np.save(tmp, np.ascontiguousarray(vectors), allow_pickle=False)
+    os.replace(tmp, folder / f"{name}.npy")
+
+
+def add_documents(index_dir: str | Path, corpus: str | Path, mentions: Sequence[str | Path] = (),
+                  corpus_format: str | None = None, entity_lists: Sequence[str | Path] = (), replace: bool = False,
+                  log=print) -> dict:
+    """Add the articles of `corpus` to the index at `index_dir` as a new segment, with the vectors of its
+    mentions for each mention index of `mentions`; see the module docstring. Returns a report (counts,
+    seconds per step, the new version)."""
+    index_dir = Path(index_dir)
+    t0 = time.perf_counter()
+    with update_lock(index_dir):
+        state = read_state(index_dir)
+        gone = collect_garbage(index_dir, state)
+        if gone:
+            log(f"deleted what an interrupted update left in {index_dir}: {', '.join(gone)}")
+        live = SparseIndex.load(index_dir)
+        loaded = _mention_indexes(live, mentions)
+        t = time.perf_counter()
+        seg_dir, new_state, counts = write_segment(index_dir, corpus, corpus_format, entity_lists, replace, log)
+        timings = {"link_and_score": time.perf_counter() - t}
+        segment = SparseIndex(seg_dir)
+        for m in loaded:
+            t = time.perf_counter()
+            config = EmbedConfig(**m.manifest["config"])
+            vectors, _ = embed_mentions(segment, _encoder_of(m), config)
+            _save_vectors(seg_dir, f"vectors-{m.vectors_key()}", vectors)
+            timings[f"embed {m.path}"] = time.perf_counter() - t
+        write_state(index_dir, new_state)
+    timings["total"] = time.perf_counter() - t0
+    report = {"version": new_state["version"], "segment": seg_dir.name, **counts,
+              "timings_s": {k: round(v, 2) for k, v in timings.items()}}
+    log(f"{index_dir}: version {report['version']}: added {counts['articles']:,} articles ({counts['passages']:,} "
+        f"passages, {counts['mentions']:,} mentions, {counts['new_entities']:,} new entities"
+        + (f", {counts['replaced_articles']} replaced" if counts["replaced_articles"] else "")
+        + f") in {timings['total']:.1f} s")
+    return report
+
+
+def remove_documents(index_dir: str | Path, ids: Sequence[str] | str | Path, log=print) -> dict:
+    """Mark the articles whose corpus ids are `ids` (a list, or a file of one id per line) removed: no answer
+    or chain cites their passages from the next load on. Every id must name a live article (else nothing
+    changes). Returns ``{"version", "removed"}``."""
+    index_dir = Path(index_dir)
+    source = "the ids"
+    if isinstance(ids, (str, Path)):
+        source = str(ids)
+        ids = read_ids(ids)
+    if not ids:
+        raise ConfigError(f"{source}: no article id to remove")
+    with update_lock(index_dir):
+        collect_garbage(index_dir, read_state(index_dir))
+        state, n = removal_state(index_dir, list(ids), source)
+        write_state(index_dir, state)
+    log(f"{index_dir}: version {state['version']}: removed {n:,} articles")
+    return {"version": state["version"], "removed": n}
+
+
+def compact(index_dir: str | Path, out: str | Path, mentions: Sequence[str | Path] = (),
+            mentions_out: Sequence[str | Path] = (), base_corpus: str | Path | None = None, overwrite: bool = False,
+            log=print) -> SparseIndex:
+    """Write the live view of the index at `index_dir` as a new index `out` (`build_index` of its live
+    articles: IDF recomputed, every passage linked again) and each mention index of `mentions` as
+    `mentions_out` (vectors of unchanged passages reused, the rest embedded). The index at `index_dir` is
+    left as it is."""
+    if len(mentions) != len(mentions_out):
+        raise ConfigError(f"give one --mentions-out for each --mentions ({len(mentions)} against {len(mentions_out)})")
+    index_dir = Path(index_dir)
+    live = SparseIndex.load(index_dir)
+    loaded = _mention_indexes(live, mentions)
+    for o in [out, *mentions_out]:
+        if Path(o).exists() and not overwrite:
+            raise ArtifactError(f"{o} already exists; choose another path or pass --overwrite")
+    t = time.perf_counter()
+    articles, sources = live_articles(live, base_corpus)
+    manifest = live.manifest
+    lists_added = any(_added_lists(index_dir / SEGMENTS / seg) for seg in read_state(index_dir)["segments"])
+    if manifest.get("inputs", {}).get("entities") == "titles" and not lists_added:
+        table = EntityTable.from_names([a.title for a in articles if a.title.strip()])  # as build_index makes it
+    else:
+        table = live.entities  # every entity kept, ids unchanged
+    copies = [(Path(s["file"]), f"sources/{i:03d}{Path(s['file']).suffix}") for i, s in enumerate(sources)]
+    new_sources = [{"file": name, "format": s["format"], "sha256": s["sha256"], "skip": s["skip"],
+                    "key_prefix": s["key_prefix"]}
+                   for s, (_, name) in zip(sources, copies)]
+    config = manifest["config"]
+    new = write_index(articles, table, out, link_config=LinkConfig(**config["link"]), sparse_config=live.config,
+                      corpus_format=config.get("corpus_format", "jsonl"), inputs=manifest.get("inputs", {}),
+                      sources=new_sources, overwrite=overwrite, log=log, label=str(index_dir),
+                      extra_manifest={"compacted_from": {"path": str(index_dir), "version": read_state(index_dir)["version"]}},
+                      copy_files=copies)
+    log(f"compacted {index_dir} into {out}: {len(articles):,} articles in {time.perf_counter() - t:.1f} s")
+    for m, m_out in zip(loaded, mentions_out):
+        recompute_mention_index(live, m, new, m_out, overwrite, log)
+    return new
+
+
+def _added_lists(seg_dir: Path) -> bool:
+    import json
+
+    return bool(json.loads((seg_dir / "manifest.json").read_text(encoding="utf-8"))["segment"].get("entity_lists"))
+
+
+def _passage_key(pieces: np.ndarray) -> bytes:
+    return hashlib.blake2b(np.ascontiguousarray(pieces, dtype=np.int32).tobytes(), digest_size=16).digest()
+
+
+def recompute_mention_index(old: SparseIndex, mentions: MentionIndex, new: SparseIndex, out: str | Path,
+                            overwrite: bool = False, log=print) -> MentionIndex:
+    """The mention index of `new` for the encoder of `mentions` (a mention index of `old`): a mention of a
+    passage whose word pieces are those of a passage of `old`, at the same span, takes that mention's vector;
+    the passages with any other mention are embedded."""
+    t = time.perf_counter()
+    vectors = mentions.for_index(old).vectors
+    old_pm = old.passage_mention_indptr
+    old_m = np.asarray(old.mentions)
+    by_key: dict[bytes, int] = {}
+    for p in range(old.n_passages):
+        by_key.setdefault(_passage_key(old.passage_pieces(p)), p)
+    new_m = np.asarray(new.mentions)
+    new_pm = new.passage_mention_indptr
+    source = np.full(len(new_m), -1, dtype=np.int64)  # the old mention each new one reuses
+    for q in progress(range(new.n_passages), desc="match passages", unit="passage"):
+        a, b = new_pm[q], new_pm[q + 1]
+        if a == b:
+            continue
+        p = by_key.get(_passage_key(new.passage_pieces(q)))
+        if p is None:
+            continue
+        spans = {(int(s), int(e)): i for i, (s, e) in enumerate(old_m[old_pm[p]:old_pm[p + 1], 2:4], start=old_pm[p])}
+        for j in range(a, b):
+            source[j] = spans.get((int(new_m[j, 2]), int(new_m[j, 3])), -1)
+    missing = np.unique(new_m[source < 0, 1]) if (source < 0).any() else np.zeros(0, np.int64)
+    config = EmbedConfig(**mentions.manifest["config"])
+    dim = mentions.dim
+    with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
+        out_vectors = w.open_array("mention_vectors", (new.n_mentions, dim), np.float16,
+                                   note="row = mention id of the sparse index; f(m) = [f_start ; f_end]")
+        reused = source >= 0
+        out_vectors[reused] = vectors[source[reused]]
+        embedded = 0
+        if len(missing):
+            encoder = _encoder_of(mentions)
+            encoder.eval()
+            indptr = new.passage_mention_indptr
+            with torch.inference_mode():
+                for ps in progress(batch_plan(new, config, missing), desc="embed", unit="batch"):
+                    for r, v in embed_batch(new, encoder, new_m, mention_rows(indptr, ps), ps, config):
+                        out_vectors[r] = v
+                        embedded += len(r)
+        out_vectors.flush()
+        seconds = time.perf_counter() - t
+        w.manifest.update(config=dataclasses.asdict(config), encoder=mentions.manifest["encoder"],
+                          index=index_identity(new), dim=dim, mentions=new.n_mentions,
+                          embedding={"seconds": round(seconds, 2), "reused": int(reused.sum()), "embedded": embedded,
+                                     "passages_embedded": int(len(missing))},
+                          compacted_from={"path": str(mentions.path)})
+    log(f"{out}: {int(reused.sum()):,} mention vectors reused, {embedded:,} embedded ({len(missing):,} passages) "
+        f"in {seconds:.1f} s")
+    return MentionIndex(out)

@@ -1,0 +1,430 @@
+"""A grown index: the base that `build_index` wrote, plus segments of added articles and marks of removed ones.
+
+    INDEX/CURRENT              {"version": n, "segments": ["000001", ...], "removed": [global article ids]}
+    INDEX/segments/000001/     one segment: the files `build_index` writes, for the added articles only
+                               (entities.jsonl holds the entities it adds; mention entity ids are global,
+                               passage and article ids its own), plus entity_linked.npy (which entities
+                               were linked anywhere when it was scored), corpus.jsonl|txt (a copy of the
+                               added file, which `drkit compact` reads again) and vectors-KEY.npy, the
+                               f(m) of its mentions for each mention index (`drkit.dense.update`)
+    INDEX/.lock                held while an update runs (a second one is refused, not queued)
+
+Global article ids number the base's articles, then each segment's, in order; a removed article keeps
+its id. An update writes its segment first (a temporary folder renamed when complete) and then replaces
+CURRENT (a temporary file, then ``os.replace``): a reader, or a crash at any point, sees the old version
+or the new one, never a mix. A segment folder that CURRENT does not name (left by a crash) is deleted
+by the next update.
+
+`SparseIndex.load` of a grown index gives its *live view*: the same arrays as an index built at once,
+made in memory from the base and the segments, with removed articles' passages and mentions left out
+and the ids renumbered. What it holds before `drkit compact` (the policy, measured in
+`benchmarks/bench_update.py`):
+
+* **IDF frozen at build.** Added passages are vectorised with the base's document frequencies
+  (``df_buckets``, ``df_counts``) and passage count, so no stored score changes.
+* **Top-mu passages.** Each entity keeps the best mu of its base list and its segments' lists (ties:
+  the lower passage id), so the live view keeps what a build with the frozen IDF would, except that
+  (a) a removed passage leaves a hole that is not refilled and (b) an entity a segment adds is scored
+  against that segment's passages and later ones only. ``unlinked_weight`` follows where an entity is
+  linked now (an entity first linked by a segment has its older scores multiplied by it).
+* **Linking.** Added passages are linked over every entity, new ones included; passages indexed before
+  are not linked again, so they gain no mentions of the entities added after them.
+* **Entities** are never removed before compaction; one a segment adds gets the next free id.
+
+`drkit compact` rebuilds the sparse part from the live articles (IDF recomputed, every passage linked
+again), which equals `build_index` of those articles, and reuses the vectors of unchanged passages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from drkit.data.corpus import guess_corpus_format, read_corpus
+from drkit.data.kb import EntityTable, read_entity_list
+from drkit.errors import ArtifactError, ConfigError
+from drkit.index.csr import concat_ranges, mention_incidence, passage_mention_indptr
+from drkit.index.linking import EntityLinker, LinkConfig, link_corpus
+from drkit.index.sparse import FORMAT, FORMAT_VERSION, SparseIndex, SparseMatrices, top_passages
+from drkit.index.tfidf import NgramHasher, idf_weights, tfidf
+from drkit.util.artifact import ArtifactWriter, file_checksum, load_array
+from drkit.util.warnlog import WarningLog
+
+CURRENT = "CURRENT"
+SEGMENTS = "segments"
+LOCK = ".lock"
+EMPTY_STATE = {"version": 0, "segments": [], "removed": []}
+
+
+# -- the version file ------------------------------------------------------------------------------------------
+def read_state(path: str | Path) -> dict:
+    """The version of the index at `path`: ``{"version", "segments", "removed"}`` (version 0, nothing added or
+    removed, when it has no CURRENT file)."""
+    file = Path(path) / CURRENT
+    if not file.exists():
+        return dict(EMPTY_STATE)
+    try:
+        state = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ArtifactError(f"{file}: not a readable version file ({exc})") from None
+    if not (isinstance(state, dict) and isinstance(state.get("version"), int)
+            and isinstance(state.get("segments"), list) and isinstance(state.get("removed"), list)):
+        raise ArtifactError(f"{file}: expected {{\"version\": int, \"segments\": [...], \"removed\": [...]}}")
+    return state
+
+
+def write_state(path: str | Path, state: dict) -> None:
+    """Replace CURRENT by `state` atomically (a temporary file, flushed to disk, then renamed over it)."""
+    path = Path(path)
+    tmp = path / f".{CURRENT}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path / CURRENT)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def update_lock(path: str | Path):
+    """Hold the index's update lock; an `ArtifactError` at once when another update holds it. The lock is
+    the kernel's (flock): a killed updater releases it."""
+    path = Path(path)
+    with open(path / LOCK, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ArtifactError(f"{path} is being updated by another process (it holds {path / LOCK}); "
+                                "run this again when that one has finished") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def collect_garbage(path: str | Path, state: dict) -> list[str]:
+    """Delete the segment folders (and temporary files) that `state` does not name: what a crashed update left.
+    Call it holding the update lock. Returns the names deleted."""
+    path = Path(path)
+    gone = []
+    folder = path / SEGMENTS
+    if folder.exists():
+        for child in folder.iterdir():
+            if child.name not in state["segments"]:
+                shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+                gone.append(child.name)
+    for tmp in path.glob(f".{CURRENT}.tmp-*"):
+        tmp.unlink(missing_ok=True)
+        gone.append(tmp.name)
+    return gone
+
+
+# -- the live view -----------------------------------------------------------------------------------------------
+@dataclass
+class LiveInfo:
+    """What the live view of a grown index was made from: its version, and for the base and each segment
+    (in order) its folder and the rows of its mentions that are live (to gather their vectors)."""
+
+    version: int
+    segments: list[str]
+    removed: int  # articles removed
+    part_dirs: list[Path]
+    part_kept_mentions: list[np.ndarray]
+
+
+def apply_live_view(index: SparseIndex, state: dict) -> None:
+    """Turn `index` (its base arrays loaded) into the live view of `state`; see the module docstring."""
+    parts = [index] + [SparseIndex(index.path / SEGMENTS / s) for s in state["segments"]]
+    n_articles = [len(p._articles) for p in parts]
+    article_shift = np.cumsum([0] + n_articles)
+    alive = np.ones(int(article_shift[-1]), dtype=bool)
+    removed = np.asarray(state["removed"], dtype=np.int64)
+    if len(removed) and (removed.min() < 0 or removed.max() >= len(alive)):
+        raise ArtifactError(f"{index.path / CURRENT}: removed article ids outside [0, {len(alive)})")
+    alive[removed] = False
+    passage_global_article = np.concatenate([np.asarray(p.passage_article, np.int64) + s
+                                             for p, s in zip(parts, article_shift)])
+    passage_alive = alive[passage_global_article]
+    passage_shift = np.cumsum([0] + [p.n_passages for p in parts])
+    new_passage = np.cumsum(passage_alive) - 1
+    new_article = np.cumsum(alive) - 1
+
+    names, aliases = list(index.entities.names), list(index.entities.aliases)
+    mentions, kept_mentions = [], []
+    for p, shift in zip(parts, passage_shift):
+        m = np.asarray(p.mentions)
+        if p is not index:
+            names += p.entities.names
+            aliases += p.entities.aliases
+            if p.n_entities != len(names):
+                raise ArtifactError(f"{p.path}: its EP has {p.n_entities} rows for {len(names)} entities")
+        g = m[:, 1].astype(np.int64) + shift
+        keep = passage_alive[g]
+        kept = m[keep].copy()
+        kept[:, 1] = new_passage[g[keep]]
+        mentions.append(kept)
+        kept_mentions.append(np.flatnonzero(keep))
+    mentions = np.concatenate(mentions).astype(np.int32)
+    n_entities = len(names)
+    linked_now = np.bincount(mentions[:, 0], minlength=n_entities) > 0
+
+    w = np.float32(index.config.unlinked_weight)
+    rows, passages, scores = [], [], []
+    for p, shift in zip(parts, passage_shift):
+        indptr = np.asarray(p.entity_passage_indptr, dtype=np.int64)
+        r = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+        g = np.asarray(p.entity_passage, np.int64) + shift
+        s = np.asarray(p.entity_passage_score, np.float32)
+        if p is index:
+            linked_then = np.bincount(np.asarray(p.mentions[:, 0]), minlength=len(indptr) - 1) > 0
+        else:
+            linked_then = np.asarray(load_array(p.path, "entity_linked"), dtype=bool)
+        keep = passage_alive[g]
+        r, g, s = r[keep], g[keep], s[keep]
+        if w != 1:  # the scores of a part follow where the entity is linked now
+            s = np.where(~linked_then[r] & linked_now[r], s * w, s)
+            if w > 0:
+                s = np.where(linked_then[r] & ~linked_now[r], s / w, s).astype(np.float32)
+        keep = s > index.config.epsilon
+        rows.append(r[keep])
+        passages.append(new_passage[g[keep]])
+        scores.append(s[keep].astype(np.float32))
+    r, g, s = np.concatenate(rows), np.concatenate(passages), np.concatenate(scores)
+    order = np.lexsort((g, -s, r))  # per entity, best score first, then the lower passage id
+    r, g, s = r[order], g[order], s[order]
+    first = np.searchsorted(r, r, side="left")
+    keep = np.arange(len(r)) - first < index.config.mu
+    r, g, s = r[keep], g[keep], s[keep]
+    order = np.lexsort((g, r))
+    r, g, s = r[order], g[order], s[order]
+    ep_indptr = np.zeros(n_entities + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r, minlength=n_entities), out=ep_indptr[1:])
+
+    piece_parts, piece_lengths, text_parts, text_lengths, articles = [], [], [], [], []
+    for k, (p, shift) in enumerate(zip(parts, passage_shift)):
+        live = np.flatnonzero(passage_alive[shift : shift + p.n_passages])
+        po = np.asarray(p.piece_offsets, np.int64)
+        piece_parts.append(np.asarray(p.pieces)[concat_ranges(po[live], po[live + 1] - po[live])])
+        piece_lengths.append(po[live + 1] - po[live])
+        to = np.asarray(p._text_offsets, np.int64)
+        text_parts.append(np.asarray(p._text)[concat_ranges(to[live], to[live + 1] - to[live])])
+        text_lengths.append(to[live + 1] - to[live])
+        articles += [a for a, ok in zip(p._articles, alive[article_shift[k] : article_shift[k + 1]]) if ok]
+    offsets = lambda lengths: np.concatenate(([0], np.cumsum(np.concatenate(lengths)))).astype(np.int64)  # noqa: E731
+
+    index.entities = EntityTable(names, aliases)
+    index.mentions = mentions
+    index.entity_passage_indptr = ep_indptr
+    index.entity_passage = g.astype(np.int32)
+    index.entity_passage_score = s.astype(np.float32)
+    index.passage_article = new_article[passage_global_article[passage_alive]].astype(np.int32)
+    index.pieces = np.concatenate(piece_parts).astype(np.int32)
+    index.piece_offsets = offsets(piece_lengths)
+    index._text = np.concatenate(text_parts).astype(np.uint8)
+    index._text_offsets = offsets(text_lengths)
+    for name in ("article_keys", "article_titles", "article_entity", "passage_entity", "entity_pages", "_entity_link",
+                 "_entity_mentions", "passage_mention_indptr", "mention_incidence"):
+        index.__dict__.pop(name, None)  # made from the base's arrays if used above
+    index.__dict__["_articles"] = articles
+    index.article_global = np.flatnonzero(alive)
+    index.live = LiveInfo(state["version"], list(state["segments"]), int((~alive).sum()),
+                          [p.path for p in parts], kept_mentions)
+    index.manifest = {**index.manifest, "live": {"version": state["version"], "segments": len(state["segments"]),
+                                                  "removed_articles": int((~alive).sum())}}
+
+
+# -- add and remove -------------------------------------------------------------------------------------------
+def titles_are_entities(manifest: dict) -> bool:
+    """Whether the index was built with ``--entities titles`` (alone or with lists)."""
+    spec = manifest.get("inputs", {}).get("entities")
+    specs = spec if isinstance(spec, list) else [spec]
+    return "titles" in specs
+
+
+def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str | None = None,
+                  entity_lists=(), replace: bool = False, log=print) -> tuple[Path, dict, dict]:
+    """Link, split and score the articles of `corpus` as a new segment of the index at `index_path` (call it
+    holding `update_lock`). Returns the segment's folder, the state that adds it (not written yet: the
+    caller writes CURRENT once the segment's vectors are in), and a report.
+
+    New entities: the titles of the added articles when the index's entities are its titles, and the
+    names of `entity_lists`, where the index does not have them. An added article whose id (key) is live
+    in the index already is refused, or with `replace` replaces it (the old one is marked removed)."""
+    index_path = Path(index_path)
+    state = read_state(index_path)
+    live = SparseIndex.load(index_path)
+    if "segment" in live.manifest:
+        raise ConfigError(f"{index_path} is a segment of an index; add to the index itself")
+    corpus_format = corpus_format or guess_corpus_format(corpus)
+    warnings = WarningLog()
+    from drkit.index.build import read_articles
+
+    articles = read_articles(corpus, corpus_format, warnings)
+    taken = [int(s) for s in state["segments"] if s.isdigit()]
+    seg_id = f"{max(taken, default=0) + 1:06d}"
+    key_prefix = _key_prefix(seg_id, corpus_format)
+    articles = [dataclasses.replace(a, key=key_prefix + a.key) for a in articles]
+    live_ids = {k: i for i, k in enumerate(live.article_keys)}
+    repeated = [a.key for a in articles if a.key in live_ids]
+    if repeated and not replace:
+        raise ConfigError(f"{len(repeated)} articles of {corpus} are in the index already (ids {repeated[:5]}); "
+                          "pass --replace to replace them, or remove them first (drkit remove)")
+    replaced_live = np.array(sorted({live_ids[k] for k in repeated}), dtype=np.int64)
+    removed = sorted(set(state["removed"]) | set(int(g) for g in live.article_global[replaced_live]))
+
+    candidates = [a.title for a in articles if a.title.strip()] if titles_are_entities(live.manifest) else []
+    for f in entity_lists:
+        candidates += list(read_entity_list(f))
+    fresh = EntityTable.from_names(candidates)
+    new = [i for i, name in enumerate(fresh.names) if live.entities.lookup(name) is None]
+    new_table = EntityTable([fresh.names[i] for i in new], [fresh.aliases[i] for i in new])
+    table = EntityTable(live.entities.names + new_table.names, live.entities.aliases + new_table.aliases)
+
+    link_config = LinkConfig(**live.manifest["config"]["link"])
+    config = live.config
+    linker = EntityLinker(table.keys, link_config.min_name_length)
+    linked = link_corpus(articles, linker, link_config, warnings, total=len(articles), entity_of=table.lookup)
+
+    # frozen IDF: the base's document frequencies and passage count
+    df = np.zeros(config.hash_buckets, dtype=np.int64)
+    df[np.asarray(load_array(index_path, "df_buckets"), np.int64)] = np.asarray(load_array(index_path, "df_counts"))
+    idf = idf_weights(df, len(load_array(index_path, "passage_article")))
+    hasher = NgramHasher(config.hash_buckets, config.ngram)
+    F = tfidf(hasher.count_matrix(linked.passage_texts), idf)
+    G = tfidf(hasher.count_matrix(table.keys), idf, normalize=True)
+    live_mentions = np.asarray(live.mentions)
+    if len(replaced_live):  # a replaced article's links no longer count
+        gone = np.isin(np.asarray(live.passage_article)[live_mentions[:, 1]], replaced_live)
+        live_mentions = live_mentions[~gone]
+    linked_anywhere = (np.bincount(live_mentions[:, 0], minlength=len(table)) > 0) | \
+        (np.bincount(linked.mention_entity, minlength=len(table)) > 0)
+    incidence = mention_incidence(linked.mention_entity, linked.mention_passage, len(table), linked.n_passages)
+    ep = top_passages(G, F, config.mu, config.epsilon, linked=incidence, unlinked_weight=config.unlinked_weight,
+                      row_linked=linked_anywhere)
+    matrices = SparseMatrices(*ep, passage_mention_indptr(linked.mention_passage, linked.n_passages),
+                              np.zeros(0, np.int64), np.zeros(0, np.int32))
+
+    folder = index_path / SEGMENTS
+    folder.mkdir(exist_ok=True)
+    seg_dir = folder / seg_id
+    counts = {"articles": len(articles), "passages": linked.n_passages, "mentions": len(linked.mentions),
+              "new_entities": len(new_table), "replaced_articles": len(replaced_live)}
+    from drkit.index.build import write_arrays
+
+    with ArtifactWriter(seg_dir, FORMAT, FORMAT_VERSION, overwrite=True) as w:
+        w.manifest.update(config=live.manifest["config"], tokenizer=live.manifest.get("tokenizer"),
+                          inputs={"corpus": file_checksum(corpus)}, counts=counts,
+                          segment={"id": seg_id, "format": corpus_format, "entities_before": len(live.entities),
+                                   "entities": len(table), "replaced": repeated,
+                                   "entity_lists": [str(f) for f in entity_lists], "key_prefix": key_prefix},
+                          warnings=warnings.to_dict())
+        write_arrays(w, new_table, linked, matrices)
+        w.save_array("entity_linked", linked_anywhere, note="entities linked anywhere when this segment was scored")
+        shutil.copyfile(corpus, w.path(segment_corpus_name(corpus_format)))
+    for line in warnings.lines():
+        log(line)
+    new_state = {"version": state["version"] + 1, "segments": state["segments"] + [seg_id], "removed": removed}
+    return seg_dir, new_state, counts
+
+
+def _key_prefix(seg_id: str, corpus_format: str) -> str:
+    """What the ids of a segment's articles start with: nothing for JSONL (its ids are the user's, unique in
+    the index); ``"NNNNNN:"`` for WikiMovies text, whose ids are line numbers in their own file."""
+    return "" if corpus_format == "jsonl" else f"{seg_id}:"
+
+
+def _prefixed(articles, prefix: str) -> list:
+    return [dataclasses.replace(a, key=prefix + a.key) if prefix else a for a in articles]
+
+
+def segment_corpus_name(corpus_format: str) -> str:
+    return "corpus.jsonl" if corpus_format == "jsonl" else "corpus.txt"
+
+
+def read_ids(path: str | Path) -> list[str]:
+    """Article ids, one per line (blank lines skipped)."""
+    from drkit.data.lines import read_lines
+
+    return [line.strip() for _, line in read_lines(path, "id list") if line.strip()]
+
+
+def removal_state(index_path: str | Path, ids: list[str], source: str = "the ids") -> tuple[dict, int]:
+    """The state with the live articles whose ids are `ids` marked removed (call it holding `update_lock`).
+    Every id must name a live article: a `ConfigError` lists those that do not, and nothing changes."""
+    state = read_state(index_path)
+    live = SparseIndex.load(index_path)
+    live_ids = {k: i for i, k in enumerate(live.article_keys)}
+    unknown = [k for k in ids if k not in live_ids]
+    if unknown:
+        raise ConfigError(f"{len(unknown)} ids in {source} are not articles of {index_path} (or were removed): "
+                          f"{unknown[:5]}; nothing was removed")
+    gone = {int(live.article_global[live_ids[k]]) for k in ids}
+    return {"version": state["version"] + 1, "segments": state["segments"],
+            "removed": sorted(set(state["removed"]) | gone)}, len(gone)
+
+
+# -- compaction: the live articles, read again from the sources ---------------------------------------------------
+def live_articles(live: SparseIndex, base_corpus: str | Path | None = None) -> tuple[list, list[dict]]:
+    """The live articles of a (grown) index, read again from its corpus files, and the source records of
+    an index built from them. The base's files are those its manifest names (their checksums must match;
+    `base_corpus` stands in for a base built from one file that has moved); the segments' are their copies."""
+    path = live.path
+    manifest = live.manifest
+    sources = manifest.get("sources") or [{"file": manifest.get("inputs", {}).get("corpus", {}).get("path"),
+                                           "format": manifest["config"].get("corpus_format"),
+                                           "sha256": manifest.get("inputs", {}).get("corpus", {}).get("sha256")}]
+    if base_corpus is not None:
+        if len(sources) != 1:
+            raise ConfigError(f"{path} was built from {len(sources)} corpus files; --base-corpus stands in for one")
+        sources = [{**sources[0], "file": str(base_corpus)}]
+    articles, records = [], []
+    for s in sources:
+        file = Path(s["file"]) if Path(s["file"]).is_absolute() else path / s["file"]
+        if not file.exists() or (s.get("sha256") and file_checksum(file)["sha256"] != s["sha256"]):
+            why = "is missing" if not file.exists() else "has changed since"
+            raise ArtifactError(f"the corpus {file} that {path} was built from {why}; pass --base-corpus with the "
+                                "file the index was built from")
+        skip = set(s.get("skip", []))
+        read = _prefixed(read_corpus(file, s["format"], WarningLog()), s.get("key_prefix", ""))
+        articles += [a for i, a in enumerate(read) if i not in skip]
+        records.append({"file": file, "format": s["format"], "sha256": s.get("sha256"), "n": len(read),
+                        "key_prefix": s.get("key_prefix", ""),
+                        "positions": [i for i in range(len(read)) if i not in skip]})
+    state = read_state(path)
+    for seg in state["segments"]:
+        seg_dir = path / SEGMENTS / seg
+        info = json.loads((seg_dir / "manifest.json").read_text(encoding="utf-8"))["segment"]
+        fmt, prefix = info["format"], info.get("key_prefix", "")
+        file = seg_dir / segment_corpus_name(fmt)
+        read = _prefixed(read_corpus(file, fmt, WarningLog()), prefix)
+        articles += read
+        records.append({"file": file, "format": fmt, "sha256": file_checksum(file)["sha256"], "n": len(read),
+                        "key_prefix": prefix,
+                        "positions": list(range(len(read)))})
+    keys = [str(a.key) for a in articles]
+    alive = np.ones(len(articles), dtype=bool)
+    alive[np.asarray(state["removed"], dtype=np.int64)] = False
+    if len(articles) != len(alive) or [keys[i] for i in np.flatnonzero(alive)] != live.article_keys:
+        raise ArtifactError(f"the corpus files of {path} do not hold the articles it indexes; rebuild it")
+    # the source records of the compacted index: which positions of each file are left out
+    out_sources, g = [], 0
+    for rec in records:
+        positions = rec["positions"]
+        dead = {positions[i] for i in range(len(positions)) if not alive[g + i]}
+        g += len(positions)
+        skipped = sorted((set(range(rec["n"])) - set(positions)) | dead)
+        out_sources.append({"file": rec["file"], "format": rec["format"], "sha256": rec["sha256"], "skip": skipped,
+                            "key_prefix": rec["key_prefix"]})
+    return [a for a, ok in zip(articles, alive) if ok], out_sources
