@@ -9,7 +9,8 @@ For each size N (entities), in a work folder (default runs/scale/N):
    (JSONL ``links``) to other entities drawn with a Zipf-like skew (a few entities are linked from many
    pages, most from few), about 3.4 links a page, so that with the title mentions there are about 4.4
    mentions an entity: the paper's 22.8M mentions for 5.23M entities. The words are synthetic (names of
-   two or three made-up words, filler text from a Zipf vocabulary).
+   two or three made-up words from a vocabulary of max(3000, N / 34) words, so that a name word is shared
+   by a bounded number of names at every size; filler text from a Zipf vocabulary).
 2. **index**: the real ``drkit index --entities titles`` (links as mentions, TF-IDF, EP), in a process of
    its own: wall time, peak RSS, disk size.
 3. **vectors**: synthetic mention vectors (p = 256, fp16, clustered by a topic per entity) written as a
@@ -57,10 +58,19 @@ def _words(n: int, rng: np.random.Generator) -> list[str]:
     return sorted(out)
 
 
+NAMES_PER_WORD = 34  # a name word is shared by about 2 x 34 names at every size, as real name words are
+
+
+def name_vocabulary_size(n: int) -> int:
+    """Words the names of `n` entities are made of: 3,000 up to 10^5 entities, then growing with n (a fixed
+    vocabulary would make every name word's document frequency, and so the TF-IDF top-mu step, grow with n)."""
+    return max(3000, n // NAMES_PER_WORD)
+
+
 def entity_names(n: int, seed: int = 0) -> list[str]:
     """`n` distinct names: two made-up words (three past what two can name), in a seeded order."""
     rng = np.random.default_rng(seed)
-    vocab = _words(3000, rng)
+    vocab = _words(name_vocabulary_size(n), rng)
     v = len(vocab)
     perm = rng.permutation(n)
     names = []
@@ -273,7 +283,8 @@ def markdown(result: dict) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["sizes"] + result.get("baseline", []):
         for mode, q in row["questions"].items():
-            lines.append(f"| {row['code']} | {row['entities']:,} | {row['index']['mentions']:,} | {row['index']['wall_s']} | "
+            code = row["code"] + (f" (run at {row['from_run'][:7]})" if "from_run" in row else "")
+            lines.append(f"| {code} | {row['entities']:,} | {row['index']['mentions']:,} | {row['index']['wall_s']} | "
                          f"{row['index']['peak_rss_mb']:,} | {row['index']['disk_mb']:,} | {row['vectors']['disk_mb']:,} "
                          f"| {mode} | {q['load_s']} | {q['peak_rss_mb']:,} | {q['qps_batch1']} | {q['qps_batch64']} | "
                          f"{q.get('recall_at_1000', '')} |")
@@ -315,6 +326,9 @@ def main(argv=None) -> int:
     p.add_argument("--nprobe", type=int, default=64, help="IVF lists an IVF-PQ search visits")
     p.add_argument("--nlist", type=int, default=1024, help="IVF lists of IVF-PQ (k-means on a sample)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--include", type=Path, metavar="JSON", default=None,
+                   help="an earlier bench_scale.json whose sizes (and baseline rows) are shown beside this run's, in "
+                   "the table and the plot (sizes run again here replace them)")
     p.add_argument("--work", type=Path, default=Path("runs/scale"), help="where corpora and indexes are built")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/scale"))
     p.add_argument("--keep", action="store_true", help="keep each size's corpus and indexes (deleted by default)")
@@ -333,7 +347,15 @@ def main(argv=None) -> int:
             ["git", "-C", str(baseline), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     result["parameters"]["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
                                                     text=True).stdout.strip()
+    if args.include:  # rows of an earlier run, each marked with the run it came from
+        earlier = json.loads(args.include.read_text())
+        commit = earlier.get("parameters", {}).get("commit", "?")
+        for key in ("sizes", "baseline"):
+            rows = [dict(r, from_run=commit) for r in earlier.get(key, []) if r["entities"] not in args.sizes]
+            if rows:
+                result.setdefault(key, []).extend(rows)
     for n in sorted(args.sizes):
+        result["sizes"] = [r for r in result["sizes"] if r["entities"] != n]
         result["sizes"].append(bench_size(n, args.work, args.questions, args.seed, args.modes, args.nprobe, args.nlist,
                                           print))
         if not args.keep:
@@ -344,6 +366,7 @@ def main(argv=None) -> int:
                                                  args.nlist, print, root=baseline, tag=f"-{args.baseline}"))
             if not args.keep:
                 shutil.rmtree(args.work / f"{n}-{args.baseline}", ignore_errors=True)
+        result["sizes"].sort(key=lambda r: r["entities"])
         (args.out / "bench_scale.json").write_text(json.dumps(result, indent=2) + "\n")
     if baseline:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(baseline)], capture_output=True)

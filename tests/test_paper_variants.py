@@ -229,6 +229,27 @@ def test_entity_table_from_current_word_embeddings_matches_the_table(kb):
         torch.testing.assert_close(row, want_row, rtol=1e-6, atol=1e-6)
 
 
+def test_a_diffuse_entity_set_is_embedded_by_one_product_equal_to_the_rows(kb):
+    """At question time a Z over many entities takes (Z^T N) W (one product) instead of gathering each entity's
+    rows of W: the same Z^T X as the mean of each name's pieces, to float rounding."""
+    from drkit.reason.model import DENSE_NAME_PIECES
+
+    d, films, vkb, enc = kb
+    model = _model(enc, vkb)
+    n = len(vkb.entity_names)
+    ids = torch.arange(n).repeat(4)
+    z = EntitySet(torch.repeat_interleave(torch.tensor([0, 1, 0, 1]), n), ids, torch.rand(4 * n), 3)
+    pieces = int((model.entity_piece_indptr[ids + 1] - model.entity_piece_indptr[ids]).sum())
+    assert pieces * DENSE_NAME_PIECES > z.batch_size * model.encoder.embeddings.word_embeddings.weight.shape[0]
+    with torch.no_grad():
+        got = model.entity_embedding(z)
+        few = model.entity_embedding(EntitySet(z.rows[:3], z.ids[:3], z.probs[:3], 3))  # a few: the rows' path
+    torch.testing.assert_close(got, entity_set_mean(z, model.entity_table), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(few, entity_set_mean(EntitySet(z.rows[:3], z.ids[:3], z.probs[:3], 3),
+                                                    model.entity_table), rtol=0, atol=0)
+    assert got[2].abs().sum() == 0
+
+
 def test_which_parameters_get_a_gradient(kb):
     """U_t gets a gradient only when learned; the word embeddings only with train_word_embeddings, and then also
     at the pieces of the Z_0 entity's name that the question does not contain (through E). With the paper's

@@ -193,6 +193,21 @@ def test_bad_updates_are_refused_and_change_nothing(grown, tmp_path, capsys):
     assert (index / "CURRENT").read_text() == before
 
 
+def test_a_compacted_index_grows_again_without_reusing_ids(grown, tmp_path):
+    """WikiMovies ids are line numbers, prefixed by the segment: a compacted index numbers its segments after
+    those it was compacted from, so adding the same file again gives new ids, not a clash."""
+    import shutil
+
+    d, _ = grown
+    shutil.copytree(d / "compact", tmp_path / "c")
+    report = add_documents(tmp_path / "c", d / "B.txt", [d / "compact-mentions"], log=quiet)
+    assert report["segment"] == "000002" and report["replaced_articles"] == 0
+    keys = SparseIndex.load(tmp_path / "c").article_keys
+    assert len(keys) == len(set(keys)) == 354 + 34 and keys[-1].startswith("000002:")
+    with pytest.raises(ConfigError, match="input of the compaction"):
+        compact(tmp_path / "c", tmp_path / "c", log=quiet)
+
+
 def _jsonl(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 

@@ -45,14 +45,16 @@ from drkit.index.linking import LinkConfig
 from drkit.index.segments import (
     SEGMENTS,
     collect_garbage,
-    live_articles,
+    next_segment_number,
     read_ids,
     read_state,
     removal_state,
+    sync_tree,
     update_lock,
     write_segment,
     write_state,
 )
+from drkit.index.sources import live_articles
 from drkit.index.sparse import SparseIndex
 from drkit.util.artifact import ArtifactWriter
 from drkit.util.progress import progress
@@ -114,6 +116,7 @@ def add_documents(index_dir: str | Path, corpus: str | Path, mentions: Sequence[
             vectors, _ = embed_mentions(segment, _encoder_of(m), config)
             _save_vectors(seg_dir, f"vectors-{m.vectors_key()}", vectors)
             timings[f"embed {m.path}"] = time.perf_counter() - t
+        sync_tree(seg_dir)  # on disk before the version that names it
         write_state(index_dir, new_state)
     timings["total"] = time.perf_counter() - t0
     report = {"version": new_state["version"], "segment": seg_dir.name, **counts,
@@ -150,23 +153,34 @@ def compact(index_dir: str | Path, out: str | Path, mentions: Sequence[str | Pat
     """Write the live view of the index at `index_dir` as a new index `out` (`build_index` of its live
     articles: IDF recomputed, every passage linked again) and each mention index of `mentions` as
     `mentions_out` (vectors of unchanged passages reused, the rest embedded). The index at `index_dir` is
-    left as it is."""
+    left as it is. Entities: those a build of the live articles makes when the index's entities are its
+    titles alone; else (a KB's, or lists beside the titles) every entity of the live view, ids unchanged."""
     if len(mentions) != len(mentions_out):
         raise ConfigError(f"give one --mentions-out for each --mentions ({len(mentions)} against {len(mentions_out)})")
     index_dir = Path(index_dir)
-    live = SparseIndex.load(index_dir)
-    loaded = _mention_indexes(live, mentions)
+    given = {Path(p).resolve() for p in [index_dir, *mentions]}
     for o in [out, *mentions_out]:
+        if Path(o).resolve() in given:
+            raise ConfigError(f"{o} is an input of the compaction; write the compacted index and mention indexes to "
+                              "new folders (the old ones stay as they are)")
         if Path(o).exists() and not overwrite:
             raise ArtifactError(f"{o} already exists; choose another path or pass --overwrite")
+    with update_lock(index_dir):  # no add or remove while the live view is read
+        return _compact(index_dir, out, mentions, mentions_out, base_corpus, overwrite, log)
+
+
+def _compact(index_dir: Path, out, mentions, mentions_out, base_corpus, overwrite: bool, log) -> SparseIndex:
+    state = read_state(index_dir)
+    live = SparseIndex.load(index_dir)
+    loaded = _mention_indexes(live, mentions)
     t = time.perf_counter()
     articles, sources = live_articles(live, base_corpus)
     manifest = live.manifest
-    lists_added = any(_added_lists(index_dir / SEGMENTS / seg) for seg in read_state(index_dir)["segments"])
+    lists_added = any(_added_lists(index_dir / SEGMENTS / seg) for seg in state["segments"])
     if manifest.get("inputs", {}).get("entities") == "titles" and not lists_added:
         table = EntityTable.from_names([a.title for a in articles if a.title.strip()])  # as build_index makes it
-    else:
-        table = live.entities  # every entity kept, ids unchanged
+    else:  # a KB's entities, or lists beside the titles: every entity kept, ids unchanged
+        table = live.entities
     copies = [(Path(s["file"]), f"sources/{i:03d}{Path(s['file']).suffix}") for i, s in enumerate(sources)]
     new_sources = [{"file": name, "format": s["format"], "sha256": s["sha256"], "skip": s["skip"],
                     "key_prefix": s["key_prefix"]}
@@ -175,7 +189,8 @@ def compact(index_dir: str | Path, out: str | Path, mentions: Sequence[str | Pat
     new = write_index(articles, table, out, link_config=LinkConfig(**config["link"]), sparse_config=live.config,
                       corpus_format=config.get("corpus_format", "jsonl"), inputs=manifest.get("inputs", {}),
                       sources=new_sources, overwrite=overwrite, log=log, label=str(index_dir),
-                      extra_manifest={"compacted_from": {"path": str(index_dir), "version": read_state(index_dir)["version"]}},
+                      extra_manifest={"compacted_from": {"path": str(index_dir), "version": state["version"]},
+                                      "next_segment": next_segment_number(manifest, state)},
                       copy_files=copies)
     log(f"compacted {index_dir} into {out}: {len(articles):,} articles in {time.perf_counter() - t:.1f} s")
     for m, m_out in zip(loaded, mentions_out):

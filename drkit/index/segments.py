@@ -48,18 +48,19 @@ from pathlib import Path
 
 import numpy as np
 
-from drkit.data.corpus import guess_corpus_format, read_corpus
+from drkit.data.corpus import guess_corpus_format
 from drkit.data.kb import EntityTable, read_entity_list
 from drkit.errors import ArtifactError, ConfigError
 from drkit.index.csr import concat_ranges, mention_incidence, passage_mention_indptr
 from drkit.index.linking import EntityLinker, LinkConfig, link_corpus
+from drkit.index.sources import SEGMENTS, segment_corpus_name
+from drkit.index.sources import key_prefix as source_key_prefix
 from drkit.index.sparse import FORMAT, FORMAT_VERSION, SparseIndex, SparseMatrices, top_passages
 from drkit.index.tfidf import NgramHasher, idf_weights, tfidf
 from drkit.util.artifact import ArtifactWriter, file_checksum, load_array
 from drkit.util.warnlog import WarningLog
 
 CURRENT = "CURRENT"
-SEGMENTS = "segments"
 LOCK = ".lock"
 EMPTY_STATE = {"version": 0, "segments": [], "removed": []}
 
@@ -246,6 +247,31 @@ def apply_live_view(index: SparseIndex, state: dict) -> None:
 
 
 # -- add and remove -------------------------------------------------------------------------------------------
+def next_segment_number(manifest: dict, state: dict) -> int:
+    """The number of the next segment: above every segment of this index and of the indexes it was compacted
+    from (``next_segment`` in a compacted index's manifest), so that no segment's id prefix is used twice."""
+    taken = [int(s) for s in state["segments"] if s.isdigit()]
+    return max(taken + [int(manifest.get("next_segment", 1)) - 1]) + 1
+
+
+def sync_tree(path: str | Path) -> None:
+    """fsync every file and folder under `path` and `path` itself (before a version names them)."""
+    path = Path(path)
+    for root, dirs, files in os.walk(path):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    for folder in [p for p in path.rglob("*") if p.is_dir()] + [path, path.parent]:
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def titles_are_entities(manifest: dict) -> bool:
     """Whether the index was built with ``--entities titles`` (alone or with lists)."""
     spec = manifest.get("inputs", {}).get("entities")
@@ -272,9 +298,8 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
     from drkit.index.build import read_articles
 
     articles = read_articles(corpus, corpus_format, warnings)
-    taken = [int(s) for s in state["segments"] if s.isdigit()]
-    seg_id = f"{max(taken, default=0) + 1:06d}"
-    key_prefix = _key_prefix(seg_id, corpus_format)
+    seg_id = f"{next_segment_number(live.manifest, state):06d}"
+    key_prefix = source_key_prefix(seg_id, corpus_format)
     articles = [dataclasses.replace(a, key=key_prefix + a.key) for a in articles]
     live_ids = {k: i for i, k in enumerate(live.article_keys)}
     repeated = [a.key for a in articles if a.key in live_ids]
@@ -339,20 +364,6 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
     return seg_dir, new_state, counts
 
 
-def _key_prefix(seg_id: str, corpus_format: str) -> str:
-    """What the ids of a segment's articles start with: nothing for JSONL (its ids are the user's, unique in
-    the index); ``"NNNNNN:"`` for WikiMovies text, whose ids are line numbers in their own file."""
-    return "" if corpus_format == "jsonl" else f"{seg_id}:"
-
-
-def _prefixed(articles, prefix: str) -> list:
-    return [dataclasses.replace(a, key=prefix + a.key) if prefix else a for a in articles]
-
-
-def segment_corpus_name(corpus_format: str) -> str:
-    return "corpus.jsonl" if corpus_format == "jsonl" else "corpus.txt"
-
-
 def read_ids(path: str | Path) -> list[str]:
     """Article ids, one per line (blank lines skipped)."""
     from drkit.data.lines import read_lines
@@ -373,58 +384,3 @@ def removal_state(index_path: str | Path, ids: list[str], source: str = "the ids
     gone = {int(live.article_global[live_ids[k]]) for k in ids}
     return {"version": state["version"] + 1, "segments": state["segments"],
             "removed": sorted(set(state["removed"]) | gone)}, len(gone)
-
-
-# -- compaction: the live articles, read again from the sources ---------------------------------------------------
-def live_articles(live: SparseIndex, base_corpus: str | Path | None = None) -> tuple[list, list[dict]]:
-    """The live articles of a (grown) index, read again from its corpus files, and the source records of
-    an index built from them. The base's files are those its manifest names (their checksums must match;
-    `base_corpus` stands in for a base built from one file that has moved); the segments' are their copies."""
-    path = live.path
-    manifest = live.manifest
-    sources = manifest.get("sources") or [{"file": manifest.get("inputs", {}).get("corpus", {}).get("path"),
-                                           "format": manifest["config"].get("corpus_format"),
-                                           "sha256": manifest.get("inputs", {}).get("corpus", {}).get("sha256")}]
-    if base_corpus is not None:
-        if len(sources) != 1:
-            raise ConfigError(f"{path} was built from {len(sources)} corpus files; --base-corpus stands in for one")
-        sources = [{**sources[0], "file": str(base_corpus)}]
-    articles, records = [], []
-    for s in sources:
-        file = Path(s["file"]) if Path(s["file"]).is_absolute() else path / s["file"]
-        if not file.exists() or (s.get("sha256") and file_checksum(file)["sha256"] != s["sha256"]):
-            why = "is missing" if not file.exists() else "has changed since"
-            raise ArtifactError(f"the corpus {file} that {path} was built from {why}; pass --base-corpus with the "
-                                "file the index was built from")
-        skip = set(s.get("skip", []))
-        read = _prefixed(read_corpus(file, s["format"], WarningLog()), s.get("key_prefix", ""))
-        articles += [a for i, a in enumerate(read) if i not in skip]
-        records.append({"file": file, "format": s["format"], "sha256": s.get("sha256"), "n": len(read),
-                        "key_prefix": s.get("key_prefix", ""),
-                        "positions": [i for i in range(len(read)) if i not in skip]})
-    state = read_state(path)
-    for seg in state["segments"]:
-        seg_dir = path / SEGMENTS / seg
-        info = json.loads((seg_dir / "manifest.json").read_text(encoding="utf-8"))["segment"]
-        fmt, prefix = info["format"], info.get("key_prefix", "")
-        file = seg_dir / segment_corpus_name(fmt)
-        read = _prefixed(read_corpus(file, fmt, WarningLog()), prefix)
-        articles += read
-        records.append({"file": file, "format": fmt, "sha256": file_checksum(file)["sha256"], "n": len(read),
-                        "key_prefix": prefix,
-                        "positions": list(range(len(read)))})
-    keys = [str(a.key) for a in articles]
-    alive = np.ones(len(articles), dtype=bool)
-    alive[np.asarray(state["removed"], dtype=np.int64)] = False
-    if len(articles) != len(alive) or [keys[i] for i in np.flatnonzero(alive)] != live.article_keys:
-        raise ArtifactError(f"the corpus files of {path} do not hold the articles it indexes; rebuild it")
-    # the source records of the compacted index: which positions of each file are left out
-    out_sources, g = [], 0
-    for rec in records:
-        positions = rec["positions"]
-        dead = {positions[i] for i in range(len(positions)) if not alive[g + i]}
-        g += len(positions)
-        skipped = sorted((set(range(rec["n"])) - set(positions)) | dead)
-        out_sources.append({"file": rec["file"], "format": rec["format"], "sha256": rec["sha256"], "skip": skipped,
-                            "key_prefix": rec["key_prefix"]})
-    return [a for a, ok in zip(articles, alive) if ok], out_sources

@@ -73,6 +73,7 @@ from drkit.util.artifact import ArtifactWriter, read_manifest
 
 FORMAT = "drkit.model"
 FORMAT_VERSION = 1
+DENSE_NAME_PIECES = 100  # Z^T X as (Z^T N) W once Z's names hold more than B x V / this many pieces (`entity_embedding`)
 @dataclass
 class HopOutput:
     z: EntitySet  # Z_t
@@ -183,16 +184,20 @@ class MultiHopModel(nn.Module):
     def entity_embedding(self, z: EntitySet) -> torch.Tensor:
         """``Z^T X``: (B, hidden) float32, X the entities' mean word embeddings, differentiable in Z's probabilities.
 
-        X is read from the current word embeddings. Trained ones, with autograd on: ``(Z^T N) W`` with
-        N[e, w] = (pieces w in e's name) / (pieces in it), so that the gradient reaches them; else the rows of
-        X of Z's entities (`entity_rows`)."""
+        X is read from the current word embeddings, as ``(Z^T N) W`` with N[e, w] = (pieces w in e's name) /
+        (pieces in it): so with trained word embeddings and autograd on (the gradient reaches W), and when Z's
+        names have more than 1/`DENSE_NAME_PIECES` of B x V pieces (a diffuse Z: one matrix product beats a
+        gathered row of W per piece); else as the rows of X of Z's entities (`entity_rows`)."""
         words = self.encoder.embeddings.word_embeddings.weight  # (V, hidden)
-        if self.config.train_word_embeddings and torch.is_grad_enabled():
-            vocab = words.shape[0]
+        vocab = words.shape[0]
+        trained = self.config.train_word_embeddings and torch.is_grad_enabled()
+        n_pieces = self.entity_piece_indptr[z.ids + 1] - self.entity_piece_indptr[z.ids] if len(z.ids) else z.ids
+        if trained or int(n_pieces.sum()) * DENSE_NAME_PIECES > z.batch_size * vocab:
+            # (Z^T N) W: one (B, V) @ (V, hidden) product, cheaper than gathering a row of W for each of many pieces
             n, slot, piece = self._name_pieces(z.ids)  # (N,) pieces a coordinate's entity; (S,) coordinate, piece
             weight = z.probs.float()[slot] / n[slot].float()  # (S,)
             zn = torch.zeros(z.batch_size * vocab).index_add(0, z.rows[slot] * vocab + piece, weight)  # Z^T N
-            return zn.view(z.batch_size, vocab) @ words.float()  # (B, V) @ (V, hidden)
+            return zn.view(z.batch_size, vocab) @ (words.float() if trained else words.detach().float())
         rows = self.entity_rows(z.ids)  # (N, hidden)
         return torch.zeros(z.batch_size, rows.shape[1]).index_add(0, z.rows, z.probs.unsqueeze(1).float() * rows)
 
