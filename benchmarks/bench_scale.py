@@ -10,7 +10,8 @@ For each size N (entities), in a work folder (default runs/scale/N):
    pages, most from few), about 3.4 links a page, so that with the title mentions there are about 4.4
    mentions an entity: the paper's 22.8M mentions for 5.23M entities. The words are synthetic (names of
    two or three made-up words from a vocabulary of max(3000, N / 34) words, so that a name word is shared
-   by a bounded number of names at every size; filler text from a Zipf vocabulary).
+   by a bounded number of names at every size, and none is a filler word; filler text from a Zipf
+   vocabulary of 5,000 words).
 2. **index**: the real ``drkit index --entities titles`` (links as mentions, TF-IDF, EP), in a process of
    its own: wall time, peak RSS, disk size.
 3. **vectors**: synthetic mention vectors (p = 256, fp16, clustered by a topic per entity) written as a
@@ -48,14 +49,21 @@ LINKS_PER_PAGE = 3.4  # + 1 title mention a page: ~4.4 mentions an entity, as 22
 
 # -- 1. the synthetic corpus ------------------------------------------------------------------------------
 
-def _words(n: int, rng: np.random.Generator) -> list[str]:
-    """`n` distinct made-up words of two to four syllables."""
+def _words(n: int, rng: np.random.Generator, exclude: frozenset = frozenset()) -> list[str]:
+    """`n` distinct made-up words of two to four syllables, none of them in `exclude`."""
     syllables = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"] + [c + v + "n" for c in "bdgkmprst" for v in "aeiou"]
     out: set[str] = set()
     while len(out) < n:
         k = rng.integers(2, 5)
-        out.add("".join(rng.choice(syllables, k)).capitalize())
+        word = "".join(rng.choice(syllables, k)).capitalize()
+        if word not in exclude:
+            out.add(word)
     return sorted(out)
+
+
+def filler_vocabulary(seed: int = 0) -> list[str]:
+    """The 5,000 words of the filler text (lower-cased in the corpus)."""
+    return _words(5000, np.random.default_rng(seed + 2))
 
 
 NAMES_PER_WORD = 34  # a name word is shared by about 2 x 34 names at every size, as real name words are
@@ -68,25 +76,40 @@ def name_vocabulary_size(n: int) -> int:
 
 
 def entity_names(n: int, seed: int = 0) -> list[str]:
-    """`n` distinct names: two made-up words (three past what two can name), in a seeded order."""
+    """`n` distinct names: two made-up words (three past what two can name), in a seeded order, each word in
+    about 2n / (vocabulary size) names (no word shared by a large share of the names)."""
     rng = np.random.default_rng(seed)
-    vocab = _words(name_vocabulary_size(n), rng)
+    # no name word is a filler word: a name made of a word in most passages would score every passage
+    vocab = _words(name_vocabulary_size(n), rng, exclude=frozenset(filler_vocabulary(seed)))
     v = len(vocab)
     perm = rng.permutation(n)
     names = []
+    space = v * v if n <= v * v else v ** 3
+    step = _coprime_step(space)  # i -> i * step mod space: distinct codes, spread over every word position
     for i in perm.tolist():
+        j = i * step % space
         if n <= v * v:
-            names.append(f"{vocab[i // v]} {vocab[i % v]}")
+            names.append(f"{vocab[j // v]} {vocab[j % v]}")
         else:
-            names.append(f"{vocab[i // (v * v) % v]} {vocab[i // v % v]} {vocab[i % v]}")
+            names.append(f"{vocab[j // (v * v)]} {vocab[j // v % v]} {vocab[j % v]}")
     return names
+
+
+def _coprime_step(space: int) -> int:
+    """A step coprime to `space` near 0.618 of it (so consecutive codes land far apart)."""
+    import math
+
+    step = int(space * 0.6180339887) | 1
+    while math.gcd(step, space) != 1:
+        step += 2
+    return step
 
 
 def write_corpus(path: Path, n: int, seed: int = 0, filler_words: int = 40) -> dict:
     """Write the JSONL corpus of `n` title entities; returns its counts."""
     rng = np.random.default_rng(seed + 1)
     names = entity_names(n, seed)
-    filler = _words(5000, np.random.default_rng(seed + 2))
+    filler = filler_vocabulary(seed)
     filler_p = 1.0 / np.arange(1, len(filler) + 1) ** 1.1
     filler_p /= filler_p.sum()
     popularity = 1.0 / np.arange(1, n + 1) ** 0.8  # Zipf-like in-degree: entity e is the e-th most linked
