@@ -263,11 +263,18 @@ def make_encoder(work: Path, index_dir: Path) -> Path:
 
 
 def bench_size(n: int, work: Path, questions: int, seed: int, modes: list[str], nprobe: int, nlist: int, log,
-               root: Path = ROOT, tag: str = "") -> dict:
+               root: Path = ROOT, tag: str = "", reuse: bool = False) -> dict:
     """Corpus, index, vectors and question throughput at `n` entities, with the drkit found at `root`
-    (the corpus and the vectors are always made by this checkout's code, so both codes see the same)."""
+    (the corpus and the vectors are always made by this checkout's code, so both codes see the same).
+    `reuse`: where an earlier run with --keep left this size's corpus, index and vectors (``built.json``),
+    time only the questions, and report the build figures of that run (marked with its commit)."""
     d = work / f"{n}{tag}"
     d.mkdir(parents=True, exist_ok=True)
+    built = d / "built.json"
+    if reuse and built.exists() and (d / "index").is_dir() and (d / "mentions").is_dir():
+        row = json.loads(built.read_text())
+        log(f"[{n:,}{tag}] reusing the corpus, index and vectors built at {row['built_at_commit'][:7]}")
+        return time_questions(row, d, work, questions, modes, nprobe, nlist, log, root, tag)
     row: dict = {"entities": n, "code": tag.lstrip("-") or "this checkout"}
     t = time.perf_counter()
     row["corpus"] = write_corpus(d / "corpus.jsonl", n, seed)
@@ -280,6 +287,16 @@ def bench_size(n: int, work: Path, questions: int, seed: int, modes: list[str], 
     row["vectors"] = run_step(VECTORS, str(d / "index"), str(d / "mentions"), str(seed), str(DIM))
     row["vectors"]["disk_mb"] = disk_mb(d / "mentions")
     log(f"[{n:,}{tag}] vectors: {row['vectors']}")
+    row["built_at_commit"] = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                                            text=True).stdout.strip()
+    built.write_text(json.dumps(row, indent=2) + "\n")
+    return time_questions(row, d, work, questions, modes, nprobe, nlist, log, root, tag)
+
+
+def time_questions(row: dict, d: Path, work: Path, questions: int, modes: list[str], nprobe: int, nlist: int, log,
+                   root: Path, tag: str) -> dict:
+    """Each mode's load time, questions/s and peak RSS on the index and vectors in `d` (one process each)."""
+    n = row["entities"]
     enc = make_encoder(work, d / "index")
     row["questions"] = {}
     for mode in modes:
@@ -355,6 +372,8 @@ def main(argv=None) -> int:
     p.add_argument("--work", type=Path, default=Path("runs/scale"), help="where corpora and indexes are built")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/scale"))
     p.add_argument("--keep", action="store_true", help="keep each size's corpus and indexes (deleted by default)")
+    p.add_argument("--reuse", action="store_true", help="where --keep left a size's corpus, index and vectors, time "
+                   "only the questions (the build figures are that run's, marked with its commit)")
     p.add_argument("--baseline", metavar="GITREF", help="also run every size with the code at this git revision "
                    "(a worktree under --work), side by side in the same run")
     p.add_argument("--baseline-max", type=int, default=None, metavar="N",
@@ -380,7 +399,7 @@ def main(argv=None) -> int:
     for n in sorted(args.sizes):
         result["sizes"] = [r for r in result["sizes"] if r["entities"] != n]
         result["sizes"].append(bench_size(n, args.work, args.questions, args.seed, args.modes, args.nprobe, args.nlist,
-                                          print))
+                                          print, reuse=args.reuse))
         if not args.keep:
             shutil.rmtree(args.work / str(n), ignore_errors=True)
         if baseline and (args.baseline_max is None or n <= args.baseline_max):

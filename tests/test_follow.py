@@ -337,3 +337,53 @@ def test_find_entries_and_log_rel_against_whole_arrays():
     owner = np.repeat(np.arange(graph.n_entities), np.diff(graph.entity_passage_indptr))
     for e in np.unique(owner):  # the best entry of each entity has log_rel 0, the others below
         assert whole[owner == e].max() == 0.0 and (whole[owner == e] <= 0).all()
+
+
+def test_restricted_scores_read_the_memory_map_without_a_whole_copy(tmp_path):
+    """Scoring given pairs from an fp16 memory map (restricted retrieval) reads only those rows: no copy of
+    f(M) is made, and the scores equal, bit for bit, those computed from the whole bf16 copy."""
+    graph, _ = random_graph(4, n_entities=9, n_passages=8, n_mentions=80, dim=16, dtype=torch.float16)
+    path = tmp_path / "vectors.npy"
+    np.save(path, graph.vectors.numpy())
+    mapped = np.load(path, mmap_mode="r")
+    graph.vectors = mapped
+    rng = np.random.default_rng(3)
+    q = torch.from_numpy(rng.normal(size=(4, 16))).float()
+    rows, mentions = rng.integers(0, 4, 200), rng.integers(0, 80, 200)
+    from_map = graph.pair_scores(q, rows, mentions, chunk=9)
+    assert graph._cast == {}  # nothing whole was made
+    assert torch.equal(graph.rows_as(mentions, torch.bfloat16),
+                       torch.from_numpy(np.asarray(mapped[mentions], dtype=np.float32)).bfloat16())
+    graph.vectors_as(torch.bfloat16)  # as global exact MIPS makes it
+    assert np.array_equal(graph.pair_scores(q, rows, mentions, chunk=9), from_map)
+    q64 = q.double()
+    graph._cast.clear()
+    from_map64 = graph.pair_scores(q64, rows, mentions)
+    np.testing.assert_allclose(from_map64, (torch.from_numpy(mapped[mentions].astype(np.float64)) * q64[rows]).sum(-1)
+                               .numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("power", [0.0, 1.7])
+def test_own_terms_come_off_exactly(power):
+    """`lookup` with entities leaves out each entity's own term: equal, to float64 rounding, to the weights of
+    a Z without that entity at that row, summed again from scratch."""
+    graph, _ = random_graph(11, n_entities=12, n_passages=9, n_mentions=70, mu=4)
+    z = random_z(5, 3, 12)
+    w = PassageWeights(z, graph, power)
+    rng = np.random.default_rng(2)
+    rows, passages = rng.integers(0, 3, 400), rng.integers(0, 9, 400)
+    entities = rng.integers(0, 12, 400)
+    pick = rng.integers(0, len(z.ids), 200)  # half the pairs: an entity of Z at its row, and one of its passages
+    rows[:200], entities[:200] = z.rows.numpy()[pick], z.ids.numpy()[pick]
+    present, got = w.lookup(rows, passages, entities)
+    own = 0
+    for i in range(400):
+        keep = ~((z.rows == rows[i]) & (z.ids == entities[i]))
+        ep = graph.entity_passage[graph.entity_passage_indptr[entities[i]] : graph.entity_passage_indptr[entities[i] + 1]]
+        own += int((~keep).any() and passages[i] in ep)
+        alone = EntitySet(z.rows[keep], z.ids[keep], z.probs[keep], z.batch_size)
+        p, v = PassageWeights(alone, graph, power).lookup(rows[i : i + 1], passages[i : i + 1])
+        assert p[0] == present[i]
+        if p[0]:
+            torch.testing.assert_close(v[0], got[int(present[: i + 1].sum()) - 1], rtol=1e-12, atol=1e-15)
+    assert own > 10  # pairs whose own term was there to leave out

@@ -478,3 +478,25 @@ def test_reproduce_runs_only_the_rows_asked(films_kb, tiny_base, tmp_path, monke
     again = reproduce_metaqa(data, out, dataclasses.replace(cfg, ablation_rows=NEW_ROWS[:2]), log=quiet)
     assert list(again["ablations"]) == ["drkit", *NEW_ROWS[:2]] and evals == []  # found done, nothing redone
     assert json.loads((out / "timings.json").read_text()) == timings
+
+
+def test_entity_name_pieces_equal_the_tokenizers_call(kb, monkeypatch):
+    """set_entities tokenizes names in blocks with a plain copy of the fast tokenizer's backend: the same pieces,
+    name by name, as the tokenizer's own call, also after a call that left truncation and padding set on the
+    backend, and with a slow tokenizer (no backend)."""
+    import drkit.reason.model as model_module
+
+    d, films, vkb, enc = kb
+    model = _model(enc, vkb)
+    names = list(vkb.entity_names) + ["", "Ça ne fait rien — naïve café", "river " * 600, "Tōkyō 東京 2019 (film)", "  "]
+    model.tokenizer(["a b c d e f"] * 2, truncation=True, max_length=3, padding="max_length")  # leaves state behind
+    monkeypatch.setattr(model_module, "NAME_BLOCK", 7)
+    model.set_entities(names)
+    want = model.tokenizer(names, add_special_tokens=False)["input_ids"]
+    assert max(map(len, want)) > 500  # the long name is not cut
+    got = [model.entity_pieces[model.entity_piece_indptr[i] : model.entity_piece_indptr[i + 1]].tolist()
+           for i in range(len(names))]
+    assert got == want
+    monkeypatch.setattr(model_module, "_plain_backend", lambda tokenizer: None)  # the tokenizer's call itself
+    model.set_entities(names)
+    assert torch.equal(model.entity_pieces, torch.tensor([i for p in want for i in p]))

@@ -79,17 +79,23 @@ class PassageWeights(_KeyedSums):
         starts, lengths = indptr[e], indptr[e + 1] - indptr[e]
         src = torch.from_numpy(np.repeat(np.arange(len(e)), lengths))  # (n,) the Z entry of each EP entry read
         positions = concat_ranges(starts, lengths)  # (n,) positions in EP
-        keys = z.rows.numpy()[src.numpy()] * graph.n_passages + graph.entity_passage[positions]  # (n,) row * P + passage
-        values = z.probs[src].double() * self._factor(positions)  # (n,) Z[row, e] A[e, passage]
+        passages = np.asarray(graph.entity_passage[positions], dtype=np.int64)  # (n,)
+        keys = z.rows.numpy()[src.numpy()] * graph.n_passages + passages  # (n,) row * P + passage
+        values = z.probs[src].double() * self._factor(positions, np.repeat(e, lengths))  # (n,) Z[row, e] A[e, passage]
         self.n_passages = graph.n_passages
         self._sum(keys, values, z.batch_size * graph.n_passages)
+        # each term by (Z entry, passage): sorted, as Z's entries are and each EP row is by passage; `lookup`
+        # finds an entity's own term here instead of searching EP again
+        self._term_keys = src.numpy() * graph.n_passages + passages
+        self._terms = values
 
-    def _factor(self, positions: np.ndarray) -> torch.Tensor | float:
-        """``(score(e, p) / best score of e) ** power`` of the EP entries at `positions`; 1.0 for the 0/1 A."""
+    def _factor(self, positions: np.ndarray, owners: np.ndarray) -> torch.Tensor | float:
+        """``(score(e, p) / best score of e) ** power`` of the EP entries at `positions` (of the entities
+        `owners`); 1.0 for the 0/1 A."""
         power = self.power
         if power is None or not self.graph.has_passage_scores or (not torch.is_tensor(power) and power == 0):
             return 1.0
-        return torch.exp(power * self.graph.log_rel(positions))
+        return torch.exp(power * self.graph.log_rel(positions, owners))
 
     def lookup(self, rows: np.ndarray, passages: np.ndarray, entities: np.ndarray | None = None):
         """(present mask, float64 weights of the present pairs) for the pairs (rows[i], passages[i]).
@@ -100,12 +106,15 @@ class PassageWeights(_KeyedSums):
         if entities is not None:
             z_slot, in_z = _find(self.z.rows.numpy() * self.graph.n_entities + self.z.ids.numpy(),
                                  rows * self.graph.n_entities + entities)
-            entry, is_entry = self.graph.find_entries(entities, passages)
-            own = in_z & is_entry
+            # entity i's own term, if it is in Z at row i and p is among its top-mu passages: the term of
+            # (its Z entry, p), when there is one
+            cand = np.flatnonzero(in_z)
+            term, is_term = _find(self._term_keys, z_slot[cand] * self.n_passages + passages[cand])
+            sel = cand[is_term]
+            own = np.zeros(len(rows), dtype=bool)
+            own[sel] = True
             counts = counts - own
-            sel = np.flatnonzero(own)
-            own_term = self.z.probs[torch.from_numpy(z_slot[sel])].double() * self._factor(entry[sel])
-            weights = weights.index_add(0, torch.from_numpy(sel), -own_term)
+            weights = weights.index_add(0, torch.from_numpy(sel), -self._terms[torch.from_numpy(term[is_term])])
         present = counts > 0
         return present, weights[torch.from_numpy(np.flatnonzero(present))]
 

@@ -2,9 +2,9 @@
 
 `FollowGraph` holds what a follow reads from the index: EP (entity -> its top-mu TF-IDF passages, with
 the relative TF-IDF score of each entry), mention -> passage and mention -> entity (B_{M->E}), the
-mention vectors f(M) in memory, and where the index has them the link graph L (entity -> entity, the
-A of the paper's HotpotQA setting), entity -> its mentions and the title entity of each passage. On
-it, the two dense computations of a hop: the scores
+mention vectors f(M) (the mention index's memory map), and where the index has them the link graph L
+(entity -> entity, the A of the paper's HotpotQA setting), entity -> its mentions and the title entity of
+each passage. On it, the two dense computations of a hop: the scores
 ``f(m) . g[row]`` of given (row, mention) pairs (`pair_scores`), and their gradient with respect to the
 queries g (`gather_gradient`), joined by `searched_scores` into one differentiable function.
 """
@@ -24,8 +24,8 @@ from drkit.index.sparse import SparseIndex
 
 class FollowGraph:
     """The index data the follow needs: EP (entity -> top-mu passages), mention -> passage and entity,
-    and the mention vectors f(m) as one in-memory tensor; optionally the link graph L, entity -> mentions
-    and passage -> title entity.
+    and the mention vectors f(m) (a tensor, or a memory map read row by row); optionally the link graph L,
+    entity -> mentions and passage -> title entity.
 
     The optional arrays are given to the constructor or, for a graph made by `from_index`, read from the
     index on first use (``getattr(index, name, None)``: an index without them gives None):
@@ -179,10 +179,11 @@ class FollowGraph:
     def has_passage_scores(self) -> bool:
         return self._scores is not None
 
-    def log_rel(self, positions: np.ndarray) -> torch.Tensor:
-        """``log(score(e, p) / best score of e)`` <= 0 of the EP entries at `positions`: (n,) float64."""
+    def log_rel(self, positions: np.ndarray, owners: np.ndarray | None = None) -> torch.Tensor:
+        """``log(score(e, p) / best score of e)`` <= 0 of the EP entries at `positions`: (n,) float64.
+        `owners`: the entity of each entry, where the caller knows it (else found by a search of EP's rows)."""
         positions = np.asarray(positions, dtype=np.int64)
-        owner = np.searchsorted(self.entity_passage_indptr, positions, side="right") - 1  # the entry's entity
+        owner = np.searchsorted(self.entity_passage_indptr, positions, side="right") - 1 if owners is None else owners
         rel = np.asarray(self._scores[positions], dtype=np.float64) / self._best[owner]
         return torch.from_numpy(np.log(np.clip(rel, 1e-30, 1.0)))  # float64: exact for the tests
 
@@ -237,7 +238,8 @@ class FollowGraph:
             return self._cast[dtype].index_select(0, torch.from_numpy(ids))
         if torch.is_tensor(self.vectors):
             return self.vectors.index_select(0, torch.from_numpy(ids)).to(dtype)
-        return torch.from_numpy(np.asarray(self.vectors[ids], dtype=np.float32)).to(dtype)
+        # one rounding from the stored values (fp16 ones are exact in every wider type on the way)
+        return torch.from_numpy(np.ascontiguousarray(self.vectors[ids])).to(dtype)
 
     def pair_scores(self, queries: torch.Tensor, rows: np.ndarray, mentions: np.ndarray, chunk: int = 1024) -> np.ndarray:
         """``s_i = f(mentions[i]) . g[rows[i]]`` for each pair i, no gradient: (n,).
@@ -252,13 +254,21 @@ class FollowGraph:
         matrix product ``g f(M)^T`` read at the pairs is faster when they cover much of batch x M, but
         its sums run in an order that depends on the matrices' shapes, that is, on the batch.)"""
         compute = torch.bfloat16 if queries.dtype == torch.float32 else queries.dtype
-        vec = self.vectors_as(compute)  # (M, p)
+        if compute in self._cast or torch.is_tensor(self.vectors):
+            vec = self.vectors_as(compute)  # (M, p)
+
+            def read(ids: torch.Tensor) -> torch.Tensor:
+                return vec.index_select(0, ids)
+        else:  # a memory map and no whole copy (restricted retrieval): read only the rows scored, the same values
+
+            def read(ids: torch.Tensor) -> torch.Tensor:
+                return self.rows_as(ids.numpy(), compute)
         q = queries.detach().to(compute).to(queries.dtype)  # (batch, p), bf16-rounded for float32 queries
         rows_t = torch.from_numpy(np.asarray(rows, dtype=np.int64))
         mentions_t = torch.from_numpy(np.asarray(mentions, dtype=np.int64))
         out = torch.empty(len(mentions_t), dtype=compute)  # (n,)
         for lo in range(0, len(mentions_t), chunk):
-            f = vec.index_select(0, mentions_t[lo : lo + chunk]).to(queries.dtype)  # (chunk, p)
+            f = read(mentions_t[lo : lo + chunk]).to(queries.dtype)  # (chunk, p)
             g = q.index_select(0, rows_t[lo : lo + chunk])  # (chunk, p)
             out[lo : lo + chunk] = (f * g).sum(-1)  # rounded to `compute` on assignment
         return out.to(queries.dtype).numpy()

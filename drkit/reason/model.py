@@ -50,6 +50,7 @@ defaults (the behaviour of that time).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -73,6 +74,7 @@ from drkit.util.artifact import ArtifactWriter, read_manifest
 
 FORMAT = "drkit.model"
 FORMAT_VERSION = 1
+NAME_BLOCK = 1 << 16  # entity names tokenized at a time (`set_entities`)
 DENSE_NAME_PIECES = 100  # Z^T X as (Z^T N) W once Z's names hold more than B x V / this many pieces (`entity_embedding`)
 @dataclass
 class HopOutput:
@@ -87,6 +89,21 @@ def model_dir_of(path: str | Path) -> Path:
     if not (path / "model.safetensors").exists() and (path / "model" / "model.safetensors").exists():
         return path / "model"
     return path
+
+
+def _plain_backend(tokenizer):
+    """A copy of a fast tokenizer's backend that neither truncates nor pads (the state the tokenizer's own call
+    sets for ``add_special_tokens=False`` without truncation); its `encode_batch` gives the same pieces without
+    the call's per-text Python conversions. None for a slow tokenizer."""
+    backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+    if backend is None:
+        return None
+    from tokenizers import Tokenizer
+
+    plain = Tokenizer.from_str(backend.to_str())
+    plain.no_truncation()
+    plain.no_padding()
+    return plain
 
 
 class MultiHopModel(nn.Module):
@@ -148,9 +165,17 @@ class MultiHopModel(nn.Module):
     def set_entities(self, names: list[str]) -> None:
         """The entities of the index, by name: X's row e is the mean word embedding of the pieces of entity e's
         name (zero for an empty name). Only the pieces are kept (about 4 integers an entity), not X."""
-        pieces = self.tokenizer(list(names), add_special_tokens=False)["input_ids"]
-        lengths = torch.tensor([len(p) for p in pieces], dtype=torch.long)
-        self.entity_pieces = torch.tensor([i for p in pieces for i in p], dtype=torch.long)
+        names = list(names)
+        backend = _plain_backend(self.tokenizer)
+        lengths, flat = [], []
+        for lo in range(0, len(names), NAME_BLOCK):  # in blocks: the tokenizer's lists of a block at a time
+            block = names[lo : lo + NAME_BLOCK]
+            pieces = [e.ids for e in backend.encode_batch(block, add_special_tokens=False)] if backend is not None \
+                else self.tokenizer(block, add_special_tokens=False)["input_ids"]
+            lengths.append(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
+            flat.append(np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int64, count=int(lengths[-1].sum())))
+        lengths = torch.from_numpy(np.concatenate(lengths)) if lengths else torch.zeros(0, dtype=torch.long)
+        self.entity_pieces = torch.from_numpy(np.concatenate(flat)) if flat else torch.zeros(0, dtype=torch.long)
         self.entity_piece_indptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, 0)])
 
     @property
@@ -187,7 +212,8 @@ class MultiHopModel(nn.Module):
         X is read from the current word embeddings, as ``(Z^T N) W`` with N[e, w] = (pieces w in e's name) /
         (pieces in it): so with trained word embeddings and autograd on (the gradient reaches W), and when Z's
         names have more than 1/`DENSE_NAME_PIECES` of B x V pieces (a diffuse Z: one matrix product beats a
-        gathered row of W per piece); else as the rows of X of Z's entities (`entity_rows`)."""
+        gathered row of W per piece; without autograd, over the distinct pieces only); else as the rows of X of Z's
+        entities (`entity_rows`)."""
         words = self.encoder.embeddings.word_embeddings.weight  # (V, hidden)
         vocab = words.shape[0]
         trained = self.config.train_word_embeddings and torch.is_grad_enabled()
@@ -196,8 +222,13 @@ class MultiHopModel(nn.Module):
             # (Z^T N) W: one (B, V) @ (V, hidden) product, cheaper than gathering a row of W for each of many pieces
             n, slot, piece = self._name_pieces(z.ids)  # (N,) pieces a coordinate's entity; (S,) coordinate, piece
             weight = z.probs.float()[slot] / n[slot].float()  # (S,)
-            zn = torch.zeros(z.batch_size * vocab).index_add(0, z.rows[slot] * vocab + piece, weight)  # Z^T N
-            return zn.view(z.batch_size, vocab) @ (words.float() if trained else words.detach().float())
+            if trained:  # every row of W, so that the gradient reaches it
+                zn = torch.zeros(z.batch_size * vocab).index_add(0, z.rows[slot] * vocab + piece, weight)  # Z^T N
+                return zn.view(z.batch_size, vocab) @ words.float()
+            # only the columns of N that Z's names use: (B, U) @ (U, hidden), U <= V distinct pieces
+            used, column = torch.unique(piece, return_inverse=True)
+            zn = torch.zeros(z.batch_size * len(used)).index_add(0, z.rows[slot] * len(used) + column, weight)
+            return zn.view(z.batch_size, len(used)) @ words.detach()[used].float()
         rows = self.entity_rows(z.ids)  # (N, hidden)
         return torch.zeros(z.batch_size, rows.shape[1]).index_add(0, z.rows, z.probs.unsqueeze(1).float() * rows)
 

@@ -38,7 +38,8 @@ class VirtualKB:
         mentions = mentions.for_index(index)  # a grown index: the base's live vectors and its segments'
         self.index = index
         self.mentions = mentions
-        self.graph = FollowGraph.from_index(index, mentions.vectors)  # the memory map; one bf16 copy on use
+        self.graph = FollowGraph.from_index(index, mentions.vectors)  # the memory map: restricted retrieval reads
+        # the rows it scores; global exact MIPS makes one bf16 copy
         self._searcher_kind, self._search_kwargs = searcher, search_kwargs
         self._searcher = None  # built on first use: restricted retrieval never searches
         self.entity_frequency = np.bincount(index.mention_entity, minlength=index.n_entities)
