@@ -148,21 +148,23 @@ def write_corpus(path: Path, n: int, seed: int = 0, filler_words: int = 40) -> d
 
 def run_step(code: str, *args: str, root: Path = ROOT) -> dict:
     """Run `code` (a function body that ends by returning a dict) in a fresh Python, importing drkit from
-    `root`; its dict plus wall time and peak RSS (the process's own, from getrusage), and at its end the RSS split
-    into anonymous memory and mapped file pages (memory-mapped arrays read: page cache the kernel can drop)."""
+    `root`; its dict plus wall time and peak RSS (the process's own, from getrusage). `code` may call ``rss_split()``:
+    the RSS now, split into the process's own memory and mapped file pages (the memory-mapped arrays it has
+    read: page cache, which the kernel can drop and read again)."""
     script = (
         "import json, resource, sys, time\n"
         f"sys.path.insert(0, {str(root)!r})\n"
         "import drkit\n"
         f"assert drkit.__file__.startswith({str(root)!r}), drkit.__file__\n"
+        "def rss_split():\n"
+        "    status = dict(x.split(':', 1) for x in open('/proc/self/status') if x.startswith('Rss'))\n"
+        "    return {'rss_own_mb': round(int(status['RssAnon'].split()[0]) / 1024, 1),\n"
+        "            'rss_mapped_files_mb': round(int(status['RssFile'].split()[0]) / 1024, 1)}\n"
         "def step(args):\n" + "".join("    " + line + "\n" for line in code.strip().splitlines()) +
         "t = time.perf_counter()\n"
         "out = step(sys.argv[1:])\n"
         "out['wall_s'] = round(time.perf_counter() - t, 2)\n"
         "out['peak_rss_mb'] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)\n"
-        "status = dict(x.split(':', 1) for x in open('/proc/self/status') if x.startswith('Rss'))\n"
-        "out['end_rss_anon_mb'] = round(int(status['RssAnon'].split()[0]) / 1024, 1)  # the process's own memory\n"
-        "out['end_rss_file_mb'] = round(int(status['RssFile'].split()[0]) / 1024, 1)  # mapped file pages (page cache)\n"
         "print('RESULT ' + json.dumps(out))\n")
     env = {**os.environ, "DRKIT_PROGRESS": "0"}
     proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env)
@@ -241,6 +243,7 @@ for batch in (1, 64):
     for lo in range(0, n, batch):
         run(lo, min(n, lo + batch))
     out[f"qps_batch{batch}"] = round(n / (time.perf_counter() - t), 2)
+out.update(rss_split())  # after every question: what they left resident
 if mode == "ivfpq":
     with torch.no_grad():
         q = model.hop_queries(model.encode(texts[:64], True), 0,
@@ -323,7 +326,7 @@ def markdown(result: dict) -> list[str]:
     lines = [f"drkit at growing corpus sizes (synthetic title-entity corpus, seed {result['parameters']['seed']}; "
              f"{result['machine']['cpus']} CPU cores; an untrained 2-hop model: costs, not accuracy)", "",
              "| code | entities | mentions | build s | build peak RSS MB | index disk MB | vectors disk MB "
-             "| mode | load s | peak RSS MB | end RSS MB: own / mapped files | q/s b1 | q/s b64 | IVF-PQ recall@1000 |",
+             "| mode | load s | peak RSS MB | RSS MB after the questions: own / mapped files | q/s b1 | q/s b64 | IVF-PQ recall@1000 |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["sizes"] + result.get("baseline", []):
         for mode, q in row["questions"].items():
@@ -332,8 +335,8 @@ def markdown(result: dict) -> list[str]:
                 code += f" (build at {row['built_at_commit'][:7]})"
             lines.append(f"| {code} | {row['entities']:,} | {row['index']['mentions']:,} | {row['index']['wall_s']} | "
                          f"{row['index']['peak_rss_mb']:,} | {row['index']['disk_mb']:,} | {row['vectors']['disk_mb']:,} "
-                         f"| {mode} | {q['load_s']} | {q['peak_rss_mb']:,} | {q.get('end_rss_anon_mb', '?')} / "
-                         f"{q.get('end_rss_file_mb', '?')} | {q['qps_batch1']} | {q['qps_batch64']} | "
+                         f"| {mode} | {q['load_s']} | {q['peak_rss_mb']:,} | {q.get('rss_own_mb', '?')} / "
+                         f"{q.get('rss_mapped_files_mb', '?')} | {q['qps_batch1']} | {q['qps_batch64']} | "
                          f"{q.get('recall_at_1000', '')} |")
     return lines
 

@@ -28,7 +28,7 @@ from drkit.reason.graph import FollowGraph
 # most _DENSE_FLOOR slots, or _DENSE_PER_KEY slots per term summed; never more than _DENSE_LIMIT. Else the
 # sorted distinct keys: memory follows the entries a question touches, not the corpus size.
 _DENSE_LIMIT = 1 << 26
-_DENSE_FLOOR = 1 << 23
+_DENSE_FLOOR = 1 << 16
 _DENSE_PER_KEY = 16
 ADJACENCIES = ("tfidf", "links", "both")
 
