@@ -157,9 +157,11 @@ def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: S
     hasher = NgramHasher(config.hash_buckets, config.ngram)
     if counts is None:
         counts = hasher.count_matrix(progress(linked.passage_texts, desc="tf-idf passages", unit="passage"))
+    hasher.clear_cache()  # the passages' distinct n-grams (millions in a large corpus) are not met again
     df = document_frequency(counts)
     idf = idf_weights(df, linked.n_passages)
     F = tfidf(counts, idf)  # (P, H)
+    del counts  # (the caller's copy, if it gave one, is its own)
     G = tfidf(hasher.count_matrix(entities.keys), idf, normalize=True)  # (E, H)
     n_without_terms = int(np.sum(np.diff(G.indptr) == 0))
     entity_passage_links = mention_incidence(linked.mentions[:, 0], linked.mentions[:, 1], len(entities), linked.n_passages)

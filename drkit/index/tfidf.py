@@ -46,6 +46,10 @@ class NgramHasher:
         self.ngram = ngram
         self._cache: dict[str, int] = {}
 
+    def clear_cache(self) -> None:
+        """Forget the cached buckets (they are recomputed, the same, when asked for again)."""
+        self._cache.clear()
+
     def bucket(self, gram: str) -> int:
         b = self._cache.get(gram)
         if b is None:
@@ -103,4 +107,4 @@ def tfidf(counts: sp.csr_matrix, idf: np.ndarray, normalize: bool = False) -> sp
         norms[norms == 0] = 1.0
         out = sp.csr_matrix(sp.diags(1.0 / norms) @ out)
     out.eliminate_zeros()
-    return out.astype(np.float32)
+    return out.astype(np.float32, copy=False)
