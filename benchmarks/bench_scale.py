@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -97,8 +98,6 @@ def entity_names(n: int, seed: int = 0) -> list[str]:
 
 def _coprime_step(space: int) -> int:
     """A step coprime to `space` near 0.618 of it (so consecutive codes land far apart)."""
-    import math
-
     step = int(space * 0.6180339887) | 1
     while math.gcd(step, space) != 1:
         step += 2
@@ -294,8 +293,7 @@ def bench_size(n: int, work: Path, questions: int, seed: int, modes: list[str], 
     row["vectors"] = run_step(VECTORS, str(d / "index"), str(d / "mentions"), str(seed), str(DIM))
     row["vectors"]["disk_mb"] = disk_mb(d / "mentions")
     log(f"[{n:,}{tag}] vectors: {row['vectors']}")
-    row["built_at_commit"] = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                                            text=True).stdout.strip()
+    row["built_at_commit"] = git_head(root)
     built.write_text(json.dumps(row, indent=2) + "\n")
     return time_questions(row, d, work, questions, modes, nprobe, nlist, log, root, tag)
 
@@ -311,6 +309,11 @@ def time_questions(row: dict, d: Path, work: Path, questions: int, modes: list[s
                                           str(nprobe), str(nlist), root=root)
         log(f"[{n:,}{tag}] {mode}: {row['questions'][mode]}")
     return row
+
+
+def git_head(path: Path) -> str:
+    """The commit checked out at `path`."""
+    return subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
 
 
 def baseline_checkout(ref: str, work: Path) -> Path:
@@ -395,10 +398,8 @@ def main(argv=None) -> int:
     baseline = baseline_checkout(args.baseline, args.work) if args.baseline else None
     if baseline:
         result["baseline"] = []
-        result["parameters"]["baseline_commit"] = subprocess.run(
-            ["git", "-C", str(baseline), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    result["parameters"]["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
-                                                    text=True).stdout.strip()
+        result["parameters"]["baseline_commit"] = git_head(baseline)
+    result["parameters"]["commit"] = git_head(ROOT)
     if args.include:  # rows of an earlier run, each marked with the run it came from
         earlier = json.loads(args.include.read_text())
         commit = earlier.get("parameters", {}).get("commit", "?")

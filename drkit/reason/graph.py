@@ -254,21 +254,13 @@ class FollowGraph:
         matrix product ``g f(M)^T`` read at the pairs is faster when they cover much of batch x M, but
         its sums run in an order that depends on the matrices' shapes, that is, on the batch.)"""
         compute = torch.bfloat16 if queries.dtype == torch.float32 else queries.dtype
-        if compute in self._cast or torch.is_tensor(self.vectors):
-            vec = self.vectors_as(compute)  # (M, p)
-
-            def read(ids: torch.Tensor) -> torch.Tensor:
-                return vec.index_select(0, ids)
-        else:  # a memory map and no whole copy (restricted retrieval): read only the rows scored, the same values
-
-            def read(ids: torch.Tensor) -> torch.Tensor:
-                return self.rows_as(ids.numpy(), compute)
         q = queries.detach().to(compute).to(queries.dtype)  # (batch, p), bf16-rounded for float32 queries
         rows_t = torch.from_numpy(np.asarray(rows, dtype=np.int64))
-        mentions_t = torch.from_numpy(np.asarray(mentions, dtype=np.int64))
-        out = torch.empty(len(mentions_t), dtype=compute)  # (n,)
-        for lo in range(0, len(mentions_t), chunk):
-            f = read(mentions_t[lo : lo + chunk]).to(queries.dtype)  # (chunk, p)
+        mentions = np.asarray(mentions, dtype=np.int64)
+        out = torch.empty(len(mentions), dtype=compute)  # (n,)
+        for lo in range(0, len(mentions), chunk):
+            # the rows scored only (the whole copy in `compute` where one exists, else the memory map)
+            f = self.rows_as(mentions[lo : lo + chunk], compute).to(queries.dtype)  # (chunk, p)
             g = q.index_select(0, rows_t[lo : lo + chunk])  # (chunk, p)
             out[lo : lo + chunk] = (f * g).sum(-1)  # rounded to `compute` on assignment
         return out.to(queries.dtype).numpy()

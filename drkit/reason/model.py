@@ -212,23 +212,21 @@ class MultiHopModel(nn.Module):
         X is read from the current word embeddings, as ``(Z^T N) W`` with N[e, w] = (pieces w in e's name) /
         (pieces in it): so with trained word embeddings and autograd on (the gradient reaches W), and when Z's
         names have more than 1/`DENSE_NAME_PIECES` of B x V pieces (a diffuse Z: one matrix product beats a
-        gathered row of W per piece; without autograd, over the distinct pieces only); else as the rows of X of Z's
-        entities (`entity_rows`)."""
+        gathered row of W per piece), over the distinct pieces of Z's names; else as the rows of X of Z's entities
+        (`entity_rows`)."""
         words = self.encoder.embeddings.word_embeddings.weight  # (V, hidden)
         vocab = words.shape[0]
         trained = self.config.train_word_embeddings and torch.is_grad_enabled()
         n_pieces = self.entity_piece_indptr[z.ids + 1] - self.entity_piece_indptr[z.ids] if len(z.ids) else z.ids
         if trained or int(n_pieces.sum()) * DENSE_NAME_PIECES > z.batch_size * vocab:
-            # (Z^T N) W: one (B, V) @ (V, hidden) product, cheaper than gathering a row of W for each of many pieces
+            # (Z^T N) W: one matrix product, cheaper than gathering a row of W for each of many pieces
             n, slot, piece = self._name_pieces(z.ids)  # (N,) pieces a coordinate's entity; (S,) coordinate, piece
             weight = z.probs.float()[slot] / n[slot].float()  # (S,)
-            if trained:  # every row of W, so that the gradient reaches it
-                zn = torch.zeros(z.batch_size * vocab).index_add(0, z.rows[slot] * vocab + piece, weight)  # Z^T N
-                return zn.view(z.batch_size, vocab) @ words.float()
-            # only the columns of N that Z's names use: (B, U) @ (U, hidden), U <= V distinct pieces
+            # only the columns of N that Z's names use: (B, U) @ W[used], U <= V distinct pieces (the gather
+            # passes the gradient on to those rows of W when the word embeddings are trained)
             used, column = torch.unique(piece, return_inverse=True)
             zn = torch.zeros(z.batch_size * len(used)).index_add(0, z.rows[slot] * len(used) + column, weight)
-            return zn.view(z.batch_size, len(used)) @ words.detach()[used].float()
+            return zn.view(z.batch_size, len(used)) @ (words if trained else words.detach())[used].float()
         rows = self.entity_rows(z.ids)  # (N, hidden)
         return torch.zeros(z.batch_size, rows.shape[1]).index_add(0, z.rows, z.probs.unsqueeze(1).float() * rows)
 
