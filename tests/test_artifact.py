@@ -342,6 +342,34 @@ def test_build_index_refuses_to_overwrite_then_overwrites(built):
     assert np.array_equal(again.A_indices, index.A_indices)
 
 
+def index_files(path):
+    """Every file of an index, bytes, but the manifest's time and command and the report's timings."""
+    out = {}
+    for f in sorted(path.iterdir()):
+        if f.name == MANIFEST:
+            manifest = json.loads(f.read_text())
+            out[f.name] = {k: v for k, v in manifest.items() if k not in ("created", "command")}
+        elif f.name == "report.json":
+            out[f.name] = {k: v for k, v in json.loads(f.read_text()).items() if k != "timings_s"}
+        else:
+            out[f.name] = f.read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("run_articles", [1, 2, 3])
+def test_build_in_runs_writes_the_same_index(built, tmp_path, run_articles):
+    """The corpus is read, linked and written in runs of articles (`drkit.index.stream`): any run length gives
+    the index of one run (the round trip above checks that one against the modules called directly)."""
+    tmp, _, link_config, sparse_config, _ = built
+    question = str(tmp / "qa" / "1-hop" / "qa_dev.txt")
+    runs = build_index(tmp / "wiki.txt", tmp_path / "runs", kb=tmp / "kb.txt", link_config=link_config,
+                       sparse_config=sparse_config, questions=[question], shard_articles=run_articles,
+                       log=lambda *a: None)
+    assert runs.manifest["counts"]["articles"] > run_articles  # several runs
+    assert index_files(tmp_path / "runs") == index_files(tmp / "index")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no work folder left
+
+
 def test_build_index_needs_exactly_one_entity_source(built, tmp_path):
     tmp = built[0]
     with pytest.raises(ConfigError):

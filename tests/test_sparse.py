@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from drkit.data.kb import EntityTable
-from drkit.index.csr import _sum_by_key, concat_ranges, mention_incidence, ragged_expand
+from drkit.index.csr import _sum_by_key, a_indptr, concat_ranges, mention_incidence, ragged_expand
 from drkit.index.linking import LinkedCorpus
 from drkit.index.sparse import SparseConfig, build_sparse_matrices, top_passages
 from drkit.index.tfidf import NgramHasher, document_frequency, idf_weights, tfidf
@@ -397,3 +397,22 @@ def test_index_expand_rejects_bad_entity_ids(index):
         index.expand([-1], [1.0])
     mentions, values = index.expand([], [])
     assert len(mentions) == len(values) == 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_indptr_in_chunks_counts_each_rows_mentions(seed):
+    """A's row lengths (the mentions of each entity's EP passages), read in chunks of EP entries of any size,
+    against a loop; empty rows first, in between and last included."""
+    rng = np.random.default_rng(seed)
+    n_passages, n_entities = 12, 9
+    per_passage = rng.integers(0, 4, n_passages)
+    mention_indptr = np.concatenate(([0], np.cumsum(per_passage)))
+    lengths = rng.integers(0, 4, n_entities)
+    lengths[[0, n_entities // 2, -1]] = 0
+    ep_indptr = np.concatenate(([0], np.cumsum(lengths)))
+    ep = np.concatenate([np.sort(rng.choice(n_passages, k, replace=False)) for k in lengths]).astype(np.int32)
+    want = np.concatenate(([0], np.cumsum([per_passage[ep[ep_indptr[e]:ep_indptr[e + 1]]].sum()
+                                           for e in range(n_entities)])))
+    for chunk in (1, 2, 3, 5, 1 << 22):
+        assert np.array_equal(a_indptr(ep_indptr, ep, mention_indptr, chunk=chunk), want), chunk
+    assert np.array_equal(a_indptr(np.zeros(4, np.int64), np.zeros(0, np.int32), mention_indptr), np.zeros(4))

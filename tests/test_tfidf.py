@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from drkit.errors import ConfigError
 from drkit.index.sparse import SparseConfig, top_passages
-from drkit.index.tfidf import STOPWORDS, NgramHasher, document_frequency, idf_weights, tfidf
+from drkit.index.tfidf import STOPWORDS, NgramHasher, document_frequency, idf_weights, keep_columns, tfidf
 
 # ---------------------------------------------------------------------------------------------
 # Naive reference of the formulas in drkit.index.tfidf's docstring
@@ -181,6 +181,22 @@ def test_tfidf_normalize_of_empty_rows():
 
 
 # ---------------------------------------------------------------------------------------------
+# keep_columns
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_keep_columns_matches_dense_masking(seed):
+    rng = np.random.default_rng(seed)
+    m = sp.random(9, 13, density=0.3, format="csr", random_state=seed, dtype=np.float32)
+    m = sp.vstack([sp.csr_matrix((2, 13), dtype=np.float32), m, sp.csr_matrix((3, 13), dtype=np.float32)], format="csr")
+    keep = rng.random(13) < 0.5
+    got = keep_columns(m, keep)
+    assert got.shape == m.shape and got.has_sorted_indices == m.has_sorted_indices
+    assert np.array_equal(got.toarray(), m.toarray() * keep)  # empty leading and trailing rows included
+    assert np.all(keep[got.indices])
+    assert keep_columns(sp.csr_matrix((4, 5), dtype=np.float32), keep[:5]).nnz == 0
+
+
 # top_passages
 
 

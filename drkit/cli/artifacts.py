@@ -45,8 +45,9 @@ def _index_parser(sub) -> None:
                    "is read from an 'N-hop' folder in PATH unless given as HOPS:PATH")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     _engine_flags(p, "linking, splitting and n-gram counting")
-    p.add_argument("--shard-articles", type=int, default=2000, metavar="N",
-                   help="articles per Ray shard with --engine ray (default: 2000)")
+    p.add_argument("--shard-articles", type=int, default=None, metavar="N",
+                   help="articles linked at a time: memory holds one run of them, never the whole corpus "
+                        "(default: 50,000; with --engine ray, articles per Ray shard, default 2,000)")
     add_config_flags(p, LinkConfig, "entity linking and passages")
     add_config_flags(p, SparseConfig, "sparse index")
     p.set_defaults(run=_run_index)

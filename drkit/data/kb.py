@@ -68,12 +68,23 @@ class EntityTable:
 
         Ids follow the order in which each key is first seen.
         """
-        votes: dict[str, Counter] = {}
+        votes: dict[str, str | Counter] = {}  # a key seen once keeps its name, not a Counter (millions of them)
         for name in names:
             name = " ".join(name.split())
-            votes.setdefault(fold(name), Counter())[name] += 1
+            key = fold(name)
+            seen = votes.get(key)
+            if seen is None:
+                votes[key] = name
+            else:
+                if isinstance(seen, str):
+                    seen = votes[key] = Counter([seen])
+                seen[name] += 1
         display, aliases = [], []
         for counter in votes.values():
+            if isinstance(counter, str):
+                display.append(counter)
+                aliases.append([counter])
+                continue
             ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
             display.append(ranked[0][0])
             aliases.append(sorted(counter))

@@ -30,18 +30,20 @@ import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence, Sized
 
 import numpy as np
 
-from drkit.data.corpus import guess_corpus_format, read_corpus
+from drkit.data.corpus import Article, guess_corpus_format, read_corpus
 from drkit.data.kb import EntityTable, entities_from_kb, read_entity_list, read_kb
 from drkit.data.questions import Question, hops_from_path, read_questions
 from drkit.data.tokenizer import tokenizer_fingerprint
-from drkit.errors import ArtifactError, ConfigError, InputFormatError
-from drkit.index.linking import EntityLinker, LinkConfig, LinkedCorpus, link_corpus, link_question
-from drkit.index.sparse import FORMAT, FORMAT_VERSION, SparseConfig, SparseIndex, build_sparse_matrices
+from drkit.errors import ConfigError, InputFormatError
+from drkit.index.linking import EntityLinker, LinkConfig, LinkedCorpus, link_question
+from drkit.index.sparse import FORMAT, FORMAT_VERSION, SparseConfig, SparseIndex, sparse_from_counts
 from drkit.index.stats import index_counts, kb_coverage, sparse_reachability_sets
+from drkit.index.stream import RUN_ARTICLES, StreamedCorpus, link_runs, write_linked
+from drkit.index.tfidf import NgramHasher
 from drkit.util.artifact import ArtifactWriter, file_checksum
 from drkit.util.ray_engine import ENGINES
 from drkit.util.warnlog import WarningLog
@@ -73,18 +75,20 @@ def build_index(
     log=print,
     engine: str = "local",
     ray_address: str | None = None,
-    shard_articles: int = 2000,
+    shard_articles: int | None = None,
 ) -> SparseIndex:
     """Build the sparse index of `corpus` over the entities of `kb`, or of `entities`: an entity list (one
     name per line), ``"titles"`` (every article title is an entity: a title-entity corpus, the paper's
     HotpotQA setting), or several of these (their union; e.g. ``["titles", "extra.txt"]``).
 
-    `engine`: ``local`` (this process) or ``ray``: linking, tokenizing, splitting and n-gram counting run on
-    Ray in runs of `shard_articles` articles (`drkit.index.distributed`), on this machine or the cluster at
-    `ray_address`; the index is the same, array for array."""
+    `engine`: ``local`` (this process; the corpus is read, linked and written in runs of `shard_articles`
+    articles, default `RUN_ARTICLES`, so memory does not grow with the corpus's text: `drkit.index.stream`) or
+    ``ray``: linking, tokenizing, splitting and n-gram counting run on Ray in runs of `shard_articles` articles
+    (default 2,000; `drkit.index.distributed`), on this machine or the cluster at `ray_address`. The index is
+    the same, array for array, whatever the engine and the runs."""
     if engine not in ENGINES:
         raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if shard_articles < 1:
+    if shard_articles is not None and shard_articles < 1:
         raise ConfigError(f"shard_articles must be at least 1, got {shard_articles}")
     if engine == "ray":
         from drkit.util.ray_engine import import_ray
@@ -116,9 +120,7 @@ def build_index(
     if len(table) == 0:
         raise ConfigError(f"no entities in {kb or ', '.join(map(str, entities))}")
     timings["read_entities"] = time.perf_counter() - t0
-    t = time.perf_counter()
-    articles = read_articles(corpus, corpus_format, warnings)
-    timings["read_corpus"] = time.perf_counter() - t
+    articles = read_corpus(corpus, corpus_format, warnings)  # read as it is linked (`drkit.index.stream`)
     if kb is not None:
         inputs = {"corpus": file_checksum(corpus), "kb": file_checksum(kb)}
     else:
@@ -126,7 +128,7 @@ def build_index(
         inputs = {"corpus": file_checksum(corpus), "entities": specs[0] if len(specs) == 1 else specs}
     inputs.update({f"questions_{i}": file_checksum(p) for i, (_, p) in enumerate(question_specs)})
     sources = [{"file": str(Path(corpus).resolve()), "format": corpus_format, "sha256": inputs["corpus"]["sha256"],
-                "articles": len(articles)}]
+                "articles": None}]  # counted as they are read
     return write_index(articles, table, out, triples=triples, link_config=link_config, sparse_config=sparse_config,
                        corpus_format=corpus_format, inputs=inputs, sources=sources, question_specs=question_specs,
                        question_sets=question_sets, warnings=warnings, timings=timings, overwrite=overwrite, log=log,
@@ -138,20 +140,24 @@ def read_articles(corpus: str | Path, corpus_format: str, warnings: WarningLog) 
     """Every article of `corpus`; an `InputFormatError` when there is none."""
     articles = list(read_corpus(corpus, corpus_format, warnings))
     if not articles:
-        empty = warnings.count("empty_article")
-        raise InputFormatError(corpus, None, f"no article to index in this {corpus_format} corpus"
-                               + (f" ({empty} read, all without title and text)" if empty else "")
-                               + ("; expected a {'id', 'title', 'text'} object per line" if corpus_format == "jsonl"
-                                  else "; expected articles of numbered lines, '1 <title>' then '2 <text>', ..."))
+        raise empty_corpus_error(corpus, corpus_format, warnings)
     return articles
 
 
-def write_index(articles: list, table: EntityTable, out: str | Path, *, triples=None,
+def empty_corpus_error(corpus, corpus_format: str, warnings: WarningLog) -> InputFormatError:
+    empty = warnings.count("empty_article")
+    return InputFormatError(corpus, None, f"no article to index in this {corpus_format} corpus"
+                            + (f" ({empty} read, all without title and text)" if empty else "")
+                            + ("; expected a {'id', 'title', 'text'} object per line" if corpus_format == "jsonl"
+                               else "; expected articles of numbered lines, '1 <title>' then '2 <text>', ..."))
+
+
+def write_index(articles: Iterable[Article], table: EntityTable, out: str | Path, *, triples=None,
                 link_config: LinkConfig = LinkConfig(), sparse_config: SparseConfig = SparseConfig(),
                 corpus_format: str = "jsonl", inputs: dict | None = None, sources: list | None = None,
                 question_specs=(), question_sets=(), warnings: WarningLog | None = None,
                 timings: dict | None = None, overwrite: bool = False, log=print, engine: str = "local",
-                ray_address: str | None = None, shard_articles: int = 2000, label: str = "the corpus",
+                ray_address: str | None = None, shard_articles: int | None = None, label: str = "the corpus",
                 extra_manifest: dict | None = None, started: float | None = None,
                 copy_files: Sequence[tuple[Path, str]] = ()) -> SparseIndex:
     """Link `articles` over the entities `table` and write the index `out` (the work of `build_index` once its
@@ -171,37 +177,74 @@ def write_index(articles: list, table: EntityTable, out: str | Path, *, triples=
     if merged:
         example = next(a for a in table.aliases if len(a) > 1)
         warnings.add("entity_names_merged", f"names equal but for case are one entity, e.g. {example}", count=merged)
-    t = time.perf_counter()
-    counts = None
-    if engine == "ray":
-        from drkit.index.distributed import link_and_count_on_ray
+    out_path = Path(out)
+    work = out_path.parent / f".{out_path.name}.link-work"  # each run's n-gram counts (and the Ray shards)
+    shutil.rmtree(work, ignore_errors=True)  # what a killed build left
+    try:
+        with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
+            t = time.perf_counter()
+            hasher = NgramHasher(sparse_config.hash_buckets, sparse_config.ngram)
+            if engine == "ray":
+                from drkit.index.distributed import link_and_count_on_ray
 
-        out_path = Path(out)
-        work = out_path.parent / f".{out_path.name}.ray-shards"
-        if out_path.exists() and not overwrite:
-            raise ArtifactError(f"{out_path} already exists; choose another --out or pass --overwrite")
-        try:
-            linked, counts = link_and_count_on_ray(articles, table, link_config, sparse_config.hash_buckets,
-                                                   sparse_config.ngram, work, warnings, shard_articles,
-                                                   address=ray_address, log=log)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    else:
-        linked = link_corpus(articles, linker, link_config, warnings, total=len(articles), entity_of=table.lookup)
-    if linked.n_passages == 0:
-        raise InputFormatError(label, None, f"no passage to index: none of its {len(articles)} articles has a "
-                               f"word piece of the tokenizer {link_config.encoder!r}")
-    timings["read_and_link"] = time.perf_counter() - t
+                articles = list(articles)
+                runs = link_and_count_on_ray(articles, table, link_config, sparse_config.hash_buckets,
+                                             sparse_config.ngram, work / "ray", warnings, shard_articles or 2000,
+                                             address=ray_address, log=log)
+            else:
+                total = len(articles) if isinstance(articles, Sized) else None
+                runs = link_runs(articles, linker, link_config, warnings, hasher, entity_of=table.lookup,
+                                 run_articles=shard_articles or RUN_ARTICLES, total=total)
+            linked = write_linked(runs, w, work, sparse_config.hash_buckets)
+            del runs
+            hasher.clear_cache()
+            if linked.n_articles == 0:
+                raise empty_corpus_error(label, corpus_format, warnings)
+            if linked.n_passages == 0:
+                raise InputFormatError(label, None, f"no passage to index: none of its {linked.n_articles} articles "
+                                       f"has a word piece of the tokenizer {link_config.encoder!r}")
+            timings["read_and_link"] = time.perf_counter() - t
 
-    t = time.perf_counter()
-    matrices = build_sparse_matrices(linked, table, sparse_config, counts)
-    if matrices.n_entities_without_terms:
-        warnings.add("entity_without_tfidf_terms", "names made only of stopwords or punctuation get an empty G(e) "
-                     "and so an empty row of A", count=matrices.n_entities_without_terms)
-    timings["tfidf_and_A"] = time.perf_counter() - t
+            t = time.perf_counter()
+            matrices = sparse_from_counts(linked.counts, linked.df, linked.n_passages, linked.mentions, table,
+                                          sparse_config)
+            if matrices.n_entities_without_terms:
+                warnings.add("entity_without_tfidf_terms", "names made only of stopwords or punctuation get an empty "
+                             "G(e) and so an empty row of A", count=matrices.n_entities_without_terms)
+            timings["tfidf_and_A"] = time.perf_counter() - t
+            report = _report(table, linker, linked, matrices, triples, question_specs, question_sets, warnings,
+                             timings, t0)
+            for s in sources or []:
+                if s.get("articles") is None:
+                    s["articles"] = linked.n_articles
+            w.manifest.update(
+                config={"link": dataclasses.asdict(link_config), "sparse": dataclasses.asdict(sparse_config),
+                        "corpus_format": corpus_format},
+                tokenizer=tokenizer_fingerprint(link_config.encoder),
+                inputs=inputs or {},
+                counts=report["counts"],
+                sources=sources or [],
+                **(extra_manifest or {}),
+            )
+            w.write_jsonl("entities.jsonl", table.to_records(), note="row = entity id")
+            write_sparse_arrays(w, matrices)
+            w.write_json("report.json", report)
+            for file, name in copy_files:
+                w.path(name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(file, w.path(name))
+            del linked  # its mentions are mapped from the folder about to be renamed
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for line in format_report(report):
+        log(line)
+    return SparseIndex.load(out)
 
+
+def _report(table: EntityTable, linker: EntityLinker, linked: StreamedCorpus, matrices, triples, question_specs,
+            question_sets, warnings: WarningLog, timings: dict, t0: float) -> dict:
+    """``report.json``: counts, KB coverage, sparse reachability of the question sets, warnings, timings."""
     t = time.perf_counter()
-    counts = index_counts(table, linker.n_linkable, len(articles), linked.n_passages, linked.mention_entity,
+    counts = index_counts(table, linker.n_linkable, linked.n_articles, linked.n_passages, linked.mention_entity,
                           matrices.A_indptr)
     never = len(table) - counts["entities_with_mentions"]
     if never:
@@ -227,25 +270,7 @@ def write_index(articles: list, table: EntityTable, out: str | Path, *, triples=
     report["warnings"] = warnings.to_dict()
     timings["total"] = time.perf_counter() - t0
     report["timings_s"] = {k: round(v, 2) for k, v in timings.items()}
-
-    with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
-        w.manifest.update(
-            config={"link": dataclasses.asdict(link_config), "sparse": dataclasses.asdict(sparse_config),
-                    "corpus_format": corpus_format},
-            tokenizer=tokenizer_fingerprint(link_config.encoder),
-            inputs=inputs or {},
-            counts=counts,
-            sources=sources or [],
-            **(extra_manifest or {}),
-        )
-        write_arrays(w, table, linked, matrices)
-        w.write_json("report.json", report)
-        for file, name in copy_files:
-            w.path(name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(file, w.path(name))
-    for line in format_report(report):
-        log(line)
-    return SparseIndex.load(out)
+    return report
 
 
 def _link_plain(q: Question, table: EntityTable, linker: EntityLinker, frequency: np.ndarray) -> Question:
@@ -258,23 +283,17 @@ def _link_plain(q: Question, table: EntityTable, linker: EntityLinker, frequency
 
 
 def write_arrays(w: ArtifactWriter, table: EntityTable, linked: LinkedCorpus, m) -> None:
+    """The files of an index of `linked` (one run of articles, linked in memory) and its matrices `m`."""
     w.write_jsonl("entities.jsonl", table.to_records(), note="row = entity id")
-    w.write_jsonl("articles.jsonl", ({"key": k, "title": t} for k, t in zip(linked.article_keys, linked.article_titles)),
-                  note="row = article id")
-    encoded = [t.encode("utf-8") for t in linked.passage_texts]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in encoded], out=offsets[1:])
-    with open(w.path("passage_text.bin"), "wb") as f:
-        for b in encoded:
-            f.write(b)
-    w.files["passage_text.bin"] = {"bytes": int(offsets[-1]), "note": "UTF-8, sliced by passage_text_offsets"}
-    w.save_array("passage_text_offsets", offsets)
-    w.save_array("passage_article", linked.passage_article)
-    w.save_array("passage_char_start", linked.passage_char_start)
-    w.save_array("passage_title_chars", linked.passage_title_chars, note="the carried title line, title + newline")
-    w.save_array("pieces", linked.pieces, note="word-piece ids, no special tokens")
-    w.save_array("piece_offsets", linked.piece_offsets)
-    w.save_array("mentions", linked.mentions, note="columns: " + ", ".join(LinkedCorpus.MENTION_COLUMNS))
+    work = w.path(".link-work")  # removed before the artifact is complete
+    try:
+        write_linked([(linked, None)], w, work, 0)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    write_sparse_arrays(w, m)
+
+
+def write_sparse_arrays(w: ArtifactWriter, m) -> None:
     w.save_array("entity_passage_indptr", m.entity_passage_indptr)
     w.save_array("entity_passage", m.entity_passage)
     w.save_array("entity_passage_score", m.entity_passage_score)

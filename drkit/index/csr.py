@@ -44,15 +44,20 @@ class DerivedA:
         return self._A[2]
 
 
-def a_indptr(entity_passage_indptr: np.ndarray, entity_passage: np.ndarray, mention_indptr: np.ndarray) -> np.ndarray:
-    """(E+1,) row pointers of A_{E->M}: row e holds the mentions of e's top-mu passages. O(nnz EP)."""
-    entity_passage = np.asarray(entity_passage, dtype=np.int64)
-    per_entry = mention_indptr[entity_passage + 1] - mention_indptr[entity_passage]  # mentions of each EP entry
-    lengths = np.diff(np.asarray(entity_passage_indptr, dtype=np.int64))
-    out = np.zeros(len(lengths) + 1, dtype=np.int64)
-    if len(per_entry):
-        csum = np.concatenate(([0], np.cumsum(per_entry)))
-        out[1:] = csum[np.asarray(entity_passage_indptr[1:], dtype=np.int64)]
+def a_indptr(entity_passage_indptr: np.ndarray, entity_passage: np.ndarray, mention_indptr: np.ndarray,
+             chunk: int = 1 << 22) -> np.ndarray:
+    """(E+1,) row pointers of A_{E->M}: row e holds the mentions of e's top-mu passages. O(nnz EP) time, read
+    in chunks of EP entries (memory O(E + chunk), not a few copies of EP)."""
+    ends = np.asarray(entity_passage_indptr[1:], dtype=np.int64)  # EP entries [0, ends[e]) are rows <= e
+    per_passage = np.diff(np.asarray(mention_indptr, dtype=np.int64))  # mentions of each passage
+    out = np.zeros(len(ends) + 1, dtype=np.int64)
+    running = 0
+    for lo in range(0, len(entity_passage), chunk):
+        hi = min(len(entity_passage), lo + chunk)
+        csum = np.cumsum(per_passage[entity_passage[lo:hi]]) + running  # mentions of EP entries [0, i]
+        a, b = np.searchsorted(ends, [lo, hi], side="right")  # rows ending in (lo, hi]
+        out[1 + a : 1 + b] = csum[ends[a:b] - lo - 1]
+        running = int(csum[-1])
     return out
 
 

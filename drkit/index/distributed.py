@@ -6,8 +6,8 @@ links, tokenizes and splits its run exactly as `link_corpus` does (linking is pe
 hashed n-grams of its passages, and writes the result to a shard file under the build's work folder; it
 returns the run's article range and its counts. The driver checks that the runs tile the articles once
 (`check_tiling`: no shard may drop or repeat rows), checks each shard file against what its actor
-reported, and joins them in article order (`LinkedCorpus.concat`): the same arrays, bit for bit, as the
-single-process build.
+reported, and hands them on in article order to `drkit.index.stream.write_linked`, which joins them as
+it joins the single-process build's runs: the same arrays, bit for bit.
 """
 
 from __future__ import annotations
@@ -103,7 +103,8 @@ def link_and_count_on_ray(articles: list[Article], table: EntityTable, link_conf
                           ngram: int, work: Path, warnings: WarningLog, shard_articles: int = 2000,
                           num_cpus: int | None = None, address: str | None = None, log=print):
     """`link_corpus(articles, ...)` and the hashed n-gram counts of its passages, computed on Ray in runs of
-    at most `shard_articles` articles. Returns (LinkedCorpus, counts CSR (P, hash_buckets))."""
+    at most `shard_articles` articles. Yields ``(LinkedCorpus, counts CSR (passages, hash_buckets))`` for each
+    run, in article order (the runs of `drkit.index.stream.write_linked`), once all are linked and checked."""
     import dataclasses
 
     work = Path(work).resolve()  # the workers' path too (on a cluster: storage every node sees)
@@ -119,13 +120,9 @@ def link_and_count_on_ray(articles: list[Article], table: EntityTable, link_conf
     log(f"linked {len(articles):,} articles on Ray in {len(rows)} shards ({workers} workers)")
     shards = sorted((int(r["lo"]), int(r["hi"]), int(r["passages"]), int(r["mentions"]), str(r["path"])) for r in rows)
     check_tiling([(lo, hi) for lo, hi, *_ in shards], len(articles), "articles")
-    parts, counts = [], []
     for lo, hi, passages, mentions, path in shards:
-        linked, c, shard_warnings = _read_shard(Path(path), passages, mentions, hash_buckets)
+        linked, counts, shard_warnings = _read_shard(Path(path), passages, mentions, hash_buckets)
         if len(linked.article_keys) != hi - lo:
             raise DrkitError(f"the Ray shard {path} holds {len(linked.article_keys)} articles, not {hi - lo}")
-        parts.append(linked)
-        counts.append(c)
         warnings.merge(shard_warnings)
-    merged = LinkedCorpus.concat(parts)
-    return merged, (sp.vstack(counts, format="csr") if counts else sp.csr_matrix((0, hash_buckets), dtype=np.float32))
+        yield linked, counts

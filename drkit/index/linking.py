@@ -183,11 +183,13 @@ def link_corpus(
     batch_size: int = 256,
     total: int | None = None,
     entity_of=None,
+    quiet: bool = False,
 ) -> LinkedCorpus:
     """Link, tokenize and split every article; see the module docstring. An article with hyperlinks
     (`Article.links`) takes them as the mentions of its text, each the entity ``entity_of(target title)``
     (a link whose target is not an entity, or that overlaps an earlier one, is counted and left out); the
-    linker then links its title line only."""
+    linker then links its title line only. `quiet`: no progress bar (a caller that links runs of articles
+    shows its own)."""
     warnings = warnings if warnings is not None else WarningLog()
     tokenizer = load_tokenizer(config.encoder)
     keys, titles, texts = [], [], []
@@ -288,7 +290,7 @@ def link_corpus(
         return out
 
     batch: list[Article] = []
-    for article in progress(articles, desc="link", unit="article", total=total):
+    for article in (articles if quiet else progress(articles, desc="link", unit="article", total=total)):
         batch.append(article)
         if len(batch) == batch_size:
             process(batch)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Iterable
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,7 +29,7 @@ from drkit.data.kb import EntityTable
 from drkit.errors import ConfigError
 from drkit.index.csr import DerivedA, a_matrix, mention_incidence, passage_mention_indptr, ragged_expand
 from drkit.index.linking import LinkedCorpus
-from drkit.index.tfidf import NgramHasher, document_frequency, idf_weights, tfidf
+from drkit.index.tfidf import NgramHasher, document_frequency, idf_weights, keep_columns, tfidf
 from drkit.util.artifact import load_array, read_jsonl, read_manifest
 from drkit.util.progress import progress
 
@@ -119,6 +120,7 @@ def top_passages(G: sp.csr_matrix, F: sp.csr_matrix, mu: int, epsilon: float, bl
             S = (on_links + sp.diags(row_weight.astype(np.float32)) @ (S - on_links)).tocsr()  # linked scores unchanged
             S.sum_duplicates()
         counts = np.zeros(hi - lo, dtype=np.int64)
+        block_cols, block_vals = [], []  # concatenated per block: no two arrays per row kept over millions of rows
         for r in range(hi - lo):  # per row: cheaper than one sort of the whole block (most rows are short)
             a, b = S.indptr[r], S.indptr[r + 1]
             p, v = S.indices[a:b], S.data[a:b]
@@ -128,9 +130,11 @@ def top_passages(G: sp.csr_matrix, F: sp.csr_matrix, mu: int, epsilon: float, bl
                 order = np.lexsort((p, -v))[:mu]  # best score first, then the lower passage id
                 p, v = p[order], v[order]
             order = np.argsort(p, kind="stable")
-            cols.append(p[order].astype(np.int32))
-            vals.append(v[order].astype(np.float32))
+            block_cols.append(p[order].astype(np.int32))
+            block_vals.append(v[order].astype(np.float32))
             counts[r] = len(p)
+        cols.append(np.concatenate(block_cols))
+        vals.append(np.concatenate(block_vals))
         indptr.append(running + np.cumsum(counts))
         running += int(counts.sum())
     cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
@@ -153,22 +157,33 @@ def _blocks(bound: np.ndarray, rows: int, budget: int) -> np.ndarray:
 def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: SparseConfig = SparseConfig(),
                           counts: sp.csr_matrix | None = None) -> SparseMatrices:
     """TF-IDF vectors of passages and entity names, then A_{E->M}; see the module docstring. `counts`: the
-    passages' hashed n-gram counts when already made (by the Ray engine), else they are counted here."""
-    hasher = NgramHasher(config.hash_buckets, config.ngram)
+    passages' hashed n-gram counts when already made, else they are counted here."""
     if counts is None:
+        hasher = NgramHasher(config.hash_buckets, config.ngram)
         counts = hasher.count_matrix(progress(linked.passage_texts, desc="tf-idf passages", unit="passage"))
-    hasher.clear_cache()  # the passages' distinct n-grams (millions in a large corpus) are not met again
-    df = document_frequency(counts)
-    idf = idf_weights(df, linked.n_passages)
-    F = tfidf(counts, idf)  # (P, H)
-    del counts  # (the caller's copy, if it gave one, is its own)
-    G = tfidf(hasher.count_matrix(entities.keys), idf, normalize=True)  # (E, H)
+    return sparse_from_counts(lambda: [counts], document_frequency(counts), linked.n_passages, linked.mentions,
+                              entities, config)
+
+
+def sparse_from_counts(count_runs: Callable[[], Iterable[sp.csr_matrix]], df: np.ndarray, n_passages: int,
+                       mentions: np.ndarray, entities: EntityTable, config: SparseConfig) -> SparseMatrices:
+    """`build_sparse_matrices` from the passages' n-gram counts given run by run (`count_runs()`: the counts of
+    consecutive runs of passages, in order; `df`: their document frequencies) and the (M, 6) mentions.
+
+    Only the terms of some entity name can score (S = G F^T), so F keeps only those columns: the same
+    products, and memory that follows the names' terms rather than every n-gram of the corpus."""
+    idf = idf_weights(df, n_passages)
+    G = tfidf(NgramHasher(config.hash_buckets, config.ngram).count_matrix(entities.keys), idf, normalize=True)  # (E, H)
     n_without_terms = int(np.sum(np.diff(G.indptr) == 0))
-    entity_passage_links = mention_incidence(linked.mentions[:, 0], linked.mentions[:, 1], len(entities), linked.n_passages)
+    name_terms = np.zeros(config.hash_buckets, dtype=bool)
+    name_terms[G.indices] = True
+    F = sp.vstack([tfidf(keep_columns(c, name_terms), idf) for c in count_runs()], format="csr")  # (P, H)
+    mention_entity, mention_passage = mentions[:, 0], mentions[:, 1]
+    entity_passage_links = mention_incidence(mention_entity, mention_passage, len(entities), n_passages)
     entity_passage_indptr, entity_passage, entity_passage_score = top_passages(
         G, F, config.mu, config.epsilon, linked=entity_passage_links, unlinked_weight=config.unlinked_weight)
-
-    mention_indptr = passage_mention_indptr(linked.mention_passage, linked.n_passages)  # (P+1,)
+    del F, G, entity_passage_links
+    mention_indptr = passage_mention_indptr(mention_passage, n_passages)  # (P+1,)
     used = np.flatnonzero(df)
     return SparseMatrices(entity_passage_indptr, entity_passage, entity_passage_score, mention_indptr,
                           used.astype(np.int64), df[used].astype(np.int32), n_without_terms)

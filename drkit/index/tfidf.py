@@ -50,6 +50,10 @@ class NgramHasher:
         """Forget the cached buckets (they are recomputed, the same, when asked for again)."""
         self._cache.clear()
 
+    @property
+    def cache_size(self) -> int:
+        return len(self._cache)
+
     def bucket(self, gram: str) -> int:
         b = self._cache.get(gram)
         if b is None:
@@ -86,6 +90,16 @@ class NgramHasher:
              np.asarray(indptr, dtype=np.int64)),
             shape=(rows, self.hash_buckets),
         )
+
+
+def keep_columns(m: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
+    """`m` with only the columns where `keep` (bool, one per column) is True; the others emptied, the shape
+    and the order of the kept entries unchanged."""
+    mask = keep[m.indices]
+    rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+    indptr = np.zeros(m.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[mask], minlength=m.shape[0]), out=indptr[1:])
+    return sp.csr_matrix((m.data[mask], m.indices[mask], indptr), shape=m.shape)
 
 
 def document_frequency(counts: sp.csr_matrix) -> np.ndarray:

@@ -8,6 +8,7 @@ place only when complete, so a crash never leaves a half-written artifact under 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -124,12 +125,22 @@ class ArtifactWriter:
             f.write("\n")
 
     def write_jsonl(self, name: str, rows, note: str = "") -> None:
+        with self.jsonl(name, note) as add:
+            for row in rows:
+                add(row)
+
+    @contextlib.contextmanager
+    def jsonl(self, name: str, note: str = ""):
+        """A JSONL file written a row at a time: ``with w.jsonl(name) as add: add(row)``."""
         n = 0
         with open(self.path(name), "w", encoding="utf-8") as f:
-            for row in rows:
+            def add(row) -> None:
+                nonlocal n
                 f.write(json.dumps(row, ensure_ascii=False))
                 f.write("\n")
                 n += 1
+
+            yield add
         self.files[name] = {"rows": n, "note": note}
 
 
