@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -268,45 +269,55 @@ def make_encoder(work: Path, index_dir: Path) -> Path:
     return enc / "encoder"
 
 
-def bench_size(n: int, work: Path, questions: int, seed: int, modes: list[str], nprobe: int, nlist: int, log,
-               root: Path = ROOT, tag: str = "", reuse: bool = False) -> dict:
+@dataclass(frozen=True)
+class Settings:
+    """What every size is run with (the command line's)."""
+
+    work: Path  # where corpora and indexes are built
+    questions: int  # questions a mode
+    seed: int
+    modes: tuple[str, ...]
+    nprobe: int  # IVF-PQ
+    nlist: int
+
+
+def bench_size(n: int, s: Settings, log, root: Path = ROOT, tag: str = "", reuse: bool = False) -> dict:
     """Corpus, index, vectors and question throughput at `n` entities, with the drkit found at `root`
     (the corpus and the vectors are always made by this checkout's code, so both codes see the same).
     `reuse`: where an earlier run with --keep left this size's corpus, index and vectors (``built.json``),
     time only the questions, and report the build figures of that run (marked with its commit)."""
-    d = work / f"{n}{tag}"
+    d = s.work / f"{n}{tag}"
     d.mkdir(parents=True, exist_ok=True)
     built = d / "built.json"
     if reuse and built.exists() and (d / "index").is_dir() and (d / "mentions").is_dir():
         row = json.loads(built.read_text())
         log(f"[{n:,}{tag}] reusing the corpus, index and vectors built at {row['built_at_commit'][:7]}")
-        return time_questions(row, d, work, questions, modes, nprobe, nlist, log, root, tag)
+        return time_questions(row, d, s, log, root, tag)
     row: dict = {"entities": n, "code": tag.lstrip("-") or "this checkout"}
     t = time.perf_counter()
-    row["corpus"] = write_corpus(d / "corpus.jsonl", n, seed)
+    row["corpus"] = write_corpus(d / "corpus.jsonl", n, s.seed)
     row["corpus"]["write_s"] = round(time.perf_counter() - t, 2)
     row["corpus"]["mb"] = round((d / "corpus.jsonl").stat().st_size / 2**20, 1)
     log(f"[{n:,}{tag}] corpus: {row['corpus']}")
     row["index"] = run_step(BUILD, str(d / "corpus.jsonl"), str(d / "index"), root=root)
     row["index"]["disk_mb"] = disk_mb(d / "index")
     log(f"[{n:,}{tag}] index: {row['index']}")
-    row["vectors"] = run_step(VECTORS, str(d / "index"), str(d / "mentions"), str(seed), str(DIM))
+    row["vectors"] = run_step(VECTORS, str(d / "index"), str(d / "mentions"), str(s.seed), str(DIM))
     row["vectors"]["disk_mb"] = disk_mb(d / "mentions")
     log(f"[{n:,}{tag}] vectors: {row['vectors']}")
     row["built_at_commit"] = git_head(root)
     built.write_text(json.dumps(row, indent=2) + "\n")
-    return time_questions(row, d, work, questions, modes, nprobe, nlist, log, root, tag)
+    return time_questions(row, d, s, log, root, tag)
 
 
-def time_questions(row: dict, d: Path, work: Path, questions: int, modes: list[str], nprobe: int, nlist: int, log,
-                   root: Path, tag: str) -> dict:
+def time_questions(row: dict, d: Path, s: Settings, log, root: Path, tag: str) -> dict:
     """Each mode's load time, questions/s and peak RSS on the index and vectors in `d` (one process each)."""
     n = row["entities"]
-    enc = make_encoder(work, d / "index")
+    enc = make_encoder(s.work, d / "index")
     row["questions"] = {}
-    for mode in modes:
-        row["questions"][mode] = run_step(QUERY, str(d / "index"), str(d / "mentions"), str(enc), mode, str(questions),
-                                          str(nprobe), str(nlist), root=root)
+    for mode in s.modes:
+        row["questions"][mode] = run_step(QUERY, str(d / "index"), str(d / "mentions"), str(enc), mode,
+                                          str(s.questions), str(s.nprobe), str(s.nlist), root=root)
         log(f"[{n:,}{tag}] {mode}: {row['questions'][mode]}")
     return row
 
@@ -379,9 +390,10 @@ def main(argv=None) -> int:
     p.add_argument("--nprobe", type=int, default=64, help="IVF lists an IVF-PQ search visits")
     p.add_argument("--nlist", type=int, default=1024, help="IVF lists of IVF-PQ (k-means on a sample)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--include", type=Path, metavar="JSON", default=None,
-                   help="an earlier bench_scale.json whose sizes (and baseline rows) are shown beside this run's, in "
-                   "the table and the plot (sizes run again here replace them)")
+    p.add_argument("--include", type=Path, nargs="+", metavar="JSON", default=[],
+                   help="earlier bench_scale.json files whose sizes (and baseline rows) are shown beside this run's, "
+                   "in the table and the plot (sizes run again here replace them, and baseline rows where --baseline "
+                   "runs that size again; of two files with a size, the first wins)")
     p.add_argument("--work", type=Path, default=Path("runs/scale"), help="where corpora and indexes are built")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/scale"))
     p.add_argument("--keep", action="store_true", help="keep each size's corpus and indexes (deleted by default)")
@@ -400,23 +412,25 @@ def main(argv=None) -> int:
         result["baseline"] = []
         result["parameters"]["baseline_commit"] = git_head(baseline)
     result["parameters"]["commit"] = git_head(ROOT)
-    if args.include:  # rows of an earlier run, each marked with the run it came from
-        earlier = json.loads(args.include.read_text())
+    for include in args.include:  # rows of earlier runs, each marked with the run it came from
+        earlier = json.loads(include.read_text())
         commit = earlier.get("parameters", {}).get("commit", "?")
-        for key in ("sizes", "baseline"):
-            rows = [dict(r, from_run=commit) for r in earlier.get(key, []) if r["entities"] not in args.sizes]
+        for key, rerun in (("sizes", set(args.sizes)),
+                           ("baseline", {n for n in args.sizes if baseline and n <= (args.baseline_max or n)})):
+            have = {r["entities"] for r in result.get(key, [])}
+            rows = [dict(r, from_run=r.get("from_run", commit)) for r in earlier.get(key, [])
+                    if r["entities"] not in rerun and r["entities"] not in have]
             if rows:
                 result.setdefault(key, []).extend(rows)
+    settings = Settings(args.work, args.questions, args.seed, tuple(args.modes), args.nprobe, args.nlist)
     for n in sorted(args.sizes):
         result["sizes"] = [r for r in result["sizes"] if r["entities"] != n]
-        result["sizes"].append(bench_size(n, args.work, args.questions, args.seed, args.modes, args.nprobe, args.nlist,
-                                          print, reuse=args.reuse))
+        result["sizes"].append(bench_size(n, settings, print, reuse=args.reuse))
         if not args.keep:
             shutil.rmtree(args.work / str(n), ignore_errors=True)
         if baseline and (args.baseline_max is None or n <= args.baseline_max):
-            old_modes = [m for m in args.modes if m != "ivfpq"]  # IVF-PQ is new
-            result["baseline"].append(bench_size(n, args.work, args.questions, args.seed, old_modes, args.nprobe,
-                                                 args.nlist, print, root=baseline, tag=f"-{args.baseline}"))
+            old = replace(settings, modes=tuple(m for m in args.modes if m != "ivfpq"))  # IVF-PQ is new
+            result["baseline"].append(bench_size(n, old, print, root=baseline, tag=f"-{args.baseline}"))
             if not args.keep:
                 shutil.rmtree(args.work / f"{n}-{args.baseline}", ignore_errors=True)
         result["sizes"].sort(key=lambda r: r["entities"])

@@ -54,6 +54,24 @@ def test_a_corpus_without_word_pieces_is_refused(tmp_path):
     assert not (tmp_path / "index").exists()
 
 
+def test_a_bad_line_after_runs_were_written_leaves_nothing(tmp_path):
+    """The build streams (runs of 2 articles written before line 5 is read): a bad line there still fails with
+    its file and line, leaves no index and no work folder, and an index it was to overwrite as it was."""
+    rows = [json.dumps({"id": f"a{i}", "title": f"Title {i}", "text": f"Title {(i + 1) % 6} is here."}) for i in range(6)]
+    entities = write(tmp_path, "entities.txt", "".join(f"Title {i}\n" for i in range(6)).encode())
+    good = write(tmp_path, "good.jsonl", ("\n".join(rows) + "\n").encode())
+    rows[4] = '{"id": "a4", "title": "Title 4", "text": '  # cut off
+    corpus = write(tmp_path, "c.jsonl", ("\n".join(rows) + "\n").encode())
+    build_index(good, tmp_path / "index", entities=entities, log=lambda *a: None)
+    before = {f.name: f.read_bytes() for f in (tmp_path / "index").iterdir()}
+    for out, overwrite in ((tmp_path / "new", False), (tmp_path / "index", True)):
+        with pytest.raises(InputFormatError) as info:
+            build_index(corpus, out, entities=entities, overwrite=overwrite, shard_articles=2, log=lambda *a: None)
+        assert info.value.path == str(corpus) and info.value.line == 5
+    assert {f.name: f.read_bytes() for f in (tmp_path / "index").iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl", "entities.txt", "good.jsonl", "index"]
+
+
 def test_cli_index_of_an_empty_corpus_fails_with_the_file_name(tmp_path, capsys):
     corpus = write(tmp_path, "wiki.txt", b"")
     kb = write(tmp_path, "kb.txt", KB.encode())

@@ -98,7 +98,11 @@ class EntityTable:
         return self._id_by_key.get(fold(" ".join(name.split())))
 
     def to_records(self) -> list[dict]:
-        return [{"name": n, "aliases": a} for n, a in zip(self.names, self.aliases)]
+        return list(self.records())
+
+    def records(self) -> Iterator[dict]:
+        """``{"name", "aliases"}`` of each entity, in id order, one at a time (``entities.jsonl``'s rows)."""
+        return ({"name": n, "aliases": a} for n, a in zip(self.names, self.aliases))
 
     @classmethod
     def from_records(cls, records: list[dict]) -> "EntityTable":

@@ -226,7 +226,7 @@ def write_index(articles: Iterable[Article], table: EntityTable, out: str | Path
                 sources=sources or [],
                 **(extra_manifest or {}),
             )
-            w.write_jsonl("entities.jsonl", table.to_records(), note="row = entity id")
+            w.write_jsonl("entities.jsonl", table.records(), note="row = entity id")
             write_sparse_arrays(w, matrices)
             w.write_json("report.json", report)
             for file, name in copy_files:
@@ -284,7 +284,7 @@ def _link_plain(q: Question, table: EntityTable, linker: EntityLinker, frequency
 
 def write_arrays(w: ArtifactWriter, table: EntityTable, linked: LinkedCorpus, m) -> None:
     """The files of an index of `linked` (one run of articles, linked in memory) and its matrices `m`."""
-    w.write_jsonl("entities.jsonl", table.to_records(), note="row = entity id")
+    w.write_jsonl("entities.jsonl", table.records(), note="row = entity id")
     work = w.path(".link-work")  # removed before the artifact is complete
     try:
         write_linked([(linked, None)], w, work, 0)
