@@ -83,7 +83,8 @@ def main(argv=None) -> int:
                     searcher.index.nprobe = min(nprobe, nlist)
                     searcher.rerank = rerank
                     _, found = searcher.search(queries, args.k)
-                    recall = np.mean([len(np.intersect1d(a[a >= 0], e)) / len(e) for a, e in zip(found, exact)])
+                    recall = np.mean([len(np.intersect1d(a[a >= 0], e[e >= 0])) / max(1, int((e >= 0).sum()))
+                                      for a, e in zip(found, exact)])
                     row = {"nlist": nlist, "pq_m": pq_m, "nprobe": nprobe, "rerank": rerank, "build_s": build_s,
                            "codes_mb": round(searcher.memory_bytes / 2**20, 1), f"recall_at_{args.k}": round(float(recall), 4),
                            "qps_batch1": round(qps(searcher, queries[:32], args.k, 1), 1),

@@ -4,6 +4,7 @@ this machine (``ray.init(num_cpus=2)``); without Ray installed these tests say w
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,7 @@ def same_index(a: Path, b: Path) -> None:
 def synthetic_corpus(path: Path, n: int) -> None:
     spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "benchmarks" / "bench_scale.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_scale", module)  # its dataclasses look their module up while it runs
     spec.loader.exec_module(module)
     module.write_corpus(path, n, seed=3)
 
@@ -75,7 +77,7 @@ def test_ray_index_equals_the_single_process_index(ray_running, tmp_path):
     kw = dict(entities=["titles", tmp_path / "names.txt"], link_config=LinkConfig(max_passage_pieces=48), log=quiet)
     build_index(tmp_path / "corpus.jsonl", tmp_path / "local", **kw)
     built = build_index(tmp_path / "corpus.jsonl", tmp_path / "ray", engine="ray", shard_articles=53, **kw)
-    assert built.n_passages > 654 and not (tmp_path / ".ray.ray-shards").exists()
+    assert built.n_passages > 654 and not [p for p in tmp_path.iterdir() if ".link-work" in p.name]
     same_index(tmp_path / "local", tmp_path / "ray")
 
 

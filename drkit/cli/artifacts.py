@@ -46,8 +46,9 @@ def _index_parser(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     _engine_flags(p, "linking, splitting and n-gram counting")
     p.add_argument("--shard-articles", type=int, default=None, metavar="N",
-                   help="articles linked at a time: memory holds one run of them, never the whole corpus "
-                        "(default: 50,000; with --engine ray, articles per Ray shard, default 2,000)")
+                   help="articles linked at a time: the local engine reads, links and writes one run of them at "
+                        "a time, never holding the whole corpus (default: 50,000); with --engine ray, the articles "
+                        "of a Ray shard (default: 2,000; the driver reads the whole corpus to send it)")
     add_config_flags(p, LinkConfig, "entity linking and passages")
     add_config_flags(p, SparseConfig, "sparse index")
     p.set_defaults(run=_run_index)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -178,8 +179,9 @@ def write_index(articles: Iterable[Article], table: EntityTable, out: str | Path
         example = next(a for a in table.aliases if len(a) > 1)
         warnings.add("entity_names_merged", f"names equal but for case are one entity, e.g. {example}", count=merged)
     out_path = Path(out)
-    work = out_path.parent / f".{out_path.name}.link-work"  # each run's n-gram counts (and the Ray shards)
-    shutil.rmtree(work, ignore_errors=True)  # what a killed build left
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    # each run's n-gram counts (and the Ray shards): a folder of this build's own beside the output
+    work = Path(tempfile.mkdtemp(prefix=f".{out_path.name}.link-work-", dir=out_path.parent))
     try:
         with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
             t = time.perf_counter()
@@ -188,6 +190,8 @@ def write_index(articles: Iterable[Article], table: EntityTable, out: str | Path
                 from drkit.index.distributed import link_and_count_on_ray
 
                 articles = list(articles)
+                if not articles:  # said before Ray starts
+                    raise empty_corpus_error(label, corpus_format, warnings)
                 runs = link_and_count_on_ray(articles, table, link_config, sparse_config.hash_buckets,
                                              sparse_config.ngram, work / "ray", warnings, shard_articles or 2000,
                                              address=ray_address, log=log)
@@ -206,7 +210,7 @@ def write_index(articles: Iterable[Article], table: EntityTable, out: str | Path
             timings["read_and_link"] = time.perf_counter() - t
 
             t = time.perf_counter()
-            matrices = sparse_from_counts(linked.counts, linked.df, linked.n_passages, linked.mentions, table,
+            matrices = sparse_from_counts(linked.counts(), linked.df, linked.n_passages, linked.mentions, table,
                                           sparse_config)
             if matrices.n_entities_without_terms:
                 warnings.add("entity_without_tfidf_terms", "names made only of stopwords or punctuation get an empty "
@@ -215,7 +219,7 @@ def write_index(articles: Iterable[Article], table: EntityTable, out: str | Path
             report = _report(table, linker, linked, matrices, triples, question_specs, question_sets, warnings,
                              timings, t0)
             for s in sources or []:
-                if s.get("articles") is None:
+                if "articles" in s and s["articles"] is None:  # build_index's one corpus, counted as it was read
                     s["articles"] = linked.n_articles
             w.manifest.update(
                 config={"link": dataclasses.asdict(link_config), "sparse": dataclasses.asdict(sparse_config),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -23,11 +24,12 @@ from drkit.data.corpus import Article
 from drkit.data.kb import EntityTable
 from drkit.errors import DrkitError
 from drkit.index.linking import EntityLinker, LinkConfig, LinkedCorpus, link_corpus
+from drkit.index.stream import LINKED_ARRAYS, load_counts, save_counts
 from drkit.index.tfidf import NgramHasher
 from drkit.util.ray_engine import check_tiling, ray_session
 from drkit.util.warnlog import WarningLog
 
-_ARRAYS = ("passage_article", "passage_char_start", "piece_offsets", "pieces", "mentions", "passage_title_chars")
+_ARRAYS = (*LINKED_ARRAYS, "piece_offsets")
 
 
 def _article_rows(articles: list[Article]) -> list[dict]:
@@ -74,9 +76,7 @@ class _LinkShard:
             path.mkdir(parents=True, exist_ok=True)
             for name in _ARRAYS:
                 np.save(path / f"{name}.npy", getattr(linked, name), allow_pickle=False)
-            for name, arr in (("counts_indptr", counts.indptr), ("counts_indices", counts.indices),
-                              ("counts_data", counts.data)):
-                np.save(path / f"{name}.npy", arr, allow_pickle=False)
+            save_counts(path / "counts", counts)
             (path / "strings.json").write_text(json.dumps({"keys": linked.article_keys, "titles": linked.article_titles,
                                                            "texts": linked.passage_texts, "warnings": warnings.to_dict()}))
             for k, v in (("lo", int(index[a])), ("hi", int(index[b - 1]) + 1), ("passages", linked.n_passages),
@@ -90,12 +90,10 @@ def _read_shard(path: Path, passages: int, mentions: int, hash_buckets: int) -> 
     arrays = {name: np.load(path / f"{name}.npy", allow_pickle=False) for name in _ARRAYS}
     linked = LinkedCorpus(article_keys=strings["keys"], article_titles=strings["titles"], passage_texts=strings["texts"],
                           **arrays)
-    indptr = np.load(path / "counts_indptr.npy")
-    if linked.n_passages != passages or len(linked.mentions) != mentions or len(indptr) - 1 != passages:
-        raise DrkitError(f"the Ray shard {path} holds {linked.n_passages} passages ({len(indptr) - 1} rows of counts) "
+    counts = load_counts(path / "counts", hash_buckets)
+    if linked.n_passages != passages or len(linked.mentions) != mentions or counts.shape[0] != passages:
+        raise DrkitError(f"the Ray shard {path} holds {linked.n_passages} passages ({counts.shape[0]} rows of counts) "
                          f"and {len(linked.mentions)} mentions; its worker reported {passages} and {mentions}")
-    counts = sp.csr_matrix((np.load(path / "counts_data.npy"), np.load(path / "counts_indices.npy"), indptr),
-                           shape=(passages, hash_buckets))
     return linked, counts, strings["warnings"]
 
 
@@ -104,7 +102,9 @@ def link_and_count_on_ray(articles: list[Article], table: EntityTable, link_conf
                           num_cpus: int | None = None, address: str | None = None, log=print):
     """`link_corpus(articles, ...)` and the hashed n-gram counts of its passages, computed on Ray in runs of
     at most `shard_articles` articles. Yields ``(LinkedCorpus, counts CSR (passages, hash_buckets))`` for each
-    run, in article order (the runs of `drkit.index.stream.write_linked`), once all are linked and checked."""
+    run, in article order (the runs of `drkit.index.stream.write_linked`), once Ray has linked them all and
+    their article ranges tile the corpus; each shard file is checked against its worker's report as it is
+    read, and deleted once its run is handed on."""
     import dataclasses
 
     work = Path(work).resolve()  # the workers' path too (on a cluster: storage every node sees)
@@ -126,3 +126,4 @@ def link_and_count_on_ray(articles: list[Article], table: EntityTable, link_conf
             raise DrkitError(f"the Ray shard {path} holds {len(linked.article_keys)} articles, not {hi - lo}")
         warnings.merge(shard_warnings)
         yield linked, counts
+        shutil.rmtree(path, ignore_errors=True)  # written into the index by now: not two copies on disk

@@ -118,31 +118,6 @@ class LinkedCorpus:
     def n_passages(self) -> int:
         return len(self.passage_texts)
 
-    @classmethod
-    def concat(cls, parts: Sequence["LinkedCorpus"]) -> "LinkedCorpus":
-        """The corpus of `parts` one after another (consecutive runs of articles, each linked on its own):
-        article and passage ids are shifted, so the result equals linking all the articles at once."""
-        article_shift = np.cumsum([0] + [len(p.article_keys) for p in parts])
-        passage_shift = np.cumsum([0] + [p.n_passages for p in parts])
-        piece_shift = np.cumsum([0] + [int(p.piece_offsets[-1]) for p in parts])
-        mentions = []
-        for part, shift in zip(parts, passage_shift):
-            m = part.mentions.copy()
-            m[:, 1] += shift
-            mentions.append(m)
-        cat = lambda arrays, dtype: np.concatenate(arrays).astype(dtype) if arrays else np.zeros(0, dtype)  # noqa: E731
-        return cls(
-            article_keys=[k for p in parts for k in p.article_keys],
-            article_titles=[t for p in parts for t in p.article_titles],
-            passage_texts=[t for p in parts for t in p.passage_texts],
-            passage_article=cat([p.passage_article + s for p, s in zip(parts, article_shift)], np.int32),
-            passage_char_start=cat([p.passage_char_start for p in parts], np.int64),
-            piece_offsets=np.concatenate([[0]] + [p.piece_offsets[1:] + s for p, s in zip(parts, piece_shift)]).astype(np.int64),
-            pieces=cat([p.pieces for p in parts], np.int32),
-            mentions=cat(mentions, np.int32).reshape(-1, 6),
-            passage_title_chars=cat([p.passage_title_chars for p in parts], np.int32),
-        )
-
     @property
     def mention_entity(self) -> np.ndarray:
         return self.mentions[:, 0]

@@ -51,12 +51,12 @@ import numpy as np
 from drkit.data.corpus import guess_corpus_format
 from drkit.data.kb import EntityTable, read_entity_list
 from drkit.errors import ArtifactError, ConfigError
-from drkit.index.csr import concat_ranges, mention_incidence, passage_mention_indptr
+from drkit.index.csr import concat_ranges
 from drkit.index.linking import EntityLinker, LinkConfig, link_corpus
 from drkit.index.sources import SEGMENTS, segment_corpus_name
 from drkit.index.sources import key_prefix as source_key_prefix
-from drkit.index.sparse import FORMAT, FORMAT_VERSION, SparseIndex, SparseMatrices, top_passages
-from drkit.index.tfidf import NgramHasher, idf_weights, tfidf
+from drkit.index.sparse import FORMAT, FORMAT_VERSION, SparseIndex, sparse_from_counts
+from drkit.index.tfidf import NgramHasher, idf_weights
 from drkit.util.artifact import ArtifactWriter, file_checksum, load_array
 from drkit.util.warnlog import WarningLog
 
@@ -326,20 +326,16 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
     df = np.zeros(config.hash_buckets, dtype=np.int64)
     df[np.asarray(load_array(index_path, "df_buckets"), np.int64)] = np.asarray(load_array(index_path, "df_counts"))
     idf = idf_weights(df, len(load_array(index_path, "passage_article")))
-    hasher = NgramHasher(config.hash_buckets, config.ngram)
-    F = tfidf(hasher.count_matrix(linked.passage_texts), idf)
-    G = tfidf(hasher.count_matrix(table.keys), idf, normalize=True)
+    counts = NgramHasher(config.hash_buckets, config.ngram).count_matrix(linked.passage_texts)
     live_mentions = np.asarray(live.mentions)
     if len(replaced_live):  # a replaced article's links no longer count
         gone = np.isin(np.asarray(live.passage_article)[live_mentions[:, 1]], replaced_live)
         live_mentions = live_mentions[~gone]
     linked_anywhere = (np.bincount(live_mentions[:, 0], minlength=len(table)) > 0) | \
         (np.bincount(linked.mention_entity, minlength=len(table)) > 0)
-    incidence = mention_incidence(linked.mention_entity, linked.mention_passage, len(table), linked.n_passages)
-    ep = top_passages(G, F, config.mu, config.epsilon, linked=incidence, unlinked_weight=config.unlinked_weight,
-                      row_linked=linked_anywhere)
-    matrices = SparseMatrices(*ep, passage_mention_indptr(linked.mention_passage, linked.n_passages),
-                              np.zeros(0, np.int64), np.zeros(0, np.int32))
+    # no document frequencies of its own (df 0: none stored), scored with the base's idf
+    matrices = sparse_from_counts([counts], np.zeros(config.hash_buckets, np.int64), linked.n_passages,
+                                  linked.mentions, table, config, idf=idf, row_linked=linked_anywhere)
 
     folder = index_path / SEGMENTS
     folder.mkdir(exist_ok=True)

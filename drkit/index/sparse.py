@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 import numpy as np
 import scipy.sparse as sp
@@ -154,34 +154,40 @@ def _blocks(bound: np.ndarray, rows: int, budget: int) -> np.ndarray:
     return np.array(starts, dtype=np.int64)
 
 
-def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: SparseConfig = SparseConfig(),
-                          counts: sp.csr_matrix | None = None) -> SparseMatrices:
-    """TF-IDF vectors of passages and entity names, then A_{E->M}; see the module docstring. `counts`: the
-    passages' hashed n-gram counts when already made, else they are counted here."""
-    if counts is None:
-        hasher = NgramHasher(config.hash_buckets, config.ngram)
-        counts = hasher.count_matrix(progress(linked.passage_texts, desc="tf-idf passages", unit="passage"))
-    return sparse_from_counts(lambda: [counts], document_frequency(counts), linked.n_passages, linked.mentions,
-                              entities, config)
+def build_sparse_matrices(linked: LinkedCorpus, entities: EntityTable, config: SparseConfig = SparseConfig()
+                          ) -> SparseMatrices:
+    """TF-IDF vectors of passages and entity names, then A_{E->M}, of a corpus linked in memory; see the
+    module docstring (`drkit.index.build` counts a corpus run by run and calls `sparse_from_counts`)."""
+    hasher = NgramHasher(config.hash_buckets, config.ngram)
+    counts = hasher.count_matrix(progress(linked.passage_texts, desc="tf-idf passages", unit="passage"))
+    return sparse_from_counts([counts], document_frequency(counts), linked.n_passages, linked.mentions, entities,
+                              config)
 
 
-def sparse_from_counts(count_runs: Callable[[], Iterable[sp.csr_matrix]], df: np.ndarray, n_passages: int,
-                       mentions: np.ndarray, entities: EntityTable, config: SparseConfig) -> SparseMatrices:
-    """`build_sparse_matrices` from the passages' n-gram counts given run by run (`count_runs()`: the counts of
-    consecutive runs of passages, in order; `df`: their document frequencies) and the (M, 6) mentions.
+def sparse_from_counts(count_runs: Iterable[sp.csr_matrix], df: np.ndarray, n_passages: int,
+                       mentions: np.ndarray, entities: EntityTable, config: SparseConfig,
+                       idf: np.ndarray | None = None, row_linked: np.ndarray | None = None) -> SparseMatrices:
+    """`build_sparse_matrices` from the passages' n-gram counts given run by run (`count_runs`: the counts of
+    consecutive runs of passages, in order, read once; `df`: their document frequencies) and the (M, 6)
+    mentions.
 
     Only the terms of some entity name can score (S = G F^T), so F keeps only those columns: the same
-    products, and memory that follows the names' terms rather than every n-gram of the corpus."""
-    idf = idf_weights(df, n_passages)
+    products, bit for bit (F's rows are not normalised, so a dropped column changes nothing that is kept),
+    and memory that follows the names' terms rather than every n-gram of the corpus.
+
+    `idf`: weights to use instead of those of `df` (a segment added to an index is scored with the base's,
+    `drkit.index.segments`); `row_linked`: see `top_passages`."""
+    idf = idf_weights(df, n_passages) if idf is None else idf
     G = tfidf(NgramHasher(config.hash_buckets, config.ngram).count_matrix(entities.keys), idf, normalize=True)  # (E, H)
     n_without_terms = int(np.sum(np.diff(G.indptr) == 0))
     name_terms = np.zeros(config.hash_buckets, dtype=bool)
     name_terms[G.indices] = True
-    F = sp.vstack([tfidf(keep_columns(c, name_terms), idf) for c in count_runs()], format="csr")  # (P, H)
+    F = sp.vstack([tfidf(keep_columns(c, name_terms), idf) for c in count_runs], format="csr")  # (P, H)
     mention_entity, mention_passage = mentions[:, 0], mentions[:, 1]
     entity_passage_links = mention_incidence(mention_entity, mention_passage, len(entities), n_passages)
     entity_passage_indptr, entity_passage, entity_passage_score = top_passages(
-        G, F, config.mu, config.epsilon, linked=entity_passage_links, unlinked_weight=config.unlinked_weight)
+        G, F, config.mu, config.epsilon, linked=entity_passage_links, unlinked_weight=config.unlinked_weight,
+        row_linked=row_linked)
     del F, G, entity_passage_links
     mention_indptr = passage_mention_indptr(mention_passage, n_passages)  # (P+1,)
     used = np.flatnonzero(df)

@@ -4,7 +4,7 @@
 (`link_corpus`, which works article by article, so the runs give the passages of one call) and counts
 the hashed n-grams of each run's passages. `write_linked` takes runs in article order (from `link_runs`,
 or from the Ray engine's shard files), shifts their article, passage and piece ids as
-`LinkedCorpus.concat` does, and appends them to the index being written: passage texts and article
+linking all the articles at once would number them, and appends them to the index being written: passage texts and article
 records at once, the id arrays to raw files that become ``.npy`` at the end, each run's n-gram counts to
 a work folder, their document frequencies summed. Memory holds one run, the document frequencies and
 per-passage offsets, never the whole corpus; `drkit.index.sparse.sparse_from_counts` then reads the
@@ -31,7 +31,7 @@ from drkit.util.warnlog import WarningLog
 RUN_ARTICLES = 50_000  # articles linked at a time by the single-process build
 CACHE_GRAMS = 1 << 20  # the n-gram hasher's cache is emptied past this many distinct n-grams (~200 MB)
 
-# arrays appended run by run: name -> (dtype, trailing shape, manifest note)
+# a LinkedCorpus's arrays appended run by run (with piece_offsets, shifted): name -> (dtype, trailing shape, note)
 _APPENDED = {
     "passage_article": (np.int32, (), ""),
     "passage_char_start": (np.int64, (), ""),
@@ -39,6 +39,7 @@ _APPENDED = {
     "pieces": (np.int32, (), "word-piece ids, no special tokens"),
     "mentions": (np.int32, (6,), "columns: " + ", ".join(LinkedCorpus.MENTION_COLUMNS)),
 }
+LINKED_ARRAYS = tuple(_APPENDED)
 
 
 @dataclass
@@ -65,8 +66,18 @@ class StreamedCorpus:
     def counts(self) -> Iterator[sp.csr_matrix]:
         """Each run's (passages, hash_buckets) counts, in passage order."""
         for i in range(self.n_runs):
-            parts = [np.load(self.count_dir / f"counts-{i:06d}-{k}.npy") for k in ("data", "indices", "indptr")]
-            yield sp.csr_matrix(tuple(parts), shape=(len(parts[2]) - 1, self.hash_buckets))
+            yield load_counts(self.count_dir / f"counts-{i:06d}", self.hash_buckets)
+
+
+def save_counts(prefix: Path, counts: sp.csr_matrix) -> None:
+    """A CSR count matrix as three ``.npy`` files, ``PREFIX-{data,indices,indptr}.npy``."""
+    for k in ("data", "indices", "indptr"):
+        np.save(f"{prefix}-{k}.npy", getattr(counts, k), allow_pickle=False)
+
+
+def load_counts(prefix: Path, n_columns: int) -> sp.csr_matrix:
+    data, indices, indptr = (np.load(f"{prefix}-{k}.npy", allow_pickle=False) for k in ("data", "indices", "indptr"))
+    return sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, n_columns))
 
 
 def link_runs(articles: Iterable[Article], linker: EntityLinker, config: LinkConfig, warnings: WarningLog,
@@ -118,8 +129,7 @@ def write_linked(runs: Iterable[tuple[LinkedCorpus, sp.csr_matrix | None]], w: A
                 if counts is not None:
                     df = np.zeros(hash_buckets, np.int64) if df is None else df
                     df += np.bincount(counts.indices, minlength=hash_buckets)
-                    for k in ("data", "indices", "indptr"):
-                        np.save(work / f"counts-{n_runs:06d}-{k}.npy", getattr(counts, k), allow_pickle=False)
+                    save_counts(work / f"counts-{n_runs:06d}", counts)
                 n_articles += len(linked.article_keys)
                 n_passages += linked.n_passages
                 n_pieces += int(linked.piece_offsets[-1])
