@@ -406,7 +406,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
-              "parameters": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}, "sizes": []}
+              "parameters": json.loads(json.dumps(vars(args), default=str)), "sizes": []}  # paths as strings
     baseline = baseline_checkout(args.baseline, args.work) if args.baseline else None
     if baseline:
         result["baseline"] = []

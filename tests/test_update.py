@@ -96,6 +96,10 @@ def test_compact_of_add_equals_a_build_of_all_articles(grown):
     compacted = SparseIndex.load(d / "compact")
     assert_same_index(compacted, SparseIndex.load(d / "full"), keys=False)
     assert compacted.article_keys[320] == "000001:1"
+    # its corpus files as they were given (their own skip lists), not the article total of the build
+    sources = compacted.manifest["sources"]
+    assert len(sources) == 2 and all("articles" not in s for s in sources)
+    assert SparseIndex.load(d / "full").manifest["sources"][0]["articles"] == compacted.manifest["counts"]["articles"]
     compacted, full = MentionIndex.load(d / "compact-mentions"), MentionIndex.load(d / "full-mentions")
     assert np.array_equal(compacted.vectors, full.vectors)  # reused vectors are bit for bit what embed computes
     assert compacted.manifest["embedding"]["reused"] == SparseIndex.load(d / "full").n_mentions
