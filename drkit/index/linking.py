@@ -92,8 +92,23 @@ def link_question(question: str, linker: EntityLinker, entity_frequency: np.ndar
     return int(min(found, key=lambda e: (entity_frequency[e], e))), found
 
 
+class MentionColumns:
+    """`mention_entity` and `mention_passage` (B_{M->E} and each mention's passage) of a class whose
+    `mentions` is the (M, 6) array of `LinkedCorpus.MENTION_COLUMNS`."""
+
+    mentions: np.ndarray
+
+    @property
+    def mention_entity(self) -> np.ndarray:
+        return self.mentions[:, 0]
+
+    @property
+    def mention_passage(self) -> np.ndarray:
+        return self.mentions[:, 1]
+
+
 @dataclass
-class LinkedCorpus:
+class LinkedCorpus(MentionColumns):
     """Articles cut into passages, with their word pieces and entity mentions (all arrays row-aligned)."""
 
     article_keys: list[str]
@@ -118,13 +133,6 @@ class LinkedCorpus:
     def n_passages(self) -> int:
         return len(self.passage_texts)
 
-    @property
-    def mention_entity(self) -> np.ndarray:
-        return self.mentions[:, 0]
-
-    @property
-    def mention_passage(self) -> np.ndarray:
-        return self.mentions[:, 1]
 
 
 def _cut_points(n: int, max_len: int, legal: np.ndarray, preferred: np.ndarray, later_max_len: int | None = None) -> list[int]:

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from drkit.data.corpus import Article
-from drkit.index.linking import EntityLinker, LinkConfig, LinkedCorpus, link_corpus
+from drkit.index.linking import EntityLinker, LinkConfig, LinkedCorpus, MentionColumns, link_corpus
 from drkit.index.tfidf import NgramHasher
 from drkit.util.artifact import ArtifactWriter
 from drkit.util.progress import progress
@@ -43,7 +43,7 @@ LINKED_ARRAYS = tuple(_APPENDED)
 
 
 @dataclass
-class StreamedCorpus:
+class StreamedCorpus(MentionColumns):
     """A linked corpus written into an index by `write_linked`: its sizes, its mentions (memory-mapped from
     the index being written), and its n-gram counts, kept run by run in a work folder."""
 
@@ -54,14 +54,6 @@ class StreamedCorpus:
     count_dir: Path
     n_runs: int
     hash_buckets: int
-
-    @property
-    def mention_entity(self) -> np.ndarray:
-        return self.mentions[:, 0]
-
-    @property
-    def mention_passage(self) -> np.ndarray:
-        return self.mentions[:, 1]
 
     def counts(self) -> Iterator[sp.csr_matrix]:
         """Each run's (passages, hash_buckets) counts, in passage order."""
