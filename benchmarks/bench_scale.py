@@ -22,7 +22,9 @@ For each size N (entities), in a work folder (default runs/scale/N):
    retrieval (the default: the mentions of the passages reached, scored exactly), global exact MIPS
    (bf16 in memory) and global IVF-PQ (codes in memory, the short list scored again from the memory-
    mapped fp16 vectors); the load time and peak RSS of each, and the recall@K of IVF-PQ against exact on
-   the first hop's queries.
+   the first hop's queries. Batch 1 runs the same 100 questions twice: first with a cold page cache (the
+   index's and vectors' file pages dropped with ``posix_fadvise(DONTNEED)`` after loading, all but those the
+   process itself has mapped while loading), then warm. A served corpus larger than memory sits between the two.
 
 Writes ``OUT/bench_scale.json`` and ``OUT/bench_scale.md`` and a plot of each cost against size
 (``OUT/bench_scale.png``). The model is untrained: these are costs, not accuracies.
@@ -214,11 +216,11 @@ from drkit.dense.mips import ExactMIPS, recall_at_k
 from drkit.reason.follow import FollowConfig
 from drkit.reason.model import ModelConfig, MultiHopModel
 from drkit.reason.vkb import VirtualKB
-index_dir, mentions_dir, encoder_dir, mode, n_q, nprobe, nlist = args[0], args[1], args[2], args[3], int(args[4]), \
-    int(args[5]), int(args[6])
+index_dir, mentions_dir, encoder_dir, mode, n_q, nprobe, nlist, rerank = args[0], args[1], args[2], args[3], \
+    int(args[4]), int(args[5]), int(args[6]), int(args[7])
 t = time.perf_counter()
 vkb = VirtualKB.load(index_dir, mentions_dir, "exact") if mode != "ivfpq" else \
-    VirtualKB.load(index_dir, mentions_dir, "ivfpq", nprobe=nprobe, nlist=nlist)
+    VirtualKB.load(index_dir, mentions_dir, "ivfpq", nprobe=nprobe, nlist=nlist, rerank=rerank)
 model = MultiHopModel.from_encoder(DualEncoder.load(encoder_dir), ModelConfig(hops=2)).eval()
 model.set_entities(vkb.entity_names)
 fc = FollowConfig(retrieval="restricted" if mode == "restricted" else "global", top_k=1000)
@@ -236,13 +238,23 @@ texts = [f"which entities are linked from the page of {names[e]}" for e in topic
 def run(lo, hi):
     with torch.no_grad():
         model(texts[lo:hi], topics[lo:hi], vkb, follow_config=fc)
+def evict():  # the index's and vectors' pages leave the page cache, but for those this process has mapped
+    import os
+    for folder in (index_dir, mentions_dir):
+        for name in os.listdir(folder):
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
 run(0, 2)  # warm-up
-for batch in (1, 64):
-    n = min(n_q, 100) if batch == 1 else n_q
+evict()
+for key, batch in (("qps_batch1_cold", 1), ("qps_batch1", 1), ("qps_batch64", 64)):
+    n = min(n_q, 100) if batch == 1 else n_q  # batch 1: the same 100 questions cold, then warm
     t = time.perf_counter()
     for lo in range(0, n, batch):
         run(lo, min(n, lo + batch))
-    out[f"qps_batch{batch}"] = round(n / (time.perf_counter() - t), 2)
+    out[key] = round(n / (time.perf_counter() - t), 2)
 out.update(rss_split())  # after every question: what they left resident
 if mode == "ivfpq":
     with torch.no_grad():
@@ -279,6 +291,7 @@ class Settings:
     modes: tuple[str, ...]
     nprobe: int  # IVF-PQ
     nlist: int
+    rerank: int
 
 
 def bench_size(n: int, s: Settings, log, root: Path = ROOT, tag: str = "", reuse: bool = False) -> dict:
@@ -317,7 +330,7 @@ def time_questions(row: dict, d: Path, s: Settings, log, root: Path, tag: str) -
     row["questions"] = {}
     for mode in s.modes:
         row["questions"][mode] = run_step(QUERY, str(d / "index"), str(d / "mentions"), str(enc), mode,
-                                          str(s.questions), str(s.nprobe), str(s.nlist), root=root)
+                                          str(s.questions), str(s.nprobe), str(s.nlist), str(s.rerank), root=root)
         log(f"[{n:,}{tag}] {mode}: {row['questions'][mode]}")
     return row
 
@@ -340,7 +353,7 @@ def markdown(result: dict) -> list[str]:
     lines = [f"drkit at growing corpus sizes (synthetic title-entity corpus, seed {result['parameters']['seed']}; "
              f"{result['machine']['cpus']} CPU cores; an untrained 2-hop model: costs, not accuracy)", "",
              "| code | entities | mentions | build s | build peak RSS MB | index disk MB | vectors disk MB "
-             "| mode | load s | peak RSS MB | RSS MB after the questions: own / mapped files | q/s b1 | q/s b64 | IVF-PQ recall@1000 |",
+             "| mode | load s | peak RSS MB | RSS MB after the questions: own / mapped files | q/s b1 cold / warm | q/s b64 | IVF-PQ recall@1000 |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["sizes"] + result.get("baseline", []):
         for mode, q in row["questions"].items():
@@ -350,7 +363,7 @@ def markdown(result: dict) -> list[str]:
             lines.append(f"| {code} | {row['entities']:,} | {row['index']['mentions']:,} | {row['index']['wall_s']} | "
                          f"{row['index']['peak_rss_mb']:,} | {row['index']['disk_mb']:,} | {row['vectors']['disk_mb']:,} "
                          f"| {mode} | {q['load_s']} | {q['peak_rss_mb']:,} | {q.get('rss_own_mb', '?')} / "
-                         f"{q.get('rss_mapped_files_mb', '?')} | {q['qps_batch1']} | {q['qps_batch64']} | "
+                         f"{q.get('rss_mapped_files_mb', '?')} | {q.get('qps_batch1_cold', '-')} / {q['qps_batch1']} | {q['qps_batch64']} | "
                          f"{q.get('recall_at_1000', '')} |")
     return lines
 
@@ -369,6 +382,10 @@ def plot(result: dict, path: Path) -> None:
     for mode in result["sizes"][0]["questions"]:
         axes[1].plot(sizes, [r["questions"][mode]["peak_rss_mb"] for r in result["sizes"]], "o-", label=f"questions, {mode}")
         axes[2].plot(sizes, [r["questions"][mode]["qps_batch1"] for r in result["sizes"]], "o-", label=f"{mode}, batch 1")
+        cold = [(n, r["questions"][mode]["qps_batch1_cold"]) for n, r in zip(sizes, result["sizes"])
+                if "qps_batch1_cold" in r["questions"][mode]]
+        if cold:
+            axes[2].plot(*zip(*cold), "^:", label=f"{mode}, batch 1, cold page cache")
         axes[2].plot(sizes, [r["questions"][mode]["qps_batch64"] for r in result["sizes"]], "s--", label=f"{mode}, batch 64")
     axes[1].set_ylabel("peak RSS (MB)")
     axes[2].set_ylabel("questions / s")
@@ -387,8 +404,10 @@ def main(argv=None) -> int:
     p.add_argument("--questions", type=int, default=256, help="questions per mode (batch 1 times the first 100)")
     p.add_argument("--modes", nargs="+", default=["restricted", "exact", "ivfpq"],
                    choices=["restricted", "exact", "ivfpq"], help="retrieval modes to time")
-    p.add_argument("--nprobe", type=int, default=64, help="IVF lists an IVF-PQ search visits")
-    p.add_argument("--nlist", type=int, default=1024, help="IVF lists of IVF-PQ (k-means on a sample)")
+    p.add_argument("--nprobe", type=int, default=256, help="IVF lists an IVF-PQ search visits")
+    p.add_argument("--nlist", type=int, default=4096, help="IVF lists of IVF-PQ (k-means on a sample)")
+    p.add_argument("--rerank", type=int, default=16, help="IVF-PQ scores its best rerank x K candidates again, "
+                   "exactly, from the memory-mapped vectors")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--include", type=Path, nargs="+", metavar="JSON", default=[],
                    help="earlier bench_scale.json files whose sizes (and baseline rows) are shown beside this run's, "
@@ -422,7 +441,7 @@ def main(argv=None) -> int:
                     if r["entities"] not in rerun and r["entities"] not in have]
             if rows:
                 result.setdefault(key, []).extend(rows)
-    settings = Settings(args.work, args.questions, args.seed, tuple(args.modes), args.nprobe, args.nlist)
+    settings = Settings(args.work, args.questions, args.seed, tuple(args.modes), args.nprobe, args.nlist, args.rerank)
     for n in sorted(args.sizes):
         result["sizes"] = [r for r in result["sizes"] if r["entities"] != n]
         result["sizes"].append(bench_size(n, settings, print, reuse=args.reuse))

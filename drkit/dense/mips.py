@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from drkit.errors import ConfigError
+from drkit.util.pages import will_need
 from drkit.util.sampling import sample_rows
 
 
@@ -179,6 +180,7 @@ class FaissMIPS:
             scores = np.where(ids < 0, -np.inf, scores)
             return scores.astype(np.float32), ids.astype(np.int64)
         _, cand = self.index.search(q, min(len(self), k * self.rerank))  # (B, rerank k), -1 padded
+        will_need(self.vectors, np.unique(cand[cand >= 0]))  # every row's short list read from disk at once
         scores = np.full((len(q), k), -np.inf, dtype=np.float32)
         ids = np.full((len(q), k), -1, dtype=np.int64)
         for b in range(len(q)):

@@ -79,6 +79,7 @@ class PassageWeights(_KeyedSums):
         starts, lengths = indptr[e], indptr[e + 1] - indptr[e]
         src = torch.from_numpy(np.repeat(np.arange(len(e)), lengths))  # (n,) the Z entry of each EP entry read
         positions = concat_ranges(starts, lengths)  # (n,) positions in EP
+        graph.will_need_entries(positions)  # the pages of EP's rows asked for together
         passages = np.asarray(graph.entity_passage[positions], dtype=np.int64)  # (n,)
         keys = z.rows.numpy()[src.numpy()] * graph.n_passages + passages  # (n,) row * P + passage
         values = z.probs[src].double() * self._factor(positions, np.repeat(e, lengths))  # (n,) Z[row, e] A[e, passage]

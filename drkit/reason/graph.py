@@ -20,6 +20,7 @@ import torch
 from drkit.errors import ArtifactError, ConfigError
 from drkit.index.csr import concat_ranges, passage_mention_indptr
 from drkit.index.sparse import SparseIndex
+from drkit.util.pages import will_need
 
 
 class FollowGraph:
@@ -179,6 +180,14 @@ class FollowGraph:
     def has_passage_scores(self) -> bool:
         return self._scores is not None
 
+    def will_need_entries(self, positions: np.ndarray) -> None:
+        """Start reading the EP entries at `positions` (passage ids and scores) from their memory maps at once
+        (`drkit.util.pages.will_need`): a hop that reads many entities' rows then waits for the disk once,
+        not once a page. Changes nothing read."""
+        will_need(self.entity_passage, positions)
+        if self._scores is not None:
+            will_need(self._scores, positions)
+
     def log_rel(self, positions: np.ndarray, owners: np.ndarray | None = None) -> torch.Tensor:
         """``log(score(e, p) / best score of e)`` <= 0 of the EP entries at `positions`: (n,) float64.
         `owners`: the entity of each entry, where the caller knows it (else found by a search of EP's rows)."""
@@ -258,6 +267,8 @@ class FollowGraph:
         rows_t = torch.from_numpy(np.asarray(rows, dtype=np.int64))
         mentions = np.asarray(mentions, dtype=np.int64)
         out = torch.empty(len(mentions), dtype=compute)  # (n,)
+        if compute not in self._cast:  # read from the memory map: every page asked for at once
+            will_need(self.vectors, mentions)
         for lo in range(0, len(mentions), chunk):
             # the rows scored only (the whole copy in `compute` where one exists, else the memory map)
             f = self.rows_as(mentions[lo : lo + chunk], compute).to(queries.dtype)  # (chunk, p)
@@ -273,6 +284,8 @@ class FollowGraph:
         if len(mentions) == 0:
             return torch.zeros(batch, self.vectors.shape[1], dtype=grad.dtype)
         touched, column = np.unique(mentions, return_inverse=True)  # column order = mention order
+        if grad.dtype not in self._cast:
+            will_need(self.vectors, touched)
         f = self.rows_as(touched, grad.dtype)  # (U, p)
         order = np.lexsort((mentions, rows))
         crow = torch.from_numpy(np.searchsorted(rows[order], np.arange(batch + 1)).astype(np.int64))

@@ -1,0 +1,53 @@
+"""`drkit.util.pages`: the page runs asked for, against a loop over rows; advice on memory maps only."""
+
+import mmap
+
+import numpy as np
+import pytest
+
+from drkit.util.pages import PAGE, mapping_of, page_runs, will_need
+
+
+def runs_by_loop(array, rows):
+    """(start address, pages) of each run of consecutive pages the rows lie on, one row at a time."""
+    addr, row_bytes = array.ctypes.data, array.strides[0]
+    pages = set()
+    for r in rows:
+        first = (addr + r * row_bytes) // PAGE
+        last = (addr + (r + 1) * row_bytes - 1) // PAGE
+        pages.update(range(first, last + 1))
+    runs = []
+    for p in sorted(pages):
+        if runs and runs[-1][0] + runs[-1][1] == p:
+            runs[-1][1] += 1
+        else:
+            runs.append([p, 1])
+    return [r[0] * PAGE for r in runs], [r[1] for r in runs]
+
+
+@pytest.mark.parametrize("shape,dtype", [((50_000,), np.int32), ((3000, 256), np.float16), ((400, 1500), np.float32)])
+def test_page_runs_match_a_loop(tmp_path, shape, dtype):
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "a.npy", rng.standard_normal(shape).astype(dtype))
+    array = np.load(tmp_path / "a.npy", mmap_mode="r")  # a 128-byte header: rows start off a page boundary
+    for n in (1, 7, 300):
+        rows = rng.choice(shape[0], n, replace=False)
+        rows = np.concatenate([rows, [0, shape[0] - 1], rows[:3]])  # both ends, and repeats
+        starts, counts = page_runs(array, rows)
+        want_starts, want_counts = runs_by_loop(array, rows.tolist())
+        assert starts.tolist() == want_starts and counts.tolist() == want_counts
+
+
+def test_will_need_advises_memory_maps_only(tmp_path):
+    values = np.arange(300_000, dtype=np.float32).reshape(-1, 100)
+    np.save(tmp_path / "v.npy", values)
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
+    assert isinstance(mapping_of(mapped), mmap.mmap) and isinstance(mapping_of(mapped[5:]), mmap.mmap)
+    rows = np.array([0, 1, 2, 1500, 2999])  # the last row ends inside the file's last page
+    n = will_need(mapped, rows)
+    assert n == len(page_runs(mapped, rows)[0]) >= 2
+    view = rows[rows < 2000]
+    assert will_need(mapped[1000:], view) == len(page_runs(mapped[1000:], view)[0]) >= 2  # a view of the map
+    np.testing.assert_array_equal(mapped[rows], values[rows])  # nothing read differs
+    assert will_need(values, rows) == 0 and mapping_of(values) is None  # in memory: nothing to ask
+    assert will_need(mapped, np.zeros(0, np.int64)) == 0
