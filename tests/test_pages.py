@@ -5,6 +5,7 @@ import mmap
 import numpy as np
 import pytest
 
+from drkit.util import pages
 from drkit.util.pages import PAGE, mapping_of, page_runs, will_need
 
 
@@ -38,14 +39,18 @@ def test_page_runs_match_a_loop(tmp_path, shape, dtype):
         assert starts.tolist() == want_starts and counts.tolist() == want_counts
 
 
-def test_will_need_advises_memory_maps_only(tmp_path):
+def test_will_need_advises_memory_maps_only(tmp_path, monkeypatch):
     values = np.arange(300_000, dtype=np.float32).reshape(-1, 100)
     np.save(tmp_path / "v.npy", values)
     mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
     assert isinstance(mapping_of(mapped), mmap.mmap) and isinstance(mapping_of(mapped[5:]), mmap.mmap)
     rows = np.array([0, 1, 2, 1500, 2999])  # the last row ends inside the file's last page
-    n = will_need(mapped, rows)
-    assert n == len(page_runs(mapped, rows)[0]) >= 2
+    assert float(np.asarray(mapped).sum()) == float(values.sum())  # every page read: in memory
+    starts, _ = page_runs(mapped, rows)
+    assert pages.resident(starts).all()
+    assert will_need(mapped, rows) == 0  # a warm cache: nothing asked
+    monkeypatch.setattr(pages, "resident", lambda addresses: np.zeros(len(addresses), bool))  # as if cold
+    assert will_need(mapped, rows) == len(starts) >= 2  # each run asked for, within the mapping's bounds
     view = rows[rows < 2000]
     assert will_need(mapped[1000:], view) == len(page_runs(mapped[1000:], view)[0]) >= 2  # a view of the map
     np.testing.assert_array_equal(mapped[rows], values[rows])  # nothing read differs
