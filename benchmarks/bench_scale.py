@@ -242,12 +242,13 @@ def run(lo, hi):
 def evict():  # the index's and vectors' pages leave the page cache, but for those this process has mapped
     import os
     for folder in (index_dir, mentions_dir):
-        for name in os.listdir(folder):
-            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
+        for parent, _, names in os.walk(folder):
+            for name in names:
+                fd = os.open(os.path.join(parent, name), os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
 run(0, 2)  # warm-up
 for batch in (1, 64):  # the same questions with a cold page cache, then warm
     n = min(n_q, 100) if batch == 1 else n_q

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from drkit.util import pages
-from drkit.util.pages import PAGE, mapping_of, page_runs, will_need
+from drkit.util.pages import PAGE, advice_ranges, mapping_of, page_runs, will_need
 
 
 def runs_by_loop(array, rows):
     """(start address, pages) of each run of consecutive pages the rows lie on, one row at a time."""
-    addr, row_bytes = array.ctypes.data, array.strides[0]
+    addr, row_bytes = array.ctypes.data, array.itemsize * int(np.prod(array.shape[1:]))
     pages = set()
     for r in rows:
         first = (addr + r * row_bytes) // PAGE
@@ -39,20 +39,44 @@ def test_page_runs_match_a_loop(tmp_path, shape, dtype):
         assert starts.tolist() == want_starts and counts.tolist() == want_counts
 
 
+def covered(offsets, lengths, lo, hi) -> bool:
+    """Whether the bytes [lo, hi) lie inside the advised ranges (offset, length)."""
+    return any(o <= lo and hi <= o + n for o, n in zip(offsets, lengths))
+
+
+@pytest.mark.skipif(not hasattr(mmap.mmap, "madvise"), reason="no madvise here")
+@pytest.mark.parametrize("rows_of_file", [2999, 3000])  # the file ends inside a page, or on its boundary
+def test_advice_covers_each_row_within_the_mapping(tmp_path, rows_of_file):
+    """The ranges advised hold every byte of every row asked for, at the row's place in the file (the
+    mapping starts at the header's offset rounded down), and stay inside the mapping, for views too."""
+    np.save(tmp_path / "v.npy", np.zeros((rows_of_file, 100), np.float32))
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
+    mapping = mapping_of(mapped)
+    head = mapped.offset % mmap.ALLOCATIONGRANULARITY  # the .npy header, inside the mapping
+    for shift, rows in ((0, np.array([0, 1, 2, 11, 1500, rows_of_file - 1])), (1000, np.array([0, 3, rows_of_file - 1001]))):
+        offsets, lengths = advice_ranges(mapped[shift:], rows, mapping)
+        assert (offsets >= 0).all() and (offsets % PAGE == 0).all() and (offsets + lengths <= len(mapping)).all()
+        for r in rows + shift:
+            assert covered(offsets, lengths, head + r * 400, head + (r + 1) * 400), (shift, r)
+
+
+@pytest.mark.skipif(not hasattr(mmap.mmap, "madvise") or pages._mincore is None, reason="no madvise or mincore here")
 def test_will_need_advises_memory_maps_only(tmp_path, monkeypatch):
-    values = np.arange(300_000, dtype=np.float32).reshape(-1, 100)
+    values = np.arange(299_900, dtype=np.float32).reshape(-1, 100)
     np.save(tmp_path / "v.npy", values)
     mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
     assert isinstance(mapping_of(mapped), mmap.mmap) and isinstance(mapping_of(mapped[5:]), mmap.mmap)
-    rows = np.array([0, 1, 2, 1500, 2999])  # the last row ends inside the file's last page
+    rows = np.array([0, 1, 2, 1500, 2998])  # the last row ends inside the file's last page
     assert float(np.asarray(mapped).sum()) == float(values.sum())  # every page read: in memory
     starts, _ = page_runs(mapped, rows)
     assert pages.resident(starts).all()
     assert will_need(mapped, rows) == 0  # a warm cache: nothing asked
     monkeypatch.setattr(pages, "resident", lambda addresses: np.zeros(len(addresses), bool))  # as if cold
-    assert will_need(mapped, rows) == len(starts) >= 2  # each run asked for, within the mapping's bounds
-    view = rows[rows < 2000]
+    assert will_need(mapped, rows) == len(starts) >= 2  # each run asked for
+    view = rows[rows < 1998]
     assert will_need(mapped[1000:], view) == len(page_runs(mapped[1000:], view)[0]) >= 2  # a view of the map
+    assert will_need(mapped, np.array([-5, 10**9])) == 0  # rows outside the map: no advice, no error
     np.testing.assert_array_equal(mapped[rows], values[rows])  # nothing read differs
     assert will_need(values, rows) == 0 and mapping_of(values) is None  # in memory: nothing to ask
+    assert will_need(mapped[:, ::2], rows) == 0  # not contiguous: nothing to ask
     assert will_need(mapped, np.zeros(0, np.int64)) == 0

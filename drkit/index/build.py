@@ -185,7 +185,7 @@ def write_index(articles: Iterable[Article], table: EntityTable, out: str | Path
     try:
         with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
             t = time.perf_counter()
-            hasher = NgramHasher(sparse_config.hash_buckets, sparse_config.ngram)
+            hasher = None  # the local runs' (Ray's workers hash on their own)
             if engine == "ray":
                 from drkit.index.distributed import link_and_count_on_ray
 
@@ -197,11 +197,13 @@ def write_index(articles: Iterable[Article], table: EntityTable, out: str | Path
                                              address=ray_address, log=log)
             else:
                 total = len(articles) if isinstance(articles, Sized) else None
+                hasher = NgramHasher(sparse_config.hash_buckets, sparse_config.ngram)
                 runs = link_runs(articles, linker, link_config, warnings, hasher, entity_of=table.lookup,
                                  run_articles=shard_articles or RUN_ARTICLES, total=total)
             linked = write_linked(runs, w, work, sparse_config.hash_buckets)
             del runs
-            hasher.clear_cache()
+            if hasher is not None:
+                hasher.clear_cache()  # its cache of n-gram buckets is not needed after linking
             if linked.n_articles == 0:
                 raise empty_corpus_error(label, corpus_format, warnings)
             if linked.n_passages == 0:

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from drkit.data.kb import EntityTable
 from drkit.errors import ConfigError
 from drkit.index.csr import DerivedA, a_matrix, mention_incidence, passage_mention_indptr, ragged_expand
-from drkit.index.linking import LinkedCorpus
+from drkit.index.linking import LinkedCorpus, MentionColumns
 from drkit.index.tfidf import NgramHasher, document_frequency, idf_weights, keep_columns, tfidf
 from drkit.util.artifact import load_array, read_jsonl, read_manifest
 from drkit.util.progress import progress
@@ -195,7 +195,7 @@ def sparse_from_counts(count_runs: Iterable[sp.csr_matrix], df: np.ndarray, n_pa
                           used.astype(np.int64), df[used].astype(np.int32), n_without_terms)
 
 
-class SparseIndex(DerivedA):
+class SparseIndex(DerivedA, MentionColumns):
     """A built sparse index, loaded read-only (arrays memory-mapped). See `drkit.index.build.build_index`."""
 
     def __init__(self, path: str | Path):
@@ -243,20 +243,15 @@ class SparseIndex(DerivedA):
     def n_passages(self) -> int:
         return len(self.passage_article)
 
-    @property
-    def mention_entity(self) -> np.ndarray:
-        """B_{M->E} as an array: the entity of each mention, (M,)."""
-        return self.mentions[:, 0]
-
     @functools.cached_property
     def passage_mention_indptr(self) -> np.ndarray:
         """(P+1,): passage p holds mentions ``[indptr[p], indptr[p+1])`` (computed on first use)."""
-        return passage_mention_indptr(self.mentions[:, 1], self.n_passages)
+        return passage_mention_indptr(self.mention_passage, self.n_passages)
 
     @functools.cached_property
     def mention_incidence(self) -> sp.csr_matrix:
         """(E, P) 0/1: which passages mention which entities, see `mention_incidence` (computed on first use)."""
-        return mention_incidence(self.mention_entity, self.mentions[:, 1], self.n_entities, self.n_passages)
+        return mention_incidence(self.mention_entity, self.mention_passage, self.n_entities, self.n_passages)
 
     @functools.cached_property
     def article_titles(self) -> list[str]:
@@ -296,7 +291,7 @@ class SparseIndex(DerivedA):
     def _entity_link(self) -> tuple[np.ndarray, np.ndarray]:
         from drkit.index.link_graph import link_graph
 
-        return link_graph(self.mention_entity, self.mentions[:, 1], self.passage_entity, self.n_entities)
+        return link_graph(self.mention_entity, self.mention_passage, self.passage_entity, self.n_entities)
 
     @property
     def entity_link_indptr(self) -> np.ndarray:

@@ -5,31 +5,37 @@ Where those pages are not in the page cache, gathering them with fancy indexing 
 time: one disk read in flight, each waited for before the next is asked. `will_need` first tells the
 kernel every page that is about to be read (``madvise(MADV_WILLNEED)`` on each run of consecutive
 pages), so the reads are in flight together and the gather that follows finds them done or under way.
-It changes no value read; on an array that is not a memory map, or where madvise is unavailable, it
-does nothing.
+
+It is advice only: it changes no value read and never raises. It does nothing for an array that is not a
+C-contiguous memory map, where madvise is unavailable (Windows), or where the kernel refuses the advice.
 
 Asking costs a system call a run (about 2 us), which a warm page cache does not need: at batch 64 that
 is most of a hop's time. So `will_need` first looks (``mincore``) at the first pages of up to `SAMPLE` of
-the rows, spread over them; when every one of those is in memory, it asks for nothing.
+the rows, spread over them; when every one of those is in memory, it asks for nothing. A cache that is
+warm at those pages but not at others is then read as without advice: one fault at a time, as fast as
+before.
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import math
 import mmap
+import os
 
 import numpy as np
 
 MADV_WILLNEED = getattr(mmap, "MADV_WILLNEED", 3)
 PAGE = mmap.PAGESIZE
-SAMPLE = 32  # rows looked at before asking: all in memory, nothing is asked
+SAMPLE = 32  # rows looked at before asking: all on pages in memory, nothing is asked
 
 
 def _libc_mincore():
+    if os.name != "posix":
+        return None
     try:
-        fn = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).mincore
-    except (OSError, AttributeError):
+        fn = ctypes.CDLL(None, use_errno=True).mincore  # libc, already loaded in this process
+    except Exception:  # no such symbol, or no C library to load: the advice is then always given
         return None
     fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
     fn.restype = ctypes.c_int
@@ -64,33 +70,48 @@ def mapping_of(array) -> mmap.mmap | None:
     return base if isinstance(base, mmap.mmap) else None
 
 
+def row_bytes(array: np.ndarray) -> int:
+    """Bytes a row of a C-contiguous array (its strides[0] may be anything when it has one row)."""
+    return array.itemsize * math.prod(array.shape[1:])
+
+
 def page_runs(array: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The pages that rows `rows` of the C-contiguous `array` lie on, as runs of consecutive pages:
     (first page address, number of pages) of each run, ascending."""
     rows = np.asarray(rows, dtype=np.int64)
     if len(rows) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    row_bytes = int(array.strides[0]) if array.ndim else array.itemsize
-    addr = int(array.ctypes.data)
-    first = (addr + rows * row_bytes) // PAGE
-    last = (addr + (rows + 1) * row_bytes - 1) // PAGE
+    size, addr = row_bytes(array), int(array.ctypes.data)
+    first = (addr + rows * size) // PAGE
+    last = (addr + (rows + 1) * size - 1) // PAGE
     if np.array_equal(first, last):
         pages = np.unique(first)
-    else:  # rows spanning several pages: every page of each
-        from drkit.index.csr import concat_ranges
-
-        pages = np.unique(concat_ranges(first, last - first + 1))
+    else:  # rows spanning several pages: every page of each, the ranges [first, last] one after another
+        n = last - first + 1
+        pages = np.unique(np.arange(int(n.sum()), dtype=np.int64) + np.repeat(first - (np.cumsum(n) - n), n))
     breaks = np.flatnonzero(np.diff(pages) != 1) + 1
     starts = pages[np.r_[0, breaks]]
     counts = np.diff(np.r_[0, breaks, len(pages)])
     return starts * PAGE, counts
 
 
+def advice_ranges(array: np.ndarray, rows: np.ndarray, mapping: mmap.mmap) -> tuple[np.ndarray, np.ndarray]:
+    """`page_runs` as (offset in `mapping`, bytes) pairs, kept within the mapping."""
+    starts, counts = page_runs(array, rows)
+    origin = int(np.frombuffer(mapping, dtype=np.uint8).ctypes.data)  # the mapping's first byte
+    offsets = starts - origin
+    ends = np.minimum(offsets + counts * PAGE, len(mapping))
+    keep = (offsets >= 0) & (offsets < ends)
+    return offsets[keep], (ends - offsets)[keep]
+
+
 def will_need(array, rows) -> int:
-    """Ask the kernel to start reading the pages of rows `rows` of `array` (a memory map) now; returns
-    the number of runs of pages asked for (0 when `array` is not mapped, there is nothing to read, or the
-    runs looked at are all in memory already)."""
-    if not hasattr(mmap.mmap, "madvise") or not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
+    """Ask the kernel to start reading the pages of rows `rows` (ids in ``[0, len(array))``) of `array`, a
+    memory map, now. Returns the number of runs of pages asked for: 0 when `array` is not a C-contiguous
+    memory map, there is nothing to read, the sampled rows' pages are all in memory already, or the advice
+    could not be given."""
+    if not hasattr(mmap.mmap, "madvise") or not isinstance(array, np.ndarray) or array.ndim == 0 \
+            or not array.flags.c_contiguous:
         return 0
     mapping = mapping_of(array)
     if mapping is None or mapping.closed:
@@ -99,12 +120,14 @@ def will_need(array, rows) -> int:
     if len(rows) == 0:
         return 0
     sample = rows[np.linspace(0, len(rows) - 1, min(SAMPLE, len(rows))).astype(np.int64)]
-    looked = resident(np.unique((int(array.ctypes.data) + sample * int(array.strides[0])) // PAGE) * PAGE)
+    looked = resident(np.unique((int(array.ctypes.data) + sample * row_bytes(array)) // PAGE) * PAGE)
     if looked is not None and looked.all():
         return 0
-    starts, counts = page_runs(array, rows)
-    origin = int(np.frombuffer(mapping, dtype=np.uint8).ctypes.data)  # the mapping's first byte
+    offsets, lengths = advice_ranges(array, rows, mapping)
     advise = mapping.madvise
-    for start, n in zip((starts - origin).tolist(), (counts * PAGE).tolist()):
-        advise(MADV_WILLNEED, start, n)  # advice only: it changes no value read
-    return len(starts)
+    try:
+        for offset, n in zip(offsets.tolist(), lengths.tolist()):
+            advise(MADV_WILLNEED, offset, n)
+    except (ValueError, OSError):  # refused: the gather reads the pages as it would have anyway
+        return 0
+    return len(offsets)
