@@ -206,3 +206,23 @@ def test_saved_ivfpq_index_loads_instead_of_training(kit, films_kb, tmp_path):  
         MentionIndex.load(other).searcher("ivfpq", ann=str(tmp_path / "ann"))
     with pytest.raises(ConfigError, match="goes with mips 'ivfpq'"):
         DrKIT.load(d / "index", kit.test_run, config=LoadConfig(ann=str(tmp_path / "ann")))
+
+
+def test_search_settings_reach_the_searcher(kit, films_kb, tmp_path):  # noqa: F811
+    """LoadConfig's nprobe and rerank (the --nprobe and --rerank flags) are those of the IVF-PQ searcher, trained
+    at load or loaded from drkit ann; a value below 1 is a clear error."""
+    pytest.importorskip("faiss")
+    from drkit.cli import main
+    from drkit.qa.pipeline import LoadConfig
+
+    d, _ = films_kb
+    trained = DrKIT.load(d / "index", kit.test_run, config=LoadConfig(mips="ivfpq", nprobe=3, rerank=7))
+    assert (trained.vkb.searcher.index.nprobe, trained.vkb.searcher.rerank) == (3, 7)
+    assert main(["ann", "--mentions", str(d / "mentions"), "--out", str(tmp_path / "ann"), "--nlist", "8"]) == 0
+    saved = DrKIT.load(d / "index", kit.test_run, config=LoadConfig(mips="ivfpq", ann=str(tmp_path / "ann"),
+                                                                    nprobe=2, rerank=5))
+    assert (saved.vkb.searcher.index.nprobe, saved.vkb.searcher.rerank) == (2, 5)
+    default = DrKIT.load(d / "index", kit.test_run, config=LoadConfig(mips="ivfpq"))
+    assert (default.vkb.searcher.index.nprobe, default.vkb.searcher.rerank) == (min(32, default.vkb.searcher.index.nlist), 4)
+    with pytest.raises(ConfigError, match="nprobe and rerank must be at least 1"):
+        DrKIT.load(d / "index", kit.test_run, config=LoadConfig(mips="ivfpq", rerank=0))

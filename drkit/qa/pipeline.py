@@ -41,6 +41,11 @@ class LoadConfig:
     ann: str | None = field(default=None, metadata={
         "help": "with --mips ivfpq: the IVF-PQ index 'drkit ann' saved for the mention index (without it the "
                 "codes are trained when the model loads)", "type": str})
+    nprobe: int = field(default=32, metadata={
+        "help": "with --mips faiss or ivfpq: IVF lists a search visits (more: higher recall, slower)", "type": int})
+    rerank: int = field(default=4, metadata={
+        "help": "with --mips ivfpq: the best rerank x K candidates of the codes are scored again exactly (more: "
+                "higher recall, slower)", "type": int})
 
 
 @dataclass(frozen=True)
@@ -159,7 +164,13 @@ class DrKIT:
             raise ConfigError(f"mips must be one of {', '.join(MIPS_KINDS)}, got {config.mips!r}")
         if config.ann is not None and config.mips != "ivfpq":
             raise ConfigError("ann (a saved IVF-PQ index) goes with mips 'ivfpq'")
-        return cls(net, VirtualKB.load(index, mentions, config.mips, **({"ann": config.ann} if config.ann else {})))
+        if config.nprobe < 1 or config.rerank < 1:
+            raise ConfigError(f"nprobe and rerank must be at least 1, got {config.nprobe} and {config.rerank}")
+        search = {"exact": {}, "faiss": {"nprobe": config.nprobe},
+                  "ivfpq": {"nprobe": config.nprobe, "rerank": config.rerank}}[config.mips]
+        if config.ann:
+            search["ann"] = config.ann
+        return cls(net, VirtualKB.load(index, mentions, config.mips, **search))
 
     @property
     def entity_names(self) -> list[str]:
