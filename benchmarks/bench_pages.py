@@ -65,14 +65,7 @@ def main(argv=None) -> int:
     def evict():
         for m in maps.values():
             m.madvise(mmap.MADV_DONTNEED)  # this process's own mappings let go of the pages
-        for folder in (index_dir, mentions_dir):
-            for parent, _, names in os.walk(folder):
-                for name in names:
-                    fd = os.open(os.path.join(parent, name), os.O_RDONLY)
-                    try:
-                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                    finally:
-                        os.close(fd)
+        pages.drop_from_page_cache(index_dir, mentions_dir)
 
     real_will_need, real_resident = pages.will_need, pages.resident
 

@@ -217,6 +217,7 @@ from drkit.dense.mips import ExactMIPS, recall_at_k
 from drkit.reason.follow import FollowConfig
 from drkit.reason.model import ModelConfig, MultiHopModel
 from drkit.reason.vkb import VirtualKB
+from drkit.util.pages import drop_from_page_cache
 index_dir, mentions_dir, encoder_dir, mode, n_q, nprobe, nlist, rerank = args[0], args[1], args[2], args[3], \
     int(args[4]), int(args[5]), int(args[6]), int(args[7])
 t = time.perf_counter()
@@ -239,20 +240,10 @@ texts = [f"which entities are linked from the page of {names[e]}" for e in topic
 def run(lo, hi):
     with torch.no_grad():
         model(texts[lo:hi], topics[lo:hi], vkb, follow_config=fc)
-def evict():  # the index's and vectors' pages leave the page cache, but for those this process has mapped
-    import os
-    for folder in (index_dir, mentions_dir):
-        for parent, _, names in os.walk(folder):
-            for name in names:
-                fd = os.open(os.path.join(parent, name), os.O_RDONLY)
-                try:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
 run(0, 2)  # warm-up
 for batch in (1, 64):  # the same questions with a cold page cache, then warm
     n = min(n_q, 100) if batch == 1 else n_q
-    evict()
+    drop_from_page_cache(index_dir, mentions_dir)  # but for the pages this process has mapped
     for key in (f"qps_batch{batch}_cold", f"qps_batch{batch}"):
         t = time.perf_counter()
         for lo in range(0, n, batch):

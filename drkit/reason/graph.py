@@ -239,6 +239,12 @@ class FollowGraph:
                 self._cast[dtype] = out
         return self._cast[dtype]
 
+    def _will_need_rows(self, ids: np.ndarray, dtype: torch.dtype) -> None:
+        """Before `rows_as(ids, dtype)` reads a long list of rows in chunks: where they come from the memory map
+        (no copy in `dtype`), every page asked for at once (`drkit.util.pages.will_need`)."""
+        if dtype not in self._cast:
+            will_need(self.vectors, ids)
+
     def rows_as(self, ids: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
         """f(m) of the mentions `ids` in `dtype`: (len(ids), p), read from the copy in that dtype if there is
         one, else from `vectors` (exact: fp16 and bf16 values are exact in float32 and float64)."""
@@ -267,8 +273,7 @@ class FollowGraph:
         rows_t = torch.from_numpy(np.asarray(rows, dtype=np.int64))
         mentions = np.asarray(mentions, dtype=np.int64)
         out = torch.empty(len(mentions), dtype=compute)  # (n,)
-        if compute not in self._cast:  # read from the memory map: every page asked for at once
-            will_need(self.vectors, mentions)
+        self._will_need_rows(mentions, compute)
         for lo in range(0, len(mentions), chunk):
             # the rows scored only (the whole copy in `compute` where one exists, else the memory map)
             f = self.rows_as(mentions[lo : lo + chunk], compute).to(queries.dtype)  # (chunk, p)
@@ -284,8 +289,7 @@ class FollowGraph:
         if len(mentions) == 0:
             return torch.zeros(batch, self.vectors.shape[1], dtype=grad.dtype)
         touched, column = np.unique(mentions, return_inverse=True)  # column order = mention order
-        if grad.dtype not in self._cast:
-            will_need(self.vectors, touched)
+        self._will_need_rows(touched, grad.dtype)
         f = self.rows_as(touched, grad.dtype)  # (U, p)
         order = np.lexsort((mentions, rows))
         crow = torch.from_numpy(np.searchsorted(rows[order], np.arange(batch + 1)).astype(np.int64))

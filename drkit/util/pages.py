@@ -75,15 +75,19 @@ def row_bytes(array: np.ndarray) -> int:
     return array.itemsize * math.prod(array.shape[1:])
 
 
+def _page_numbers(array: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The numbers (address // PAGE) of the first and last page of each of rows `rows` of `array`."""
+    size, addr = row_bytes(array), int(array.ctypes.data)
+    return (addr + rows * size) // PAGE, (addr + (rows + 1) * size - 1) // PAGE
+
+
 def page_runs(array: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The pages that rows `rows` of the C-contiguous `array` lie on, as runs of consecutive pages:
     (first page address, number of pages) of each run, ascending."""
     rows = np.asarray(rows, dtype=np.int64)
     if len(rows) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    size, addr = row_bytes(array), int(array.ctypes.data)
-    first = (addr + rows * size) // PAGE
-    last = (addr + (rows + 1) * size - 1) // PAGE
+    first, last = _page_numbers(array, rows)
     if np.array_equal(first, last):
         pages = np.unique(first)
     else:  # rows spanning several pages: every page of each, the ranges [first, last] one after another
@@ -120,7 +124,7 @@ def will_need(array, rows) -> int:
     if len(rows) == 0:
         return 0
     sample = rows[np.linspace(0, len(rows) - 1, min(SAMPLE, len(rows))).astype(np.int64)]
-    looked = resident(np.unique((int(array.ctypes.data) + sample * row_bytes(array)) // PAGE) * PAGE)
+    looked = resident(np.unique(_page_numbers(array, sample)[0]) * PAGE)
     if looked is not None and looked.all():
         return 0
     offsets, lengths = advice_ranges(array, rows, mapping)
@@ -131,3 +135,16 @@ def will_need(array, rows) -> int:
     except (ValueError, OSError):  # refused: the gather reads the pages as it would have anyway
         return 0
     return len(offsets)
+
+
+def drop_from_page_cache(*folders) -> None:
+    """Drop the pages of every file under `folders` from the page cache (``posix_fadvise(DONTNEED)``), but for
+    those a process has mapped: what a cold start finds. For benchmarks; POSIX only."""
+    for folder in folders:
+        for parent, _, names in os.walk(folder):
+            for name in names:
+                fd = os.open(os.path.join(parent, name), os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
