@@ -83,7 +83,7 @@ def main() -> None:
     emb = {}
     vecs = {}
     for bf16 in (True, False):
-        v, timing = embed_mentions(part, encoder, EmbedConfig(bf16=bf16))
+        v, timing = embed_mentions(part, encoder, EmbedConfig(precision="bf16" if bf16 else "fp32"))
         vecs[bf16] = v.astype(np.float32)
         emb["bf16" if bf16 else "fp32"] = {**timing, "passages_per_s": round(timing["passages"] / timing["seconds"], 1)}
         print(f"embed ({'bf16' if bf16 else 'fp32'}): {timing['mentions_per_s']:.0f} mentions/s "

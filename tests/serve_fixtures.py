@@ -34,15 +34,15 @@ def sample_run(tmp_path_factory, tiny_base):
     d = tmp_path_factory.mktemp("serve-sample")
     quiet = lambda *a: None  # noqa: E731
     build_index(SAMPLE / "wiki.txt", d / "index", kb=SAMPLE / "kb.txt", log=quiet)
-    pretrain(d / "index", SAMPLE / "kb.txt", d / "enc", PretrainConfig(steps=0, bf16=False),
+    pretrain(d / "index", SAMPLE / "kb.txt", d / "enc", PretrainConfig(steps=0, precision="fp32"),
              EncoderConfig(base=str(tiny_base), dim=32), log=quiet)
-    build_mention_index(d / "index", d / "enc", d / "mentions", EmbedConfig(bf16=False), log=quiet)
+    build_mention_index(d / "index", d / "enc", d / "mentions", EmbedConfig(precision="fp32"), log=quiet)
     dev = d / "dev.txt"  # a short dev file: the run's model selection only
     dev.write_text("".join((SAMPLE / "2-hop" / "qa_dev.txt").read_text(encoding="utf-8").splitlines(True)[:32]),
                    encoding="utf-8")
     train(d / "index", d / "mentions", SAMPLE / "2-hop" / "qa_train.txt", dev, d / "run",
           model_config=ModelConfig(hops=2, shared_layers=1, hop_layers=1), follow_config=FollowConfig(top_k=100),
-          config=TrainConfig(steps=4, batch_size=4, bf16=False, eval_every=4), log=quiet)
+          config=TrainConfig(steps=4, batch_size=4, precision="fp32", eval_every=4), log=quiet)
     return d / "index", d / "run"
 
 

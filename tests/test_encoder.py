@@ -14,7 +14,7 @@ from drkit.dense.slot_filling import rank_entities, read_slot_queries
 from drkit.dense.spans import span_logits
 from drkit.errors import ArtifactError, ConfigError, InputFormatError
 
-FAST = dict(anchor_passages=2, queries_per_passage=3, max_passages=4, checkpoint_every=2, bf16=False)
+FAST = dict(anchor_passages=2, queries_per_passage=3, max_passages=4, checkpoint_every=2, precision="fp32")
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +66,8 @@ def test_mention_vector_dot_query_is_start_plus_end_logit(encoder, toy_index):
     m = np.asarray(toy_index.mentions)
     starts = [m[m[:, 1] == p, 2] for p in range(2)]
     ends = [m[m[:, 1] == p, 3] for p in range(2)]
-    vecs = encoder.embed_mentions(pieces, starts, ends, bf16=False)
-    g = encoder.embed_queries(["Kismet, directed by, ?"], bf16=False)[0]
+    vecs = encoder.embed_mentions(pieces, starts, ends, precision="fp32")
+    g = encoder.embed_queries(["Kismet, directed by, ?"], precision="fp32")[0]
     ids, mask = encoder.passage_batch(pieces)
     with torch.no_grad():
         fs, fe = encoder.encode_passages(ids, mask)
@@ -93,10 +93,10 @@ def test_encoder_save_load_round_trip(encoder, tmp_path, toy_index):
     encoder.save(tmp_path / "enc")
     loaded = DualEncoder.load(tmp_path / "enc")
     pieces = [toy_index.passage_pieces(0)]
-    a = encoder.embed_mentions(pieces, [np.array([0, 2])], [np.array([1, 3])], bf16=False)[0]
-    b = loaded.embed_mentions(pieces, [np.array([0, 2])], [np.array([1, 3])], bf16=False)[0]
+    a = encoder.embed_mentions(pieces, [np.array([0, 2])], [np.array([1, 3])], precision="fp32")[0]
+    b = loaded.embed_mentions(pieces, [np.array([0, 2])], [np.array([1, 3])], precision="fp32")[0]
     np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(encoder.embed_queries(["x, y, ?"], bf16=False), loaded.embed_queries(["x, y, ?"], bf16=False))
+    np.testing.assert_array_equal(encoder.embed_queries(["x, y, ?"], precision="fp32"), loaded.embed_queries(["x, y, ?"], precision="fp32"))
     with pytest.raises(ArtifactError):
         DualEncoder.load(tmp_path)  # not an encoder artifact
 
@@ -159,7 +159,7 @@ def embedded(tiny_base, toy_index, toy_files, tmp_path_factory):
     d = tmp_path_factory.mktemp("embedded")
     pretrain(toy_index.path, toy_files / "kb.txt", d / "run", PretrainConfig(steps=0, **FAST),
              EncoderConfig(base=str(tiny_base), dim=16), log=lambda *a: None)
-    mi = build_mention_index(toy_index.path, d / "run", d / "mentions", EmbedConfig(batch_tokens=40, bf16=False),
+    mi = build_mention_index(toy_index.path, d / "run", d / "mentions", EmbedConfig(batch_tokens=40, precision="fp32"),
                              log=lambda *a: None)
     return d, mi
 
@@ -173,7 +173,7 @@ def test_mention_index_holds_every_mention_vector(embedded, toy_index):
     assert loaded.vectors.shape == (toy_index.n_mentions, 16)
     for p in range(toy_index.n_passages):
         rows = np.flatnonzero(m[:, 1] == p)
-        want = enc.embed_mentions([toy_index.passage_pieces(p)], [m[rows, 2]], [m[rows, 3]], bf16=False)[0]
+        want = enc.embed_mentions([toy_index.passage_pieces(p)], [m[rows, 2]], [m[rows, 3]], precision="fp32")[0]
         np.testing.assert_allclose(loaded.vectors[rows].astype(np.float32), want, rtol=2e-3, atol=2e-3)
     loaded.check_compatible(toy_index, d / "run")
 
@@ -220,7 +220,7 @@ def test_rank_entities_matches_slow_reference(embedded, toy_index):
 def test_cli_pretrain_embed_slot_fill(tiny_base, toy_index, toy_files, tmp_path, capsys):
     run, mentions, out = tmp_path / "run", tmp_path / "mentions", tmp_path / "eval"
     assert main(["pretrain", "--index", str(toy_index.path), "--kb", str(toy_files / "kb.txt"), "--out", str(run),
-                 "--steps", "2", "--base", str(tiny_base), "--dim", "16", "--no-bf16", "--holdout", "0.3",
+                 "--steps", "2", "--base", str(tiny_base), "--dim", "16", "--precision", "fp32", "--holdout", "0.3",
                  "--anchor-passages", "2", "--max-passages", "4"]) == 0
     assert main(["embed", "--index", str(toy_index.path), "--encoder", str(run), "--out", str(mentions)]) == 0
     assert main(["slot-fill", "--index", str(toy_index.path), "--mentions", str(mentions), "--encoder", str(run),
@@ -273,8 +273,8 @@ def test_empty_passage_is_counted_not_dropped(encoder, toy_index):
             return np.zeros(0, np.int64) if p == 1 else toy_index.passage_pieces(p - 1 if p > 1 else p)
 
     w = WarningLog()
-    vectors, _ = embed_mentions(WithEmptyPassage(), encoder, EmbedConfig(bf16=False), w)
-    direct, _ = embed_mentions(toy_index, encoder, EmbedConfig(bf16=False))
+    vectors, _ = embed_mentions(WithEmptyPassage(), encoder, EmbedConfig(precision="fp32"), w)
+    direct, _ = embed_mentions(toy_index, encoder, EmbedConfig(precision="fp32"))
     assert w.count("empty_passage") == 1
     np.testing.assert_array_equal(vectors, direct)
 

@@ -222,10 +222,13 @@ def test_no_self_loops_blocks_copying():
     assert with_self[0, e] > 0 and without[0, e] == 0
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_pair_scores_are_dot_products(dtype):
-    """float64: the exact dot product; float32: that of the bf16-rounded vectors, rounded to bf16."""
+@pytest.mark.parametrize("dtype, score", [(torch.float64, None), (torch.float32, torch.bfloat16),
+                                          (torch.float32, torch.float32)])
+def test_pair_scores_are_dot_products(dtype, score):
+    """float64: the exact dot product; float32 queries scored in bf16 (the score dtype where bf16 is native):
+    that of the bf16-rounded vectors, rounded to bf16; in float32 (elsewhere): the float32 dot product."""
     graph, _ = random_graph(9, n_mentions=50, dim=16, dtype=torch.float16 if dtype == torch.float32 else dtype)
+    graph.score_dtype = score or graph.score_dtype
     rng = np.random.default_rng(0)
     q = torch.from_numpy(rng.normal(size=(3, 16))).to(dtype)
     rows, mentions = rng.integers(0, 3, 40), rng.integers(0, 50, 40)
@@ -234,6 +237,9 @@ def test_pair_scores_are_dot_products(dtype):
     if dtype == torch.float64:
         want = (graph.vectors[mentions] * q[rows]).sum(-1).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-12)
+    elif score == torch.float32:
+        want = (graph.vectors.double()[mentions] * q.double()[rows]).sum(-1).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     else:
         terms = graph.vectors.bfloat16().double()[mentions] * q.bfloat16().double()[rows]  # (40, 16), exact
         want = terms.sum(-1).numpy()

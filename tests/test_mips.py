@@ -67,9 +67,10 @@ def test_faiss_recall_on_clustered_data():
     assert 0.5 < recall <= 1.0
 
 
-def test_exact_mips_shares_the_follows_bf16_copy(tmp_path):
-    """cache(shared) searches views of the follow's bf16 copy of f(M): the same results as its own blocks,
-    and no second copy (the blocks' storage is the shared tensor's)."""
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_exact_mips_shares_the_follows_copy(tmp_path, dtype):
+    """cache(shared) searches views of the follow's copy of f(M) in the score dtype (bf16 where native, else
+    float32): the same results as its own blocks, and no second copy (the blocks' storage is the shared tensor's)."""
     from drkit.reason.graph import FollowGraph
 
     rng = np.random.default_rng(3)
@@ -78,15 +79,16 @@ def test_exact_mips_shares_the_follows_bf16_copy(tmp_path):
     mm = np.load(tmp_path / "v.npy", mmap_mode="r")
     graph = FollowGraph(np.zeros(3, np.int64), np.zeros(0, np.int64), np.zeros(700, np.int64), np.zeros(700, np.int64),
                         2, 1, mm)
-    shared = graph.vectors_as(torch.bfloat16, block=64)  # made 64 rows at a time from the memory map
-    assert torch.equal(shared, torch.from_numpy(vectors.astype(np.float32)).bfloat16())
-    own, views = ExactMIPS(mm, block_size=256).cache(), ExactMIPS(mm, block_size=256).cache(shared)
+    shared = graph.vectors_as(dtype, block=64)  # made 64 rows at a time from the memory map
+    assert torch.equal(shared, torch.from_numpy(vectors.astype(np.float32)).to(dtype))
+    own = ExactMIPS(mm, block_size=256, compute_dtype=dtype).cache()
+    views = ExactMIPS(mm, block_size=256, compute_dtype=dtype).cache(shared)
     assert all(b.untyped_storage().data_ptr() == shared.untyped_storage().data_ptr() for b in views._blocks)
     q = rng.normal(size=(5, 16)).astype(np.float32)
     for a, b in zip(own.search(q, 7), views.search(q, 7)):
         assert np.array_equal(a, b)
     with pytest.raises(ValueError, match="shared vectors"):
-        ExactMIPS(mm).cache(shared.float())
+        ExactMIPS(mm, compute_dtype=dtype).cache(shared.double())
 
 
 def test_gather_gradient_reads_only_the_rows_touched(tmp_path):

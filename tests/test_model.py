@@ -81,9 +81,9 @@ def films_kb(tmp_path_factory, tiny_base):
     # mu = 1: each entity expands to its best-matching article only (in 48 tiny articles, every name shares
     # some n-gram with most of them, so a larger mu would make A no constraint at all)
     build_index(d / "wiki.txt", d / "index", kb=d / "kb.txt", sparse_config=SparseConfig(mu=1), log=lambda *a: None)
-    pretrain(d / "index", d / "kb.txt", d / "enc", PretrainConfig(steps=0, bf16=False),
+    pretrain(d / "index", d / "kb.txt", d / "enc", PretrainConfig(steps=0, precision="fp32"),
              EncoderConfig(base=str(tiny_base), dim=32), log=lambda *a: None)
-    build_mention_index(d / "index", d / "enc", d / "mentions", EmbedConfig(bf16=False), log=lambda *a: None)
+    build_mention_index(d / "index", d / "enc", d / "mentions", EmbedConfig(precision="fp32"), log=lambda *a: None)
     write_questions(d / "train.txt", films[:36])
     write_questions(d / "dev.txt", films[36:])
     return d, films
@@ -103,7 +103,7 @@ def test_question_encoder_starts_as_the_pretrained_query_encoder(films_kb):
         h = model.encoder.encode(ids, mask)
         for t in range(2):
             g = model.encoder.hop_query(h, mask, t, torch.ones(2, 32))  # U_t starts at zero
-            np.testing.assert_allclose(g.numpy(), enc.embed_queries(texts, bf16=False), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(g.numpy(), enc.embed_queries(texts, precision="fp32"), rtol=1e-5, atol=1e-6)
 
 
 def test_model_save_load_round_trip(films_kb, tmp_path):
@@ -121,8 +121,8 @@ def test_model_save_load_round_trip(films_kb, tmp_path):
     assert loaded.follow_config == model.follow_config and loaded.config == model.config
     topic = np.array([vkb.index.entities.lookup("The Silver River") or 0, 1])
     with torch.no_grad():
-        a = model.eval()(["who directed The Silver River", "which films"], topic, vkb, bf16=False)
-        b = loaded(["who directed The Silver River", "which films"], topic, vkb, bf16=False)
+        a = model.eval()(["who directed The Silver River", "which films"], topic, vkb, precision="fp32")
+        b = loaded(["who directed The Silver River", "which films"], topic, vkb, precision="fp32")
     for x, y in zip(a, b):
         assert torch.equal(x.z.ids, y.z.ids)
         torch.testing.assert_close(x.z.probs, y.z.probs)
@@ -160,7 +160,7 @@ def test_warm_start_copies_each_hop_from_a_trained_model(films_kb, tmp_path):
 def test_training_from_init(films_kb, tmp_path):
     """`train(init=...)` starts from the given run's model; its first dev score is that model's."""
     d, _ = films_kb
-    cfg = TrainConfig(steps=4, batch_size=8, warmup=0.0, eval_every=2, dev_sample=0, checkpoint_every=2, bf16=False)
+    cfg = TrainConfig(steps=4, batch_size=8, warmup=0.0, eval_every=2, dev_sample=0, checkpoint_every=2, precision="fp32")
     first = train(d / "index", d / "mentions", d / "train.txt", d / "dev.txt", tmp_path / "one", model_config=SMALL,
                   config=dataclasses.replace(cfg, lr=1e-3, head_lr=1e-2), log=lambda *a: None)
     lines = []
@@ -198,7 +198,7 @@ def _chance_hits(vkb, items):
 def test_end_to_end_training_beats_chance(films_kb, tmp_path):
     d, _ = films_kb
     cfg = TrainConfig(steps=60, batch_size=16, lr=1e-3, head_lr=1e-2, warmup=0.0, eval_every=30, dev_sample=0,
-                      checkpoint_every=30, bf16=False)
+                      checkpoint_every=30, precision="fp32")
     train(d / "index", d / "mentions", d / "train.txt", d / "dev.txt", tmp_path / "run", model_config=SMALL,
           follow_config=FollowConfig(top_k=200, temperature=1.0), config=cfg, log=lambda *a: None)
     model = MultiHopModel.load(tmp_path / "run" / "model")
@@ -261,9 +261,9 @@ def test_question_entity_parsing(tiny_base, tmp_path):
         "Juarez|directed_by|William Dieterle\nThe Devil and Daniel Webster|directed_by|William Dieterle\n",
         encoding="utf-8")
     build_index(tmp_path / "wiki.txt", tmp_path / "index", kb=tmp_path / "kb.txt", log=lambda *a: None)
-    pretrain(tmp_path / "index", tmp_path / "kb.txt", tmp_path / "enc", PretrainConfig(steps=0, bf16=False),
+    pretrain(tmp_path / "index", tmp_path / "kb.txt", tmp_path / "enc", PretrainConfig(steps=0, precision="fp32"),
              EncoderConfig(base=str(tiny_base), dim=32), log=lambda *a: None)
-    build_mention_index(tmp_path / "index", tmp_path / "enc", tmp_path / "mentions", EmbedConfig(bf16=False),
+    build_mention_index(tmp_path / "index", tmp_path / "enc", tmp_path / "mentions", EmbedConfig(precision="fp32"),
                         log=lambda *a: None)
     vkb = VirtualKB.load(tmp_path / "index", tmp_path / "mentions")
     assert vkb.entity_names == ["Kismet", "William Dieterle", "Marlene Dietrich", "Juarez", "The Devil and Daniel Webster"]
@@ -306,7 +306,7 @@ def test_cli_train_evaluate_ask(films_kb, tmp_path, capsys):
     d, films = films_kb
     assert main(["train", "--index", str(d / "index"), "--mentions", str(d / "mentions"), "--train", str(d / "train.txt"),
                  "--dev", str(d / "dev.txt"), "--out", str(tmp_path / "run"), "--hops", "2", "--shared-layers", "1",
-                 "--hop-layers", "1", "--steps", "3", "--batch-size", "4", "--no-bf16", "--top-k", "100"]) == 0
+                 "--hop-layers", "1", "--steps", "3", "--batch-size", "4", "--precision", "fp32", "--top-k", "100"]) == 0
     run = tmp_path / "run"
     assert (run / "model" / "manifest.json").exists() and len((run / "train_log.jsonl").read_text().splitlines()) == 3
     assert main(["evaluate", "--index", str(d / "index"), "--model", str(run), "--questions", str(d / "dev.txt"),
@@ -388,7 +388,7 @@ def test_training_resumes_exactly(films_kb, tmp_path):
     from drkit.util.runs import checkpoints
 
     d, _ = films_kb
-    cfg = TrainConfig(steps=4, batch_size=8, eval_every=2, checkpoint_every=2, dev_sample=0, bf16=False)
+    cfg = TrainConfig(steps=4, batch_size=8, eval_every=2, checkpoint_every=2, dev_sample=0, precision="fp32")
     args = (d / "index", d / "mentions", d / "train.txt", d / "dev.txt")
     kw = dict(model_config=SMALL, follow_config=FollowConfig(top_k=50), config=cfg, log=lambda *a: None)
     from safetensors.torch import load_file
@@ -423,7 +423,7 @@ def test_embed_streams_to_disk_and_resumes_after_an_interruption(films_kb, tmp_p
 
     d, _ = films_kb
     monkeypatch.setattr(mentions_module, "CHECKPOINT_S", 0.0)  # a progress record after every batch
-    config = EmbedConfig(bf16=False, batch_tokens=64)  # many small batches
+    config = EmbedConfig(precision="fp32", batch_tokens=64)  # many small batches
     whole = build_mention_index(d / "index", d / "enc", tmp_path / "whole", config, log=lambda *a: None)
     calls = {"n": 0}
     real = DualEncoder.embed_mentions
@@ -476,7 +476,7 @@ def test_embed_streams_to_disk_and_resumes_after_an_interruption(films_kb, tmp_p
     counted["n"] = 0
     monkeypatch.setattr(DualEncoder, "embed_mentions", counting)
     lines = []
-    other = build_mention_index(d / "index", d / "enc", tmp_path / "m2", EmbedConfig(bf16=False, batch_tokens=128),
+    other = build_mention_index(d / "index", d / "enc", tmp_path / "m2", EmbedConfig(precision="fp32", batch_tokens=128),
                                 log=lines.append)
     assert any("starting over" in line for line in lines) and "resumed_after_batches" not in other.manifest["embedding"]
     np.testing.assert_allclose(np.asarray(other.vectors, np.float32), np.asarray(whole.vectors, np.float32), atol=2e-2)

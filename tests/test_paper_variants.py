@@ -88,7 +88,7 @@ def test_old_manifest_loads_as_the_model_it_was(kb, tmp_path):
     topic = np.array([vkb.index.entities.lookup(films[0]["title"]), vkb.index.entities.lookup(films[1]["title"])])
     texts = ["who directed it", "who stars in it"]
     with torch.no_grad():
-        a, b = model(texts, topic, vkb, bf16=False), old(texts, topic, vkb, bf16=False)
+        a, b = model(texts, topic, vkb, precision="fp32"), old(texts, topic, vkb, precision="fp32")
     for x, y in zip(a, b):
         torch.testing.assert_close(x.query, y.query, rtol=0, atol=0)
     manifest["model"]["entity_condition"] = False
@@ -112,7 +112,7 @@ def test_remove_topic_drops_the_question_entity_at_exactly_its_hops(kb):
             assert [model.removed_at(t, hops, topic, fc) is not None for t in range(hops)] == \
                 [removed(t, hops) for t in range(hops)]
             with torch.no_grad():
-                outs = model(texts, topic, vkb, hops=hops, follow_config=fc, bf16=False)
+                outs = model(texts, topic, vkb, hops=hops, follow_config=fc, precision="fp32")
             for t, out in enumerate(outs):
                 for b in range(len(texts)):
                     assert _in_row(out.z, b, int(topic[b])) == (not removed(t, hops)), (mode, hops, t, b)
@@ -155,7 +155,7 @@ def test_query_heads_paper_takes_start_and_end_after_the_first_and_second_layer(
                 torch.testing.assert_close(g_paper[:, half:], g_pooled[:, half:], rtol=0, atol=0)
                 assert not torch.allclose(g_paper[:, :half], g_pooled[:, :half], atol=1e-3)
     # with mean pooling the pooled heads start as the pretrained slot-filling query, the paper's end half too
-    pretrained = torch.from_numpy(enc.embed_queries(texts, bf16=False))
+    pretrained = torch.from_numpy(enc.embed_queries(texts, precision="fp32"))
     torch.testing.assert_close(_reference_queries(enc, texts, 2, 2, "mean"), pretrained, rtol=1e-5, atol=1e-6)
 
 
@@ -265,7 +265,7 @@ def test_which_parameters_get_a_gradient(kb):
             with torch.no_grad():
                 for lin in model.encoder.entity:
                     lin.weight.normal_()
-        q = model.hop_queries(model.encode(text, bf16=False), 0, z)[:, part]  # (1, p) or a half
+        q = model.hop_queries(model.encode(text, precision="fp32"), 0, z)[:, part]  # (1, p) or a half
         (q * torch.randn(q.shape, generator=torch.Generator().manual_seed(0))).sum().backward()
         return model, {name for name, p in model.named_parameters() if p.grad is not None}
 
@@ -359,7 +359,7 @@ def test_train_and_evaluate_with_the_linked_question_entity(kb, tmp_path):
     differs = sum(_least_frequent(vkb, [f["director"], f["title"]]) != vkb.index.entities.lookup(f["director"])
                   for f, _ in extra)
     assert 0 < differs  # a director is mentioned in more passages than some of the films
-    cfg = TrainConfig(steps=1, batch_size=4, dev_sample=0, bf16=False, question_entity="linked")
+    cfg = TrainConfig(steps=1, batch_size=4, dev_sample=0, precision="fp32", question_entity="linked")
     model_dir = train(d / "index", d / "mentions", tmp_path / "train.txt", d / "dev.txt", tmp_path / "run",
                       model_config=SMALL, config=cfg, log=quiet)
     done = json.loads((tmp_path / "run" / "done.json").read_text())
@@ -395,7 +395,7 @@ def test_train_and_evaluate_with_the_linked_question_entity(kb, tmp_path):
 def test_a_run_made_before_the_options_is_found_done(kb, tmp_path):
     d, films, vkb, enc = kb
     args = (d / "index", d / "mentions", d / "train.txt", d / "dev.txt", tmp_path / "run")
-    kw = dict(model_config=SMALL, config=TrainConfig(steps=0, dev_sample=0, bf16=False))
+    kw = dict(model_config=SMALL, config=TrainConfig(steps=0, dev_sample=0, precision="fp32"))
     train(*args, **kw, log=quiet)
     path = tmp_path / "run" / "run.json"
     old = json.loads(path.read_text())

@@ -35,6 +35,6 @@ def test_train_accepts_plain_questions(films_kb, tmp_path):  # noqa: F811
     logged = []
     train(d / "index", d / "mentions", train_file, dev_file, tmp_path / "run",
           model_config=ModelConfig(hops=1, shared_layers=SMALL.shared_layers, hop_layers=SMALL.hop_layers),
-          config=TrainConfig(steps=1, batch_size=4, bf16=False, eval_every=1), log=logged.append)
+          config=TrainConfig(steps=1, batch_size=4, precision="fp32", eval_every=1), log=logged.append)
     assert any("training questions: 9 of 10 lines usable (1 without a known question entity" in m for m in logged), logged
     assert any("dev Hits@1 before training" in m and "(4 questions)" in m for m in logged), logged

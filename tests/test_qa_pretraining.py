@@ -78,7 +78,7 @@ def test_pretraining_on_qa_pairs_alone_and_with_a_kb(qa_corpus, tiny_base, tmp_p
     d, _, _, _ = qa_corpus
     out = tmp_path / "run"
     pretrain(d / "index", d / "kb.txt" if sources == "kb+qa" else None, out,
-             PretrainConfig(steps=4, anchor_passages=2, max_passages=6, bf16=False, checkpoint_every=2),
+             PretrainConfig(steps=4, anchor_passages=2, max_passages=6, precision="fp32", checkpoint_every=2),
              EncoderConfig(base=str(tiny_base), dim=32), log=lambda *a: None, qa=d / "questions.jsonl")
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2, 3, 4]

@@ -87,7 +87,7 @@ def test_ray_embedding_equals_the_single_process_embedding(ray_running, films_kb
 
     d, _ = films_kb
     quiet = lambda *a: None  # noqa: E731
-    config = EmbedConfig(bf16=False, batch_tokens=128)
+    config = EmbedConfig(precision="fp32", batch_tokens=128)
     local = build_mention_index(d / "index", d / "enc", tmp_path / "m-local", config, log=quiet)
     on_ray = build_mention_index(d / "index", d / "enc", tmp_path / "m-ray", config, log=quiet, engine="ray")
     assert on_ray.manifest["embedding"]["engine"] == "ray" and len(on_ray) > 100

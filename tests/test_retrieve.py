@@ -139,13 +139,13 @@ def mixing_run(tmp_path_factory, tiny_base):
         write_jsonl(d / f"questions{seed}.jsonl", questions)
         (d / f"cities{seed}.txt").write_text("\n".join(CITY) + "\n")
         build_index(d / f"corpus{seed}.jsonl", d / f"index{seed}", entities=["titles", d / f"cities{seed}.txt"], log=quiet)
-    pretrain(d / "index1", None, d / "enc", PretrainConfig(steps=0, bf16=False), EncoderConfig(base=str(tiny_base), dim=32),
+    pretrain(d / "index1", None, d / "enc", PretrainConfig(steps=0, precision="fp32"), EncoderConfig(base=str(tiny_base), dim=32),
              log=quiet)
     for seed in (1, 2):  # the second corpus is embedded with the same encoder
-        build_mention_index(d / f"index{seed}", d / "enc", d / f"mentions{seed}", EmbedConfig(bf16=False), log=quiet)
+        build_mention_index(d / f"index{seed}", d / "enc", d / f"mentions{seed}", EmbedConfig(precision="fp32"), log=quiet)
     train_mixing(d / "index1", d / "mentions1", d / "questions1.jsonl", d / "questions1.jsonl", d / "run",
                  model_config=ModelConfig(shared_layers=1, hop_layers=1),
-                 config=MixTrainConfig(steps=4, batch_size=8, eval_every=4, bf16=False), log=quiet)
+                 config=MixTrainConfig(steps=4, batch_size=8, eval_every=4, precision="fp32"), log=quiet)
     return d
 
 
@@ -228,8 +228,8 @@ def test_mixing_training_run_and_model_round_trip(mixing_run, tmp_path):
     texts = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()[:6]]
     z0 = linked_entity_set(QuestionLinker.from_index(index).link(texts))
     with torch.no_grad():
-        a, b = model(texts, z0, vkb, bf16=False), again(texts, z0, vkb, bf16=False)
-        one = model(texts[2:3], linked_entity_set(QuestionLinker.from_index(index).link(texts[2:3])), vkb, bf16=False)
+        a, b = model(texts, z0, vkb, precision="fp32"), again(texts, z0, vkb, precision="fp32")
+        one = model(texts[2:3], linked_entity_set(QuestionLinker.from_index(index).link(texts[2:3])), vkb, precision="fp32")
     torch.testing.assert_close(a.pi, b.pi)
     torch.testing.assert_close(a.z_star.to_dense(index.n_entities), b.z_star.to_dense(index.n_entities))
     # a question is answered the same alone and in a batch
@@ -267,7 +267,7 @@ def test_the_answer_is_the_last_hops_best_entity_the_question_does_not_name(mixi
     skip = DrKITRetriever.load(d / "index1", d / "run", answer_start="linked")
     named = keep.linker.link(questions)
     with torch.no_grad():
-        out = keep.model(questions, linked_entity_set(named), keep.vkb, bf16=True)
+        out = keep.model(questions, linked_entity_set(named), keep.vkb, precision="bf16")
     ranked, _ = out.z[-1].top(50)
     a, b = keep.retrieve(questions, 20), skip.retrieve(questions, 20)
     n_named = 0
@@ -286,7 +286,7 @@ def test_train_mixing_cli_writes_a_model_that_retrieve_loads(mixing_run, tmp_pat
     run = tmp_path / "run"
     args = ["train-mixing", "--index", str(d / "index1"), "--mentions", str(d / "mentions1"), "--train",
             str(d / "questions1.jsonl"), "--dev", str(d / "questions1.jsonl"), "--out", str(run), "--steps", "2",
-            "--batch-size", "4", "--eval-every", "2", "--no-bf16", "--shared-layers", "1", "--hop-layers", "1",
+            "--batch-size", "4", "--eval-every", "2", "--precision", "fp32", "--shared-layers", "1", "--hop-layers", "1",
             "--hops", "1"]
     assert main(args) == 0
     assert len((run / "train_log.jsonl").read_text().splitlines()) == 2
@@ -334,7 +334,7 @@ def test_remove_named_drops_the_named_entities_from_every_hop_but_z0(mixing_run)
     for flag in (False, True):
         r.model.config = dataclasses.replace(r.model.config, remove_named=flag)
         with torch.no_grad():
-            outs[flag] = r.model(questions, linked_entity_set(linked), r.vkb, bf16=False, named=named)
+            outs[flag] = r.model(questions, linked_entity_set(linked), r.vkb, precision="fp32", named=named)
     n = r.vkb.index.n_entities
     for b in range(len(questions)):
         gone = named[b][named[b] >= 0]
@@ -368,12 +368,12 @@ def test_the_answer_hops_start_where_asked(mixing_run):
     d = mixing_run
     questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()]
     for start, make in (("linked", linked_entity_set), ("named", named_entity_set)):
-        r = DrKITRetriever.load(d / "index1", d / "run", answer_start=start, bf16=False)
+        r = DrKITRetriever.load(d / "index1", d / "run", answer_start=start, precision="fp32")
         got = r.retrieve(questions, 20)
         linked = r.linker.link(questions)
         named_ids = linked.named()
         with torch.no_grad():
-            last = r.model(questions, make(linked), r.vkb, bf16=False, named=named_ids).z[-1]
+            last = r.model(questions, make(linked), r.vkb, precision="fp32", named=named_ids).z[-1]
         for b, res in enumerate(got):  # the answers: that pass's last hop, best first, the named entities skipped
             named = set(named_ids[b][named_ids[b] >= 0].tolist())
             ids, probs = last.row(b)

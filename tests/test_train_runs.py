@@ -42,7 +42,7 @@ def test_crash_between_best_model_and_checkpoint(films_kb, tmp_path, monkeypatch
         return real_save(*args, **kwargs)
 
     monkeypatch.setattr(train_module, "save_checkpoint", save_then_crash)
-    cfg = TrainConfig(steps=6, batch_size=8, eval_every=2, checkpoint_every=2, dev_sample=0, bf16=False)
+    cfg = TrainConfig(steps=6, batch_size=8, eval_every=2, checkpoint_every=2, dev_sample=0, precision="fp32")
     args = (d / "index", d / "mentions", d / "train.txt", d / "dev.txt", tmp_path / "run")
     kw = dict(model_config=SMALL, follow_config=FollowConfig(top_k=50), config=cfg, log=lambda *a: None)
     with pytest.raises(Crash):
@@ -69,7 +69,7 @@ def test_resume_puts_back_a_lost_best_model(films_kb, tmp_path):  # noqa: F811
     from safetensors.torch import load_file
 
     d, _ = films_kb
-    cfg = TrainConfig(steps=2, batch_size=8, eval_every=2, checkpoint_every=2, dev_sample=0, bf16=False)
+    cfg = TrainConfig(steps=2, batch_size=8, eval_every=2, checkpoint_every=2, dev_sample=0, precision="fp32")
     args = (d / "index", d / "mentions", d / "train.txt", d / "dev.txt", tmp_path / "run")
     kw = dict(model_config=SMALL, follow_config=FollowConfig(top_k=50), config=cfg, log=lambda *a: None)
     run = train(*args, **kw).parent
@@ -86,7 +86,7 @@ def test_resume_puts_back_a_lost_best_model(films_kb, tmp_path):  # noqa: F811
 
 def test_zero_steps_publishes_the_starting_model(films_kb, tmp_path):  # noqa: F811
     d, _ = films_kb
-    cfg = TrainConfig(steps=0, dev_sample=0, bf16=False)
+    cfg = TrainConfig(steps=0, dev_sample=0, precision="fp32")
     model = train(d / "index", d / "mentions", d / "train.txt", d / "dev.txt", tmp_path / "run", model_config=SMALL,
                   config=cfg, log=lambda *a: None)
     assert (model / "manifest.json").exists() and _best_of_model(tmp_path / "run")["step"] == 0

@@ -62,17 +62,17 @@ def grown(tmp_path_factory, tiny_base):
     split_sample(d)
     kb = SAMPLE / "kb.txt"
     build_index(d / "A.txt", d / "index", kb=kb, log=quiet)
-    pretrain(d / "index", kb, d / "enc", PretrainConfig(steps=0, bf16=False), EncoderConfig(base=str(tiny_base), dim=32),
+    pretrain(d / "index", kb, d / "enc", PretrainConfig(steps=0, precision="fp32"), EncoderConfig(base=str(tiny_base), dim=32),
              log=quiet)
-    build_mention_index(d / "index", d / "enc", d / "mentions", EmbedConfig(bf16=False), log=quiet)
+    build_mention_index(d / "index", d / "enc", d / "mentions", EmbedConfig(precision="fp32"), log=quiet)
     dev = d / "dev.txt"
     dev.write_text("".join((SAMPLE / "2-hop" / "qa_dev.txt").read_text(encoding="utf-8").splitlines(True)[:16]),
                    encoding="utf-8")
     train(d / "index", d / "mentions", SAMPLE / "2-hop" / "qa_train.txt", dev, d / "run",
           model_config=ModelConfig(hops=2, shared_layers=1, hop_layers=1), follow_config=FollowConfig(top_k=100),
-          config=TrainConfig(steps=4, batch_size=4, bf16=False, eval_every=4), log=quiet)
+          config=TrainConfig(steps=4, batch_size=4, precision="fp32", eval_every=4), log=quiet)
     build_index(d / "AB.txt", d / "full", kb=kb, log=quiet)
-    build_mention_index(d / "full", d / "enc", d / "full-mentions", EmbedConfig(bf16=False), log=quiet)
+    build_mention_index(d / "full", d / "enc", d / "full-mentions", EmbedConfig(precision="fp32"), log=quiet)
     report = add_documents(d / "index", d / "B.txt", [d / "mentions"], log=quiet)
     compact(d / "index", d / "compact", [d / "mentions"], [d / "compact-mentions"], log=quiet)
     return d, report
@@ -238,9 +238,9 @@ def test_titles_corpus_grows_with_new_entities_and_compacts_to_a_build(tmp_path,
     _jsonl(tmp_path / "b.jsonl", ADDED)
     _jsonl(tmp_path / "ab.jsonl", PAGES + ADDED)
     build_index(tmp_path / "a.jsonl", tmp_path / "index", entities="titles", log=quiet)
-    pretrain(tmp_path / "index", None, tmp_path / "enc", PretrainConfig(steps=0, bf16=False),
+    pretrain(tmp_path / "index", None, tmp_path / "enc", PretrainConfig(steps=0, precision="fp32"),
              EncoderConfig(base=str(tiny_base), dim=32), log=quiet)
-    build_mention_index(tmp_path / "index", tmp_path / "enc", tmp_path / "m", EmbedConfig(bf16=False), log=quiet)
+    build_mention_index(tmp_path / "index", tmp_path / "enc", tmp_path / "m", EmbedConfig(precision="fp32"), log=quiet)
     assert main(["add", "--index", str(tmp_path / "index"), "--corpus", str(tmp_path / "b.jsonl"),
                  "--mentions", str(tmp_path / "m")]) == 0
     live = SparseIndex.load(tmp_path / "index")
@@ -252,7 +252,7 @@ def test_titles_corpus_grows_with_new_entities_and_compacts_to_a_build(tmp_path,
     assert main(["compact", "--index", str(tmp_path / "index"), "--out", str(tmp_path / "c"),
                  "--mentions", str(tmp_path / "m"), "--mentions-out", str(tmp_path / "cm")]) == 0
     build_index(tmp_path / "ab.jsonl", tmp_path / "full", entities="titles", log=quiet)
-    build_mention_index(tmp_path / "full", tmp_path / "enc", tmp_path / "fm", EmbedConfig(bf16=False), log=quiet)
+    build_mention_index(tmp_path / "full", tmp_path / "enc", tmp_path / "fm", EmbedConfig(precision="fp32"), log=quiet)
     assert_same_index(SparseIndex.load(tmp_path / "c"), SparseIndex.load(tmp_path / "full"))
     assert np.array_equal(MentionIndex.load(tmp_path / "cm").vectors, MentionIndex.load(tmp_path / "fm").vectors)
     # the compacted index keeps its corpus files: it compacts again after more updates, without the originals

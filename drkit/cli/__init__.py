@@ -134,9 +134,12 @@ def _run_ask(args) -> int:
 
     if is_mixing_model(args.model):  # plain questions of unknown hop count: pi, the chain, the best passages
         from drkit.qa.ask import format_retrieved
+        from drkit.qa.pipeline import LoadConfig
         from drkit.qa.retrieve import DrKITRetriever
 
-        retriever = DrKITRetriever.load(args.index, args.model, args.mentions, chain_top=max(config.chain_top, 1))
+        retriever = DrKITRetriever.load(args.index, args.model, args.mentions,
+                                        precision=config_from_args(args, LoadConfig).precision,
+                                        chain_top=max(config.chain_top, 1))
         keys, titles = retriever.vkb.index.article_keys, retriever.vkb.index.article_titles
         for q, r in zip(args.questions, retriever.retrieve(args.questions, max(config.top, 20))):
             print(json.dumps({"question": q, "passages": [{"id": keys[a], "title": titles[a], "score": s} for a, s in zip(
@@ -191,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="DrKIT: answer multi-hop questions over a text corpus used as a virtual knowledge base.",
     )
     parser.add_argument("--version", action="version", version=f"drkit {__version__}")
+    parser.add_argument("--threads", type=int, default=0, metavar="N", help="torch threads (default 0: every CPU this "
+                        "process may use; drkit serve sets its model process's with its own --threads)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     artifacts.add_parsers(sub)
@@ -207,6 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command != "serve":  # serve gives its HTTP side one thread and the model process the rest
+            from drkit.util.hardware import configure_threads
+
+            configure_threads(args.threads)
         return args.run(args)
     except DrkitError as exc:
         print(f"drkit {args.command}: error: {exc}", file=sys.stderr)

@@ -83,7 +83,8 @@ def _run_retrieve(args) -> int:
     from drkit.qa.retrieve import DrKITRetriever, RetrieveConfig, run_retrieval
 
     config = config_from_args(args, RetrieveConfig)
-    retriever = DrKITRetriever.load(args.index, args.model, args.mentions, answer_start=config.answer_start)
+    retriever = DrKITRetriever.load(args.index, args.model, args.mentions, precision=config.precision,
+                                    answer_start=config.answer_start)
     index = retriever.vkb.index
     metrics = run_retrieval(retriever, index.article_keys, index.article_titles, args.questions, args.out,
                             config, log=lambda line: print(line, file=sys.stderr))
@@ -101,8 +102,8 @@ def _reproduce_2wiki_parser(sub) -> None:
         "reproduce-2wiki",
         help="the HotpotQA-style setting on 2WikiMultiHopQA: index, encoder, embed, train hop mixing, retrieve, peers",
         description="Run the paper's HotpotQA setting on a 2WikiMultiHopQA folder (corpus.jsonl, train.jsonl, "
-        "entities.txt): split the questions into train and dev (seeded, by type), index the corpus with every title "
-        "an entity, embed the mentions, train the hop-mixing model and its comparison rows, retrieve on dev, run the "
+        "kb.txt): split the questions into train and dev (seeded, by type), index the corpus with every title "
+        "an entity (no entity list from the benchmark), embed the mentions, train the hop-mixing model and its comparison rows, retrieve on dev, run the "
         "BM25 and dense peers on the same questions, and compare entity answers with a fixed 2-hop bracketed model. "
         "Each step is skipped when done. Writes OUT/results.md, OUT/results.json, OUT/recall_at_k.png, "
         "OUT/timings.json.",

@@ -65,20 +65,19 @@ def _run_serve(args) -> int:
         raise ConfigError(f"drkit serve needs the serve extra ({exc.name} is not installed): "
                           "pip install 'drkit[serve]'") from None
     check_port_free(config.host, config.port)
-    import torch
-
     from drkit.serve.engine import Engine
     from drkit.serve.worker import ModelProcess
+    from drkit.util.hardware import configure_threads
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s", stream=sys.stderr)
     print(f"drkit serve: loading {args.model} over {args.index}"
           + (" in a model process" if config.model_process else ""), file=sys.stderr)
     load_config = config_from_args(args, LoadConfig)
     if config.model_process:
+        configure_threads(1, what="the HTTP process")  # it only parses, queues and formats: the model has the cores
         engine = ModelProcess(args.index, args.model, args.mentions, load_config, config.chain_top, config.threads)
     else:
-        if config.threads:
-            torch.set_num_threads(config.threads)
+        configure_threads(config.threads)
         engine = Engine.load(args.index, args.model, args.mentions, load_config, chain_top=config.chain_top)
     try:
         return _serve(engine, config)

@@ -29,6 +29,7 @@ from torch import nn
 from drkit.data.tokenizer import DEFAULT_ENCODER, encoder_path
 from drkit.errors import ArtifactError, ConfigError
 from drkit.util.artifact import ArtifactWriter, read_manifest
+from drkit.util.hardware import choose
 
 FORMAT = "drkit.encoder"
 FORMAT_VERSION = 1
@@ -160,6 +161,11 @@ class DualEncoder(nn.Module):
         return enc.eval()
 
     # -- encoding -----------------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are (inputs are moved there; vectors come back on the CPU)."""
+        return self.mention_start.weight.device
+
     def passage_batch(self, pieces: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
         """``[CLS] pieces [SEP]`` for each passage, right-padded: (input_ids, attention_mask), (P, L+2).
 
@@ -181,7 +187,8 @@ class DualEncoder(nn.Module):
 
     def encode_passages(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Start and end vectors of every position: two (P, L, dim/2) tensors."""
-        h = self.passage_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        h = self.passage_model(input_ids=input_ids.to(self.device),
+                               attention_mask=attention_mask.to(self.device)).last_hidden_state
         return self.mention_start(h), self.mention_end(h)
 
     def query_batch(self, texts: list[str]) -> dict:
@@ -190,28 +197,29 @@ class DualEncoder(nn.Module):
 
     def encode_queries(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Start and end queries: two (Q, dim/2) tensors, from the mean of the query's hidden states."""
-        h = self.query_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        attention_mask = attention_mask.to(self.device)
+        h = self.query_model(input_ids=input_ids.to(self.device), attention_mask=attention_mask).last_hidden_state
         pooled = mean_pool(h, attention_mask)
         return self.query_start(pooled), self.query_end(pooled)
 
     @torch.no_grad()
-    def embed_queries(self, texts: list[str], bf16: bool = True) -> np.ndarray:
-        """``g(q) = [g_st ; g_en]`` for each text: (Q, dim) float32."""
+    def embed_queries(self, texts: list[str], precision: str = "auto") -> np.ndarray:
+        """``g(q) = [g_st ; g_en]`` for each text: (Q, dim) float32. `precision`: `drkit.util.hardware.PRECISIONS`."""
         batch = self.query_batch(list(texts))
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with choose(precision, self.device.type).autocast():
             qs, qe = self.encode_queries(batch["input_ids"], batch["attention_mask"])
-        return torch.cat([qs, qe], dim=-1).float().numpy()
+        return torch.cat([qs, qe], dim=-1).float().cpu().numpy()
 
     @torch.no_grad()
     def embed_mentions(self, pieces: list[np.ndarray], starts: list[np.ndarray], ends: list[np.ndarray],
-                       bf16: bool = True) -> list[np.ndarray]:
+                       precision: str = "auto") -> list[np.ndarray]:
         """``f(m)`` for the mentions of a batch of passages: for passage r, (len(starts[r]), dim) float32.
 
         `starts[r]` / `ends[r]` are word-piece positions within the passage (without [CLS]), inclusive."""
         ids, mask = self.passage_batch(pieces)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with choose(precision, self.device.type).autocast():
             fs, fe = self.encode_passages(ids, mask)
-        fs, fe = fs.float(), fe.float()
+        fs, fe = fs.float().cpu(), fe.float().cpu()
         out = []
         for r, (s, e) in enumerate(zip(starts, ends)):
             s = torch.as_tensor(np.asarray(s, dtype=np.int64)) + 1

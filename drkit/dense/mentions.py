@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,7 @@ from drkit.dense.mips import MIPS_KINDS, ExactMIPS, FaissMIPS
 from drkit.errors import ArtifactError, ConfigError
 from drkit.index.sparse import SparseIndex
 from drkit.util.artifact import ArtifactWriter, file_checksum, load_array, read_manifest
+from drkit.util.hardware import choose, device_field, precision_field
 from drkit.util.progress import progress
 from drkit.util.warnlog import WarningLog
 
@@ -40,11 +41,28 @@ class EmbedConfig:
     """How mentions are embedded."""
 
     batch_tokens: int = field(default=8192, metadata={"help": "word pieces per encoder batch (each batch holds passages of one length, so none is padded)"})
-    bf16: bool = field(default=True, metadata={"help": "bf16 autocast on the CPU (vectors are stored in fp16 either way)"})
+    precision: str = precision_field("the mention encoder (vectors are stored in fp16 either way)")
+    device: str = device_field("the mention encoder")
 
     def __post_init__(self):
         if self.batch_tokens < 1:
             raise ConfigError("batch_tokens must be at least 1")
+
+    def resolved(self) -> "EmbedConfig":
+        """The settings with precision and device as this machine resolves them (what a manifest records)."""
+        compute = choose(self.precision, self.device)
+        return replace(self, precision=compute.precision, device=compute.device.type)
+
+    @classmethod
+    def from_manifest(cls, config: dict) -> "EmbedConfig":
+        """The settings a mention index was embedded with, to embed more mentions alike (`drkit add`,
+        `compact`): its precision (``bf16: true/false`` before the setting existed); the device is this
+        machine's choice."""
+        config = dict(config)
+        if "bf16" in config:
+            config["precision"] = "bf16" if config.pop("bf16") else "fp32"
+        config.pop("device", None)
+        return cls(**config)
 
 
 def encoder_identity(encoder_dir: str | Path) -> dict:
@@ -85,7 +103,8 @@ def embed_batch(index: SparseIndex, encoder: DualEncoder, mentions: np.ndarray, 
                  passages: np.ndarray, config: EmbedConfig) -> list[tuple[np.ndarray, np.ndarray]]:
     """f(m) of the mentions `rows[i]` of each passage `passages[i]`, one encoder batch: [(mention ids, fp16 (n, p))]."""
     vecs = encoder.embed_mentions([index.passage_pieces(int(p)) for p in passages],
-                                  [mentions[r, 2] for r in rows], [mentions[r, 3] for r in rows], bf16=config.bf16)
+                                  [mentions[r, 2] for r in rows], [mentions[r, 3] for r in rows],
+                                  precision=config.precision)
     out = []
     for r, v in zip(rows, vecs):
         if not np.isfinite(v).all() or np.abs(v).max() > FP16_MAX:
@@ -141,7 +160,7 @@ def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig
         out = np.zeros((len(mentions), encoder.config.dim), dtype=np.float16)
     elif out.shape != (len(mentions), encoder.config.dim) or out.dtype != np.float16:
         raise ValueError(f"out must be ({len(mentions)}, {encoder.config.dim}) float16, got {out.shape} {out.dtype}")
-    encoder.eval()
+    encoder.eval().to(choose(config.precision, config.device).device)
     t = last = time.perf_counter()
     done = embedded = 0
     with torch.inference_mode(), progress(total=len(mentions), desc="embed", unit="mention") as bar:
@@ -181,6 +200,7 @@ def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str
     if engine not in ("local", "ray"):
         raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
     encoder_dir = resolve_encoder_dir(encoder_dir)
+    config = config.resolved()  # the manifest records the precision the vectors were computed in
     index = SparseIndex.load(index_dir)
     if index.live is not None:
         raise ConfigError(f"{index_dir} has documents added or removed since it was built (version {index.live.version}); "
@@ -327,7 +347,7 @@ class MentionIndex:
         return view
 
     def searcher(self, kind: str = "exact", **kwargs):
-        """``search(queries, k) -> (scores, ids)`` over all mentions: ``exact`` (blocked bf16 matrix product,
+        """``search(queries, k) -> (scores, ids)`` over all mentions: ``exact`` (blocked matrix product in the score dtype,
         vectors cached in memory), ``faiss`` (IVF; kwargs nlist, nprobe) or ``ivfpq`` (IVF-PQ codes in memory,
         the short list scored again from the memory-mapped vectors; kwargs nlist, nprobe, pq_m (default
         p / 8), rerank, or ann: the folder of a saved one, `build_ann_index`)."""

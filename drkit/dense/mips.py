@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from drkit.errors import ConfigError
+from drkit.util.hardware import choose
 from drkit.util.pages import will_need
 from drkit.util.sampling import sample_rows
 
@@ -30,18 +31,19 @@ def _as_queries(queries, dim: int) -> torch.Tensor:
 
 
 class ExactMIPS:
-    """Exact top-k inner products, computed block by block in `compute_dtype` (bf16 by default).
+    """Exact top-k inner products, computed block by block in `compute_dtype` (by default bf16 where the
+    hardware computes it natively, else float32: `drkit.util.hardware`).
 
     `vectors` is (M, p), any float dtype, possibly a read-only memory map; each block is cast to
     `compute_dtype` when searched, so memory stays O(block_size * p) beyond the vectors.
     """
 
-    def __init__(self, vectors: np.ndarray, block_size: int = 1 << 16, compute_dtype: torch.dtype = torch.bfloat16):
+    def __init__(self, vectors: np.ndarray, block_size: int = 1 << 16, compute_dtype: torch.dtype | None = None):
         if vectors.ndim != 2:
             raise ValueError(f"vectors must be 2-D, got shape {vectors.shape}")
         self.vectors = vectors
         self.block_size = block_size
-        self.compute_dtype = compute_dtype
+        self.compute_dtype = compute_dtype if compute_dtype is not None else choose().score_dtype
         self._blocks: list[torch.Tensor] | None = None
 
     @property
@@ -59,7 +61,7 @@ class ExactMIPS:
             yield torch.from_numpy(np.asarray(self.vectors[lo : lo + self.block_size], dtype=np.float32)).to(self.compute_dtype)
 
     def cache(self, shared: torch.Tensor | None = None) -> "ExactMIPS":
-        """Keep every block in memory in `compute_dtype` (faster search, p * M * 2 bytes in bf16). `shared`:
+        """Keep every block in memory in `compute_dtype` (faster search, p * M * 2 bytes in bf16, 4 in float32). `shared`:
         the vectors already in memory in `compute_dtype`, (M, p); the blocks are then views of it, no copy."""
         if shared is not None:
             if tuple(shared.shape) != tuple(self.vectors.shape) or shared.dtype != self.compute_dtype:

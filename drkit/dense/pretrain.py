@@ -37,6 +37,7 @@ from drkit.dense.encoder import DualEncoder, EncoderConfig
 from drkit.dense.spans import log_probs_with_null, span_logits, span_nll
 from drkit.errors import ConfigError
 from drkit.index.sparse import SparseIndex
+from drkit.util.hardware import choose, device_field, precision_field
 from drkit.util.progress import progress
 from drkit.util.runs import adamw, checkpoints, optimizer_step, prepare_run, resume, save_checkpoint
 from drkit.util.sampling import generator, step_position, step_rows
@@ -60,7 +61,8 @@ class PretrainConfig:
     warmup: float = field(default=0.06, metadata={"help": "fraction of the steps with a linear warm-up"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})
     negative_weight: float = field(default=1.0, metadata={"help": "weight of the negative pairs' loss"})
-    bf16: bool = field(default=True, metadata={"help": "bf16 autocast on the CPU"})
+    precision: str = precision_field("the transformers")
+    device: str = device_field("pretraining")
     checkpoint_every: int = field(default=100, metadata={"help": "steps between checkpoints"})
     seed: int = field(default=0, metadata={"help": "seed of the sampling"})
 
@@ -132,18 +134,19 @@ def batch_loss(model: DualEncoder, ds: DistantSupervision, batch: Batch, config:
     labels, gold_start, gold_end = batch_targets(ds, batch, ids.shape[1])
     valid = mask.bool() & (ids != model.tokenizer.cls_token_id) & (ids != model.tokenizer.sep_token_id)
     qbatch = model.query_batch([ds.queries.texts[int(q)] for q in batch.queries])
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
+    with choose(config.precision, config.device, training=True).autocast():
         fs, fe = model.encode_passages(ids, mask)
         qs, qe = model.encode_queries(qbatch["input_ids"], qbatch["attention_mask"])
+    dev = model.device
     s_logit, e_logit = span_logits(fs.float(), fe.float(), qs.float(), qe.float())
-    s_logp = log_probs_with_null(s_logit, valid, model.null_start)
-    e_logp = log_probs_with_null(e_logit, valid, model.null_end)
-    labels_t = torch.from_numpy(labels)
+    s_logp = log_probs_with_null(s_logit, valid.to(dev), model.null_start)
+    e_logp = log_probs_with_null(e_logit, valid.to(dev), model.null_end)
+    labels_t = torch.from_numpy(labels).to(dev)
     positive = labels_t == POSITIVE
-    nll = span_nll(s_logp, e_logp, torch.from_numpy(gold_start), torch.from_numpy(gold_end), positive)
+    nll = span_nll(s_logp, e_logp, torch.from_numpy(gold_start).to(dev), torch.from_numpy(gold_end).to(dev), positive)
     negative = labels_t == NEGATIVE
-    pos_loss = nll[positive].mean() if positive.any() else torch.zeros(())
-    neg_loss = nll[negative].mean() if negative.any() else torch.zeros(())
+    pos_loss = nll[positive].mean() if positive.any() else torch.zeros((), device=dev)
+    neg_loss = nll[negative].mean() if negative.any() else torch.zeros((), device=dev)
     return {"loss": pos_loss + config.negative_weight * neg_loss, "pos_loss": pos_loss, "neg_loss": neg_loss,
             "pairs_pos": int(positive.sum()), "pairs_neg": int(negative.sum()),
             "pairs_ignored": int((labels_t == IGNORED).sum()), "tokens": int(mask.sum())}
@@ -218,7 +221,7 @@ def pretrain(index_dir: str | Path, kb: str | Path | None, out: str | Path, conf
         summary = qa_summary if summary is None else {"kb": summary, "qa": qa_summary}
         sources.append(qa_ds)
 
-    model = DualEncoder.from_base(encoder_config)
+    model = DualEncoder.from_base(encoder_config).to(choose(config.precision, config.device, training=True).device)
     opt, sched = _optimizer(model, config)
     start = 0
     state = resume(run, model, opt, sched, log)  # dropout draws continue as if never interrupted
@@ -253,7 +256,7 @@ def pretrain(index_dir: str | Path, kb: str | Path | None, out: str | Path, conf
             if (step + 1) % config.checkpoint_every == 0 or step + 1 == config.steps:
                 save_checkpoint(run, step + 1, model, opt, sched, {})
     train_s = time.perf_counter() - t_train
-    model.eval()
+    model.eval().cpu()
     model.save(run / "encoder", overwrite=True, extra_manifest={
         "pretraining": {"steps": config.steps, "settings": settings, "data": summary,
                         "this_session_s": {"prepare": round(prep_s, 1), "train": round(train_s, 1)}}})

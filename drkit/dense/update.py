@@ -112,7 +112,7 @@ def add_documents(index_dir: str | Path, corpus: str | Path, mentions: Sequence[
         segment = SparseIndex(seg_dir)
         for m in loaded:
             t = time.perf_counter()
-            config = EmbedConfig(**m.manifest["config"])
+            config = EmbedConfig.from_manifest(m.manifest["config"])
             vectors, _ = embed_mentions(segment, _encoder_of(m), config)
             _save_vectors(seg_dir, f"vectors-{m.vectors_key()}", vectors)
             timings[f"embed {m.path}"] = time.perf_counter() - t
@@ -234,7 +234,7 @@ def recompute_mention_index(old: SparseIndex, mentions: MentionIndex, new: Spars
         for j in range(a, b):
             source[j] = spans.get((int(new_m[j, 2]), int(new_m[j, 3])), -1)
     missing = np.unique(new_m[source < 0, 1]) if (source < 0).any() else np.zeros(0, np.int64)
-    config = EmbedConfig(**mentions.manifest["config"])
+    config = EmbedConfig.from_manifest(mentions.manifest["config"]).resolved()
     dim = mentions.dim
     with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
         out_vectors = w.open_array("mention_vectors", (new.n_mentions, dim), np.float16,
@@ -244,7 +244,7 @@ def recompute_mention_index(old: SparseIndex, mentions: MentionIndex, new: Spars
         embedded = 0
         if len(missing):
             encoder = _encoder_of(mentions)
-            encoder.eval()
+            encoder.eval().to(config.device)
             indptr = new.passage_mention_indptr
             with torch.inference_mode():
                 for ps in progress(batch_plan(new, config, missing), desc="embed", unit="batch"):

@@ -4,7 +4,7 @@ Real Wikipedia passages, each about its title entity; plain questions (no bracke
 unknown); no KB at question time. Steps, each skipped when its output is complete (a training run or an
 evaluation made with other settings is refused, naming the setting, or made again):
 
-    split (train/dev, seeded, by type) -> index (--entities titles + the entity list) -> encoders
+    split (train/dev, seeded, by type) -> index (--entities titles: no list made from the benchmark) -> encoders
     (the base MiniLM, and pretrained as the rows need) -> embed -> train the hop-mixing model (and each
     row) -> retrieve on dev -> peers (BM25, dense MiniLM) -> entity answers: Hits@1 of the last hop's top
     entity against a fixed 2-hop model given the bracketed question entity (same encoder)
@@ -112,7 +112,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     from drkit.reason.train_mixing import MixTrainConfig, train_mixing
 
     data, out = Path(data), Path(out)
-    for f in ("corpus.jsonl", "train.jsonl", "entities.txt"):
+    for f in ("corpus.jsonl", "train.jsonl"):
         if not (data / f).exists():
             raise ConfigError(f"{data / f} is missing; --data must be a 2WikiMultiHopQA folder "
                               "(see ../shared/data/2wiki/README.md)")
@@ -123,7 +123,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     train_file, dev_file = split / "train.jsonl", split / "dev.jsonl"
     if not (out / "index" / "manifest.json").exists():
         timings.run("index", lambda: build_index(data / "corpus.jsonl", out / "index",
-                                                 entities=["titles", data / "entities.txt"], overwrite=True, log=log), log)
+                                                 entities=["titles"], overwrite=True, log=log), log)
     index = SparseIndex.load(out / "index")
     retrieve_config = RetrieveConfig(qps_sample=config.qps_sample)
 

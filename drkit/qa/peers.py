@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from drkit.qa.retrieve import Retrieved
+from drkit.util.hardware import choose
 from drkit.util.progress import progress
 
 
@@ -53,13 +54,13 @@ class DenseRetriever:
     name = "dense"
 
     def __init__(self, texts: list[str], base: str = "all-MiniLM-L6-v2", max_pieces: int = 256, batch_size: int = 32,
-                 bf16: bool = True):
+                 precision: str = "auto"):
         from drkit.data.tokenizer import encoder_path, load_tokenizer
         from drkit.dense.encoder import load_transformer
 
         self.tokenizer = load_tokenizer(base)
         self.model = load_transformer(encoder_path(base)).eval()
-        self.max_pieces, self.bf16 = max_pieces, bf16
+        self.max_pieces, self.compute = max_pieces, choose(precision, "cpu")
         order = np.argsort([len(t) for t in texts], kind="stable")  # similar lengths batch together
         vectors = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
         with progress(total=len(texts), desc="dense peer: encode passages", unit="passage") as bar:
@@ -77,7 +78,7 @@ class DenseRetriever:
         from drkit.dense.encoder import mean_pool
 
         batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_pieces, return_tensors="pt")
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+        with torch.no_grad(), self.compute.autocast():
             hidden = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
         pooled = mean_pool(hidden.float(), batch["attention_mask"])
         return torch.nn.functional.normalize(pooled, dim=-1).numpy()

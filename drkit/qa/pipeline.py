@@ -26,6 +26,7 @@ from drkit.errors import ConfigError
 from drkit.reason.follow import RETRIEVALS, FollowConfig
 from drkit.reason.model import MultiHopModel, model_dir_of
 from drkit.reason.vkb import ParsedQuestion, VirtualKB, check_model_index
+from drkit.util.hardware import precision_field
 
 _FOLLOW_HELP = {f.name: f.metadata["help"] for f in dataclasses.fields(FollowConfig)}
 
@@ -35,7 +36,7 @@ class LoadConfig:
     """How `DrKIT.load` builds the virtual KB."""
 
     mips: str = field(default="exact", metadata={
-        "help": "MIPS over all mentions for global retrieval: exact (bf16 blocks in memory), faiss (IVF over the "
+        "help": "MIPS over all mentions for global retrieval: exact (blocks in the score dtype in memory), faiss (IVF over the "
                 "vectors) or ivfpq (IVF-PQ codes in memory, the short list scored again exactly from the memory-mapped "
                 "vectors); faiss and ivfpq imply --retrieval global", "choices": MIPS_KINDS})
     ann: str | None = field(default=None, metadata={
@@ -46,6 +47,7 @@ class LoadConfig:
     rerank: int = field(default=4, metadata={
         "help": "with --mips ivfpq: the best rerank x K candidates of the codes are scored again exactly (more: "
                 "higher recall, slower)", "type": int})
+    precision: str = precision_field("the question encoder and the mention scores")
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,7 @@ class DrKIT:
                   "ivfpq": {"nprobe": config.nprobe, "rerank": config.rerank}}[config.mips]
         if config.ann:
             search["ann"] = config.ann
-        return cls(net, VirtualKB.load(index, mentions, config.mips, **search))
+        return cls(net, VirtualKB.load(index, mentions, config.mips, config.precision, **search))
 
     @property
     def entity_names(self) -> list[str]:
@@ -200,7 +202,7 @@ class DrKIT:
             fc = dataclasses.replace(fc, retrieval="global")  # an approximate searcher is for global retrieval
         topics = np.array([p.topic for p in parsed], dtype=np.int64)
         outs = self.model([p.text for p in parsed], topics, self.vkb, hops=query.hops, trace=chain_top > 0,
-                          follow_config=fc)
+                          follow_config=fc, precision=self.vkb.compute.precision)
         ids, probs = outs[-1].z.top(top)  # (B, top)
         chains = self._chains(outs, topics, chain_top, fc) if chain_top > 0 else [()] * len(parsed)
         names = self.entity_names

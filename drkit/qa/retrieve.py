@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from drkit.errors import ConfigError
+from drkit.util.hardware import precision_field
 from drkit.util.progress import progress
 
 KS = (2, 5, 10, 20)
@@ -48,6 +49,7 @@ class RetrieveConfig:
         "help": "where the hops that give a hop-mixing model's entity answer start: named (the entities the "
                 "question names verbatim, as a bracketed entity; a second pass of the follows) or linked (the "
                 "retrieval's Z_0 of bigram-TF-IDF-linked names, one pass)", "choices": ("named", "linked")})
+    precision: str = precision_field("the question encoder and the mention scores")
 
     def __post_init__(self):
         if self.top < max(KS) or self.batch_size < 1 or self.qps_sample < 0:
@@ -211,14 +213,15 @@ class DrKITRetriever:
 
     name = "drkit"
 
-    def __init__(self, model, vkb, linker, entities: int = 200, chain_top: int = 3, bf16: bool = True,
+    def __init__(self, model, vkb, linker, entities: int = 200, chain_top: int = 3,
                  evidence: bool = True, answer_skips_named: bool = True, answer_top: int = 5,
                  answer_start: str = "named"):
         from drkit.qa.passages import PageRanker
 
         self.model, self.vkb, self.linker = model, vkb, linker
         self.pages = PageRanker.from_index(vkb.index)
-        self.entities, self.chain_top, self.bf16, self.evidence = entities, chain_top, bf16, evidence
+        self.entities, self.chain_top, self.evidence = entities, chain_top, evidence
+        self.precision = vkb.compute.precision  # the question encoder's, as the VirtualKB's scores
         # the answer is the last hop's best entity that the question does not name verbatim, as MetaQA's
         # question entity is removed from the answers: a chain that walks back to the question's own
         # entity (film -> director -> film) does not answer it
@@ -232,9 +235,11 @@ class DrKITRetriever:
         self.names = vkb.entity_names
 
     @classmethod
-    def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None, **kw) -> "DrKITRetriever":
+    def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None, precision: str = "auto",
+             **kw) -> "DrKITRetriever":
         """A trained hop-mixing model (a ``drkit.mixing-model`` directory, or a training run holding one in
-        ``model/``) on an index; the mention index defaults to the one it was trained with."""
+        ``model/``) on an index; the mention index defaults to the one it was trained with. `precision`:
+        `drkit.util.hardware.PRECISIONS`."""
         from drkit.dense.mentions import MentionIndex
         from drkit.index.question_linking import QuestionLinkConfig, QuestionLinker
         from drkit.index.sparse import SparseIndex
@@ -260,7 +265,7 @@ class DrKITRetriever:
                               f"(sha256 {used[:12]}), but {model} was trained on mentions embedded by "
                               f"{m.manifest.get('encoder')} (sha256 {trained[:12]}): embed the corpus with "
                               f"'drkit embed --encoder {m.manifest.get('encoder')}'")
-        vkb = VirtualKB(sparse, mention_index)
+        vkb = VirtualKB(sparse, mention_index, precision=precision)
         m.base.set_entities(vkb.entity_names)
         linker = QuestionLinker.from_index(sparse, QuestionLinkConfig(**m.manifest.get("link", {})))
         return cls(m, vkb, linker, **kw)
@@ -296,11 +301,11 @@ class DrKITRetriever:
         fill = self.linker.link(list(questions), top=top) if self.linker.config.top < top else linked
         with torch.no_grad():
             named_ids = linked.named()
-            out = self.model(list(questions), linked_entity_set(linked), self.vkb, bf16=self.bf16, trace=self.evidence,
+            out = self.model(list(questions), linked_entity_set(linked), self.vkb, precision=self.precision, trace=self.evidence,
                              named=named_ids)
             answer_z = out.z[-1]
             if self.answer_start == "named":
-                answer_z = self.model(list(questions), named_entity_set(linked), self.vkb, bf16=self.bf16, trace=False,
+                answer_z = self.model(list(questions), named_entity_set(linked), self.vkb, precision=self.precision, trace=False,
                                       named=named_ids).z[-1]
         ids, probs = out.z_star.top(self.entities)
         chains = [z.top(self.chain_top) for z in out.z]

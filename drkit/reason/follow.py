@@ -243,7 +243,7 @@ def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, conf
 
     `search(queries: np.ndarray (batch, p), k) -> (scores, ids)` is the MIPS (ids -1 = none) of global
     retrieval; its scores (or those of `FollowGraph.pair_scores` in restricted retrieval) are the
-    forward values of ``f(m) . g_t``, bf16-rounded for float32 queries, and their gradient is exact.
+    forward values of ``f(m) . g_t`` (in the graph's score dtype for float32 queries), and their gradient is exact.
     Every step is computed row by row or pair by pair, so a row's result does not depend on the other
     rows of the batch (restricted retrieval: bit for bit; global: as far as `search` is row-wise).
     `topic[b]` is the entity removed from row b (-1: none; a (batch, k) array: k entities each) unless ``config.remove_topic`` is "never" (the
@@ -290,7 +290,7 @@ def rescore(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, config: Fol
 
     An entity of Z without a mention in the index has no score of its own: its d_b(e) is the lowest
     d_b of its row (0 if no entity of the row has a mention), so it neither wins nor loses by being
-    unmentioned. The dot products are `FollowGraph.pair_scores` (bf16-rounded for float32 queries) with
+    unmentioned. The dot products are `FollowGraph.pair_scores` (in the score dtype for float32 queries) with
     the exact gradient w.r.t. the queries (`FollowGraph.searched_scores`); Z' is differentiable in Z's
     probabilities too (a probability of 0 is read as the smallest normal number). Row by row: a row's
     result does not depend on the other rows. The trace holds every scored mention with its logit

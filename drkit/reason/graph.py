@@ -20,6 +20,7 @@ import torch
 from drkit.errors import ArtifactError, ConfigError
 from drkit.index.csr import concat_ranges, passage_mention_indptr
 from drkit.index.sparse import SparseIndex
+from drkit.util.hardware import choose
 from drkit.util.pages import will_need
 
 
@@ -43,7 +44,8 @@ class FollowGraph:
                  mention_entity: np.ndarray, n_entities: int, n_passages: int, vectors: torch.Tensor | np.ndarray, *,
                  entity_link_indptr: np.ndarray | None = None, entity_link: np.ndarray | None = None,
                  entity_mention_indptr: np.ndarray | None = None, entity_mentions: np.ndarray | None = None,
-                 passage_entity: np.ndarray | None = None, source: str = "the follow graph"):
+                 passage_entity: np.ndarray | None = None, source: str = "the follow graph",
+                 score_dtype: torch.dtype | None = None):
         self.entity_passage_indptr = np.asarray(entity_passage_indptr, dtype=np.int64)  # (E+1,) EP as CSR
         # (nnz_EP,) passage ids, sorted per entity; the index's memory map is read as it is (int32), not copied
         self.entity_passage = entity_passage if isinstance(entity_passage, np.ndarray) and \
@@ -65,15 +67,19 @@ class FollowGraph:
         self._cast: dict[torch.dtype, torch.Tensor] = {}
         self.passage_mention_indptr = passage_mention_indptr(self.mention_passage, self.n_passages)  # (P+1,)
         self.source = source
+        # the dtype float32 queries are scored in (`pair_scores`): bf16 where the hardware computes it natively,
+        # else float32 (`drkit.util.hardware`); exact MIPS over the same vectors uses the same one
+        self.score_dtype = score_dtype if score_dtype is not None else choose().score_dtype
         self._index = None  # set by from_index: the optional arrays are read from it on first use
         self._given = {"entity_link": (entity_link_indptr, entity_link),
                        "entity_mentions": (entity_mention_indptr, entity_mentions), "passage_entity": passage_entity}
 
     @classmethod
-    def from_index(cls, index: SparseIndex, vectors) -> "FollowGraph":
+    def from_index(cls, index: SparseIndex, vectors, score_dtype: torch.dtype | None = None) -> "FollowGraph":
         """The graph of `index` with the mention vectors `vectors` (the mention index's memory map: read, not copied)."""
         graph = cls(index.entity_passage_indptr, index.entity_passage, index.mentions[:, 1], index.mentions[:, 0],
-                    index.n_entities, index.n_passages, vectors, source=f"the index {getattr(index, 'path', '?')}")
+                    index.n_entities, index.n_passages, vectors, source=f"the index {getattr(index, 'path', '?')}",
+                    score_dtype=score_dtype)
         graph.set_passage_scores(np.asarray(index.entity_passage_score))
         graph._index = index
         return graph
@@ -228,7 +234,7 @@ class FollowGraph:
     def vectors_as(self, dtype: torch.dtype, block: int = 1 << 16) -> torch.Tensor:
         """f(M) in `dtype`, kept after the first call (the scores of every hop read it): made block by block
         from `vectors`, so that no other whole copy exists even for a moment. Question time and training
-        ask only for the compute dtype (bf16: 2 bytes a value; float64 in the exact tests)."""
+        ask only for the score dtype (bf16: 2 bytes a value, float32: 4; float64 in the exact tests)."""
         if dtype not in self._cast:
             if torch.is_tensor(self.vectors):
                 self._cast[dtype] = self.vectors.to(dtype)
@@ -260,16 +266,17 @@ class FollowGraph:
         """``s_i = f(mentions[i]) . g[rows[i]]`` for each pair i, no gradient: (n,).
 
         Each score is one reduction over its own pair's two vectors, so a pair scores the same whatever
-        else is scored with it: a question gets the same scores alone and in any batch. For float32
-        queries, both vectors are rounded to bf16 (as exact MIPS reads them), their p products (exact in
-        float32) are summed in float32 and the sum is rounded to bf16 (as exact MIPS returns it); float64
-        queries are scored in float64.
+        else is scored with it: a question gets the same scores alone and in any batch. Float32 queries are
+        scored in `score_dtype`: in bf16, both vectors are rounded to bf16 (as exact MIPS reads them), their
+        p products (exact in float32) are summed in float32 and the sum is rounded to bf16 (as exact MIPS
+        returns it); in float32, the fp16 vectors (exact in float32) and the queries are multiplied and summed
+        in float32. Float64 queries are scored in float64.
 
         The pairs' vectors are gathered `chunk` pairs at a time: O(n p) work, O(chunk p) memory. (A
         matrix product ``g f(M)^T`` read at the pairs is faster when they cover much of batch x M, but
         its sums run in an order that depends on the matrices' shapes, that is, on the batch.)"""
-        compute = torch.bfloat16 if queries.dtype == torch.float32 else queries.dtype
-        q = queries.detach().to(compute).to(queries.dtype)  # (batch, p), bf16-rounded for float32 queries
+        compute = self.score_dtype if queries.dtype == torch.float32 else queries.dtype
+        q = queries.detach().to(compute).to(queries.dtype)  # (batch, p), rounded to the score dtype
         rows_t = torch.from_numpy(np.asarray(rows, dtype=np.int64))
         mentions = np.asarray(mentions, dtype=np.int64)
         out = torch.empty(len(mentions), dtype=compute)  # (n,)

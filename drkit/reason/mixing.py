@@ -34,6 +34,7 @@ from drkit.errors import ArtifactError, ConfigError
 from drkit.reason.entity_set import EntitySet
 from drkit.reason.follow import FollowConfig, FollowTrace, follow, rescore
 from drkit.reason.model import ModelConfig, MultiHopModel
+from drkit.reason.question_encoder import rows_alike
 from drkit.util.artifact import ArtifactWriter, read_manifest
 
 FORMAT = "drkit.mixing-model"
@@ -135,7 +136,7 @@ class HopMixingModel(nn.Module):
     def follow_config(self) -> FollowConfig:
         return self.base.follow_config
 
-    def forward(self, texts: list[str], z0: EntitySet, vkb, bf16: bool = True, trace: bool = False,
+    def forward(self, texts: list[str], z0: EntitySet, vkb, precision: str = "auto", trace: bool = False,
                 follow_config: FollowConfig | None = None, named: np.ndarray | None = None) -> MixOutput:
         """Z* of a batch; `named` (batch, k), -1 padded: the entities each question names verbatim
         (`LinkedQuestions.named`), removed from every hop with ``remove_named``."""
@@ -143,13 +144,13 @@ class HopMixingModel(nn.Module):
         if base.n_entities != vkb.graph.n_entities:
             raise ConfigError(f"the model knows {base.n_entities} entities but the index has "
                               f"{vkb.graph.n_entities} entities; call set_entities with the index's names")
-        enc = base.encode(texts, bf16)
+        enc = base.encode(texts, precision)
         h = base.pooled(enc)  # (B, hidden) float32
         if self.config.fixed is None:
-            pi = torch.softmax(self.pi_head(h), dim=-1)  # (B, T+1)
+            pi = torch.softmax(rows_alike(self.pi_head, h), dim=-1)  # (B, T+1)
         else:
             pi = torch.nn.functional.one_hot(torch.full((len(texts),), self.config.fixed), self.config.hops + 1).float()
-        g0 = torch.cat([self.start0(h), self.end0(h)], dim=-1)  # (B, p)
+        g0 = torch.cat([rows_alike(self.start0, h), rows_alike(self.end0, h)], dim=-1)  # (B, p)
         traces: list[FollowTrace | None] = []
         if self.config.rescore:
             result = rescore(z0, g0, vkb.graph, fc, trace=trace)

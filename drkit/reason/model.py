@@ -71,6 +71,7 @@ from drkit.reason.question_encoder import (  # noqa: F401  (ModelConfig is impor
     length_groups,
 )
 from drkit.util.artifact import ArtifactWriter, read_manifest
+from drkit.util.hardware import choose
 
 FORMAT = "drkit.model"
 FORMAT_VERSION = 1
@@ -235,18 +236,20 @@ class MultiHopModel(nn.Module):
                            pad_to_multiple_of=PAD_MULTIPLE, return_tensors="pt", return_token_type_ids=False)
         return b["input_ids"], b["attention_mask"]
 
-    def encode(self, texts: list[str], bf16: bool = True) -> "EncodedQuestions":
-        """The shared layers over a batch of questions, computed once for all hops."""
+    def encode(self, texts: list[str], precision: str = "auto") -> "EncodedQuestions":
+        """The shared layers over a batch of questions, computed once for all hops, in `precision`
+        (`drkit.util.hardware.PRECISIONS`; auto: bf16 where the hardware computes it natively, else fp32)."""
         ids, mask = self.tokenize(texts)
         # At question time each question is padded to its own length rounded up to PAD_MULTIPLE, not to the
-        # longest of its batch: its bf16 vectors would otherwise change with the batch (other shapes, roundings).
+        # longest of its batch: its vectors would otherwise change with the batch (other shapes, roundings).
         if self.tokenizer.padding_side != "right":
             raise ConfigError(f"the question tokenizer pads on the {self.tokenizer.padding_side}; drkit needs right padding")
         groups, width = length_groups(mask) if not self.training else ([torch.arange(len(texts))], [mask.shape[1]])
         inverse = torch.argsort(torch.cat(groups))  # rows of the concatenated groups -> batch rows
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        compute = choose(precision, "cpu", training=self.training)
+        with compute.autocast():
             hs = [self.encoder.encode(ids[g, :w], mask[g, :w]) for g, w in zip(groups, width)]
-        return EncodedQuestions(hs, [mask[g, :w] for g, w in zip(groups, width)], groups, inverse, bf16)
+        return EncodedQuestions(hs, [mask[g, :w] for g, w in zip(groups, width)], groups, inverse, compute)
 
     def pooled(self, enc: "EncodedQuestions") -> torch.Tensor:
         """(B, hidden) float32: the mean of each question's shared-layer outputs over its pieces, batch order."""
@@ -255,7 +258,7 @@ class MultiHopModel(nn.Module):
     def hop_queries(self, enc: "EncodedQuestions", t: int, z: EntitySet) -> torch.Tensor:
         """g_t(q, Z_{t-1}): (B, p) float32 queries of hop t (0-based) from the encoded questions and Z_{t-1}."""
         z_emb = self.entity_embedding(z) if self.config.entity_condition != "none" else None
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enc.bf16):
+        with enc.compute.autocast():
             q = torch.cat([self.encoder.hop_query(h, m, t, None if z_emb is None else z_emb[g])
                            for h, m, g in zip(enc.hs, enc.masks, enc.groups)])[enc.inverse]
         return q.float()
@@ -267,7 +270,7 @@ class MultiHopModel(nn.Module):
         return None
 
     def forward(self, texts: list[str], topic: np.ndarray, vkb, hops: int | None = None, trace: bool = False,
-                bf16: bool = True, follow_config: FollowConfig | None = None, z0: EntitySet | None = None) -> list[HopOutput]:
+                precision: str = "auto", follow_config: FollowConfig | None = None, z0: EntitySet | None = None) -> list[HopOutput]:
         """Answer a batch: `texts` (questions), `topic[b]` the entity id of Z_0 for row b (-1: none).
 
         `z0`, when given, is Z_0 instead of the one-hot `topic` (a weighted set of linked entities, say);
@@ -281,7 +284,7 @@ class MultiHopModel(nn.Module):
                               f"{vkb.graph.n_entities} entities; call set_entities with the index's names")
         fc = follow_config or self.follow_config
         topic = np.asarray(topic, dtype=np.int64)
-        enc = self.encode(texts, bf16)
+        enc = self.encode(texts, precision)
         z = EntitySet.one_hot(topic) if z0 is None else z0
         out = []
         for t in range(hops):

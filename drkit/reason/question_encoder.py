@@ -17,6 +17,7 @@ from torch import nn
 
 from drkit.dense.encoder import mean_pool
 from drkit.errors import ConfigError
+from drkit.util.hardware import Compute
 
 POOLING = ("mean", "cls")
 QUERY_HEADS = ("pooled", "paper")
@@ -62,6 +63,19 @@ class ModelConfig:
                               f"and the end query after the second: hop_layers must be 2, got {self.hop_layers}")
         if self.entity_condition not in ENTITY_CONDITIONS:
             raise ConfigError(f"entity_condition must be one of {ENTITY_CONDITIONS}, got {self.entity_condition!r}")
+
+
+MIN_ROWS = 8  # a (B, in) x (in, out) product with fewer rows runs another kernel on some CPUs (AVX2: under 4)
+
+
+def rows_alike(fn, x: torch.Tensor) -> torch.Tensor:
+    """``fn(x)`` for a row-wise map `fn` (a linear layer, a product with a matrix) of a 2-D `x`, with `x`
+    padded with zero rows to at least `MIN_ROWS` rows and the result cut back: a CPU's matrix kernels sum a
+    product of one to three rows in another order than of more, so without it a question's fp32 query would
+    change in its last bits with its batch size."""
+    if x.shape[0] >= MIN_ROWS:
+        return fn(x)
+    return fn(torch.cat([x, x.new_zeros(MIN_ROWS - x.shape[0], *x.shape[1:])]))[: x.shape[0]]
 
 
 def _extended_mask(mask: torch.Tensor) -> torch.Tensor:
@@ -146,12 +160,12 @@ class QuestionEncoder(nn.Module):
             start_in, end_in = self._pool(after[0], mask), self._pool(after[1], mask)  # H_st, H_en: (B, hidden)
         else:
             start_in = end_in = self._pool(h, mask)
-        g = torch.cat([self.start[t](start_in), self.end[t](end_in)], dim=-1).float()  # (B, p)
+        g = torch.cat([rows_alike(self.start[t], start_in), rows_alike(self.end[t], end_in)], dim=-1).float()  # (B, p)
         if z_embedding is not None:
             if self.config.entity_condition == "learned":
-                g = g + self.entity[t](z_embedding.to(self.entity[t].weight.dtype)).float()
+                g = g + rows_alike(self.entity[t], z_embedding.to(self.entity[t].weight.dtype)).float()
             elif self.config.entity_condition == "paper":
-                g = g + (z_embedding.float() @ self.entity_projection).float()  # Z^T E = (Z^T X) P
+                g = g + rows_alike(lambda x: x @ self.entity_projection, z_embedding.float()).float()  # Z^T E = (Z^T X) P
         return g
 
 
@@ -163,7 +177,7 @@ class EncodedQuestions:
     masks: list[torch.Tensor]  # per group, (b_g, width_g)
     groups: list[torch.Tensor]  # per group, its batch rows
     inverse: torch.Tensor  # (B,) rows of the concatenated groups -> batch order
-    bf16: bool
+    compute: Compute  # drkit.util.hardware: the precision (and device) they were computed in
 
 
 PAD_MULTIPLE = 8  # question time pads each question to a multiple of this many pieces, whatever its batch
@@ -173,7 +187,7 @@ def length_groups(mask: torch.Tensor, multiple: int = PAD_MULTIPLE) -> tuple[lis
     """Rows of a right-padded batch grouped by their length rounded up to `multiple`, and each group's width.
 
     A row is then computed at a width that depends on the row alone, never on the longest question of
-    its batch: in bf16 the width changes the roundings of the attention and so the question's vectors."""
+    its batch: the width changes the roundings of the attention (in bf16 most) and so the question's vectors."""
     width = (mask.sum(1) + multiple - 1) // multiple * multiple  # (B,)
     values = torch.unique(width)
     return [torch.nonzero(width == w).squeeze(1) for w in values], [int(w) for w in values]

@@ -45,6 +45,7 @@ from drkit.reason.model import ModelConfig, MultiHopModel, model_dir_of
 from drkit.reason.predict import answer_batches, hits
 from drkit.reason.segment import segment_logsumexp
 from drkit.reason.vkb import VirtualKB
+from drkit.util.hardware import precision_field
 from drkit.util.progress import progress
 from drkit.util.runs import (
     adamw,
@@ -75,7 +76,7 @@ class TrainConfig:
     eval_every: int = field(default=250, metadata={"help": "steps between dev evaluations (model selection)"})
     dev_sample: int = field(default=1000, metadata={"help": "dev questions used for model selection (0: all)"})
     checkpoint_every: int = field(default=250, metadata={"help": "steps between checkpoints"})
-    bf16: bool = field(default=True, metadata={"help": "bf16 autocast for the question encoder"})
+    precision: str = precision_field("the question encoder")
     seed: int = field(default=0, metadata={"help": "seed of the question order, dev sample and dropout"})
     question_entity: str = field(default="bracketed", metadata={
         "help": "Z_0 of a training or dev question: its [bracketed] entity, or linked: the least frequent entity "
@@ -230,7 +231,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
         for step in range(start, config.steps):
             t = time.perf_counter()
             batch = [usable[i] for i in step_rows(len(usable), config.batch_size, step, config.seed)]
-            outs = model([it.text for it in batch], np.array([it.topic for it in batch]), vkb, bf16=config.bf16)
+            outs = model([it.text for it in batch], np.array([it.topic for it in batch]), vkb, precision=config.precision)
             loss, reachable = answer_set_loss(outs[-1].z, [it.answer_ids for it in batch], vkb.graph.n_entities)
             record = {"step": step + 1, "reachable": int(reachable.sum()), "questions": len(batch),
                       "support": [round(len(o.z) / len(batch), 1) for o in outs]}

@@ -37,6 +37,7 @@ from drkit.reason.follow import FollowConfig
 from drkit.reason.mixing import HopMixingModel, MixConfig, mixture_loss
 from drkit.reason.model import ModelConfig
 from drkit.reason.vkb import VirtualKB
+from drkit.util.hardware import precision_field
 from drkit.util.progress import progress
 from drkit.util.runs import adamw, append_log, optimizer_step, prepare_run, upgrade_run_settings
 from drkit.util.sampling import step_rows
@@ -59,7 +60,7 @@ class MixTrainConfig:
     answers: bool = field(default=True, metadata={"help": "answers that are entities are gold entities too"})
     answer_weight: float = field(default=1.0, metadata={"help": "weight of the loss -log Z_T[answer] that makes the last "
                                                                  "hop's best entity the answer (0: Z* only)"})
-    bf16: bool = field(default=True, metadata={"help": "bf16 autocast for the question encoder"})
+    precision: str = precision_field("the question encoder")
     seed: int = field(default=0, metadata={"help": "seed of the question order and dropout"})
 
     def __post_init__(self):
@@ -146,7 +147,7 @@ def entity_recall(model: HopMixingModel, vkb: VirtualKB, linker: QuestionLinker,
             batch = items[s:s + batch_size]
             texts = [it["question"] for it in batch]
             linked = linker.link(texts)
-            out = model(texts, linked_entity_set(linked), vkb, bf16=True, named=linked.named())
+            out = model(texts, linked_entity_set(linked), vkb, named=linked.named())
             ids, _ = out.z_star.top(k)
             for b, it in enumerate(batch):
                 if len(it["pages"]):
@@ -227,7 +228,7 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
             batch = [usable[i] for i in step_rows(len(usable), config.batch_size, step, config.seed)]
             texts = [it["question"] for it in batch]
             linked = linker.link(texts)
-            out = model(texts, linked_entity_set(linked), vkb, bf16=config.bf16, named=linked.named())
+            out = model(texts, linked_entity_set(linked), vkb, precision=config.precision, named=linked.named())
             loss, found = mixture_loss(out.z_star, [it["gold"] for it in batch])
             if config.answer_weight > 0 and any(len(it["answers"]) for it in batch):
                 # the answer entity is the last hop's output (multi-hop slot filling): -log Z_T[answer]

@@ -20,6 +20,7 @@ from drkit.errors import ConfigError, QuestionError
 from drkit.index.linking import link_question
 from drkit.index.sparse import SparseIndex
 from drkit.reason.graph import FollowGraph
+from drkit.util.hardware import choose
 
 
 @dataclass(frozen=True)
@@ -33,28 +34,34 @@ class ParsedQuestion:
 class VirtualKB:
     """Everything a follow needs at question time, loaded once."""
 
-    def __init__(self, index: SparseIndex, mentions: MentionIndex, searcher: str = "exact", **search_kwargs):
+    def __init__(self, index: SparseIndex, mentions: MentionIndex, searcher: str = "exact", precision: str = "auto",
+                 **search_kwargs):
         mentions.check_compatible(index)
         mentions = mentions.for_index(index)  # a grown index: the base's live vectors and its segments'
         self.index = index
         self.mentions = mentions
-        self.graph = FollowGraph.from_index(index, mentions.vectors)  # the memory map: restricted retrieval reads
-        # the rows it scores; global exact MIPS makes one bf16 copy
+        # `precision` (drkit.util.hardware) sets the dtype mention vectors are scored in: bf16 where native, else fp32
+        self.compute = choose(precision, "cpu")
+        # the memory map: restricted retrieval reads the rows it scores; global exact MIPS makes one copy in the
+        # score dtype
+        self.graph = FollowGraph.from_index(index, mentions.vectors, score_dtype=self.compute.score_dtype)
         self._searcher_kind, self._search_kwargs = searcher, search_kwargs
         self._searcher = None  # built on first use: restricted retrieval never searches
         self.entity_frequency = np.bincount(index.mention_entity, minlength=index.n_entities)
         self._linker = None
 
     @classmethod
-    def load(cls, index_dir: str | Path, mentions_dir: str | Path, searcher: str = "exact", **kw) -> "VirtualKB":
-        return cls(SparseIndex.load(index_dir), MentionIndex.load(mentions_dir), searcher, **kw)
+    def load(cls, index_dir: str | Path, mentions_dir: str | Path, searcher: str = "exact", precision: str = "auto",
+             **kw) -> "VirtualKB":
+        return cls(SparseIndex.load(index_dir), MentionIndex.load(mentions_dir), searcher, precision, **kw)
 
     @property
     def searcher(self):
-        """The MIPS over all mentions (exact: bf16 blocks cached in memory; or FAISS IVF)."""
+        """The MIPS over all mentions (exact: blocks in the score dtype cached in memory; or FAISS IVF)."""
         if self._searcher is None:
             kw = dict(self._search_kwargs)
             if self._searcher_kind == "exact":
+                kw.setdefault("compute_dtype", self.graph.score_dtype)
                 searcher = ExactMIPS(self.mentions.vectors, block_size=kw.pop("block_size", 1 << 20), **kw)
                 # the follow's copy of f(M) in the compute dtype, shared (views), not a second one
                 self._searcher = searcher.cache(self.graph.vectors_as(searcher.compute_dtype))

@@ -123,7 +123,8 @@ class Engine:
         if not Path(model).exists():
             raise ConfigError(f"the model {model} does not exist")
         if is_mixing_model(model):
-            r = DrKITRetriever.load(index, model, mentions, chain_top=chain_top, answer_top=MAX_TOP_K)
+            r = DrKITRetriever.load(index, model, mentions, precision=config.precision, chain_top=chain_top,
+                                    answer_top=MAX_TOP_K)
             model_dir = Path(model) if (Path(model) / "manifest.json").exists() else Path(model) / "model"
             return cls(PASSAGES, Path(index), model_dir, Path(r.vkb.mentions.path), retriever=r, chain_top=chain_top)
         kit = DrKIT.load(index, model, mentions, config)

@@ -40,12 +40,10 @@ def _child(conn, index, model, mentions, load_config, chain_top: int, threads: i
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us once its requests are answered
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        import torch
-
         from drkit.serve.engine import Engine
+        from drkit.util.hardware import configure_threads
 
-        if threads:
-            torch.set_num_threads(threads)
+        configure_threads(threads, what="the model process")
         engine = Engine.load(index, model, mentions, load_config, chain_top=chain_top)
         conn.send(("ready", {"kind": engine.kind, "max_hops": engine.max_hops, "info": engine.info()}))
     except Exception as exc:  # reported to the parent, which raises it as a one-line error
