@@ -30,6 +30,7 @@ from bench_mips import throughput  # noqa: E402  (this script's folder is on sys
 from drkit.dense.encoder import DualEncoder
 from drkit.dense.mentions import EmbedConfig, MentionIndex, embed_mentions, resolve_encoder_dir
 from drkit.dense.mips import recall_at_k
+from drkit.index.csr import passage_mention_indptr
 from drkit.index.sparse import SparseIndex
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +52,7 @@ class _Slice:
         m = np.asarray(index.mentions)
         self.mentions = m[m[:, 1] < n]
         self.piece_offsets = np.asarray(index.piece_offsets)[: n + 1]
+        self.passage_mention_indptr = passage_mention_indptr(self.mentions[:, 1], n)
         self.path = index.path
 
     def passage_pieces(self, p):
