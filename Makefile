@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 # torch==2.13.0 is pinned in the same command as everything that depends on it (a local CPU wheel).
+# The demo and the server need drkit and its serve extra; the tests, benchmarks and experiments all extras.
+INSTALL_CORE = $(BIN)/pip install --quiet "torch==2.13.0" -e ".[serve]"
 INSTALL = $(BIN)/pip install --quiet "torch==2.13.0" -e ".[test,serve,ray]"
 SAMPLE  = data/sample
 
@@ -10,18 +12,24 @@ METAQA  = ../shared/data/metaqa
 
 .PHONY: install demo serve test bench bench-serve clean metaqa-dense metaqa metaqa-ablations
 
-$(BIN)/drkit: pyproject.toml
+# Stamps, not .venv/bin/drkit: the core install makes that script too.
+$(VENV)/.core-installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(INSTALL)
+	$(INSTALL_CORE)
 	touch $@
 
-install: $(BIN)/drkit
+$(VENV)/.full-installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(INSTALL)
+	touch $(VENV)/.core-installed $@
 
-demo: install
+install: $(VENV)/.full-installed
+
+demo: $(VENV)/.core-installed
 	$(BIN)/drkit index --corpus $(SAMPLE)/wiki.txt --kb $(SAMPLE)/kb.txt --out runs/sample-index --overwrite \
 	    --questions $(SAMPLE)/1-hop/qa_dev.txt --questions $(SAMPLE)/2-hop/qa_dev.txt --questions $(SAMPLE)/3-hop/qa_dev.txt
 	$(BIN)/drkit pretrain --index runs/sample-index --kb $(SAMPLE)/kb.txt --out runs/sample-pretrain --overwrite \
-	    --steps 150 --holdout 0.05
+	    --steps 60 --holdout 0.05
 	$(BIN)/drkit embed --index runs/sample-index --encoder runs/sample-pretrain --out runs/sample-mentions --overwrite
 	$(BIN)/drkit train --index runs/sample-index --mentions runs/sample-mentions --hops 2 --steps 200 --eval-every 100 \
 	    --train $(SAMPLE)/2-hop/qa_train.txt --dev $(SAMPLE)/2-hop/qa_dev.txt --out runs/sample-model-2hop --overwrite
@@ -31,7 +39,7 @@ demo: install
 	    "which person wrote the films acted by [Kyle MacLachlan]" "who directed the films written by Irwin Allen"
 
 # The demo's model behind the HTTP API and web page: http://127.0.0.1:8000/ (Ctrl-C stops it).
-serve: install
+serve: $(VENV)/.core-installed
 	test -d runs/sample-model-2hop/model || $(MAKE) demo
 	$(BIN)/drkit serve --index runs/sample-index --model runs/sample-model-2hop
 

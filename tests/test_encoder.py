@@ -327,3 +327,26 @@ def test_a_transformer_folder_without_safetensors_is_refused_not_unpickled(tiny_
     finally:
         torch.load = real_load
     assert not called
+
+
+def test_grouped_passage_encoding_equals_the_padded_batch(encoder):
+    """Passages encoded in groups of similar length, each cut to its own longest, give every real position
+    the vectors of the whole right-padded batch (to float rounding), zeros past each group's width, and the
+    same gradient."""
+    rng = np.random.default_rng(0)
+    pieces = [rng.integers(1000, 2000, size=n) for n in (3, 40, 7, 25, 1, 40, 12)]
+    ids, mask = encoder.passage_batch(pieces)
+    fs, fe = encoder.encode_passages(ids, mask)
+    for budget in (1, 50, 120, 10_000):  # one passage a group, several, all in one
+        gs, ge = encoder.encode_passages_grouped(ids, mask, group_tokens=budget)
+        assert gs.shape == fs.shape and ge.shape == fe.shape
+        real = mask.bool()
+        torch.testing.assert_close(gs[real], fs[real], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(ge[real], fe[real], rtol=1e-4, atol=1e-5)
+    w = torch.randn_like(fs)
+    grad_full = torch.autograd.grad((fs * w * mask[..., None]).sum(), encoder.mention_start.weight)[0]
+    gs, _ = encoder.encode_passages_grouped(ids, mask, group_tokens=50)
+    grad_grouped = torch.autograd.grad((gs * w * mask[..., None]).sum(), encoder.mention_start.weight)[0]
+    torch.testing.assert_close(grad_grouped, grad_full, rtol=1e-4, atol=1e-4)
+    alone, _ = encoder.encode_passages_grouped(ids, mask, group_tokens=1)  # each passage its own group
+    assert alone[~mask.bool()].abs().sum() == 0  # nothing computed past a passage's own end

@@ -191,6 +191,37 @@ class DualEncoder(nn.Module):
                                attention_mask=attention_mask.to(self.device)).last_hidden_state
         return self.mention_start(h), self.mention_end(h)
 
+    def encode_passages_grouped(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                                group_tokens: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
+        """`encode_passages` of a right-padded batch, computed over groups of passages of similar length, each
+        group cut to its own longest passage: two (P, L, dim/2) tensors in the batch's order, zero past each
+        group's width (positions the mask leaves out either way). A batch whose passages differ in length (a
+        pretraining step's: most of its positions were padding) costs the transformer its real tokens, not
+        P x L. A group holds at most `group_tokens` padded positions (at least one passage)."""
+        lengths = attention_mask.sum(1)
+        order = torch.argsort(lengths, stable=True)
+        groups, group, width = [], [], 0
+        for p in order.tolist():
+            w = max(width, int(lengths[p]))
+            if group and w * (len(group) + 1) > group_tokens:
+                groups.append((group, width))
+                group, w = [], int(lengths[p])
+            group.append(p)
+            width = w
+        if group:
+            groups.append((group, width))
+        P, L = input_ids.shape
+        fs = fe = None
+        for rows, w in groups:
+            idx = torch.tensor(rows)
+            s, e = self.encode_passages(input_ids[idx, :w], attention_mask[idx, :w])
+            if fs is None:
+                fs = s.new_zeros(P, L, s.shape[-1])
+                fe = e.new_zeros(P, L, e.shape[-1])
+            fs = fs.index_put((idx.to(s.device),), torch.nn.functional.pad(s, (0, 0, 0, L - w)))
+            fe = fe.index_put((idx.to(e.device),), torch.nn.functional.pad(e, (0, 0, 0, L - w)))
+        return fs, fe
+
     def query_batch(self, texts: list[str]) -> dict:
         return self.tokenizer(texts, padding=True, truncation=True, max_length=self.config.max_query_pieces,
                               return_tensors="pt", return_token_type_ids=False)

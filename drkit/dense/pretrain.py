@@ -135,7 +135,7 @@ def batch_loss(model: DualEncoder, ds: DistantSupervision, batch: Batch, config:
     valid = mask.bool() & (ids != model.tokenizer.cls_token_id) & (ids != model.tokenizer.sep_token_id)
     qbatch = model.query_batch([ds.queries.texts[int(q)] for q in batch.queries])
     with choose(config.precision, config.device, training=True).autocast():
-        fs, fe = model.encode_passages(ids, mask)
+        fs, fe = model.encode_passages_grouped(ids, mask)  # each group padded to its own longest passage
         qs, qe = model.encode_queries(qbatch["input_ids"], qbatch["attention_mask"])
     dev = model.device
     s_logit, e_logit = span_logits(fs.float(), fe.float(), qs.float(), qe.float())
