@@ -125,6 +125,9 @@ def test_a_mention_index_records_its_precision(toy_index, tiny_base, tmp_path):
 
     pretrain(toy_index.path, None, tmp_path / "enc", PretrainConfig(steps=0),
              EncoderConfig(base=str(tiny_base), dim=16), log=lambda *a: None)
+    enc = DualEncoder.load(tmp_path / "enc" / "encoder")
+    assert enc.manifest["pretraining"]["computed_in"] == {"precision": choose("auto", "auto").precision,
+                                                         "device": choose("auto", "auto").device.type}
     mi = build_mention_index(toy_index.path, tmp_path / "enc" / "encoder", tmp_path / "m", EmbedConfig(device="cpu"),
                              log=lambda *a: None)
     assert mi.manifest["config"]["precision"] == choose().precision

@@ -200,7 +200,7 @@ def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str
     if engine not in ("local", "ray"):
         raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
     encoder_dir = resolve_encoder_dir(encoder_dir)
-    config = config.resolved()  # the manifest records the precision the vectors were computed in
+    recorded = config.resolved()  # the manifest records the precision the vectors were computed in
     index = SparseIndex.load(index_dir)
     if index.live is not None:
         raise ConfigError(f"{index_dir} has documents added or removed since it was built (version {index.live.version}); "
@@ -212,7 +212,7 @@ def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str
     out = Path(out)
     if out.exists() and not overwrite:
         raise ArtifactError(f"{out} already exists; choose another --out or pass --overwrite")
-    identity = {"format_version": FORMAT_VERSION, "config": asdict(config), "encoder": encoder_identity(encoder_dir),
+    identity = {"format_version": FORMAT_VERSION, "config": asdict(recorded), "encoder": encoder_identity(encoder_dir),
                 "index": index_identity(index), "dim": encoder.config.dim}
     if engine == "ray":
         from drkit.util.ray_engine import import_ray
@@ -248,7 +248,7 @@ def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str
                                        checkpoint=checkpoint)
             vectors.flush()
         record.unlink(missing_ok=True)
-        w.manifest.update(config=asdict(config), encoder=identity["encoder"], index=identity["index"],
+        w.manifest.update(config=identity["config"], encoder=identity["encoder"], index=identity["index"],
                           dim=identity["dim"], mentions=index.n_mentions, embedding=timing,
                           warnings=warnings.to_dict())
     for line in warnings.lines():

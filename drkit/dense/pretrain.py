@@ -221,7 +221,8 @@ def pretrain(index_dir: str | Path, kb: str | Path | None, out: str | Path, conf
         summary = qa_summary if summary is None else {"kb": summary, "qa": qa_summary}
         sources.append(qa_ds)
 
-    model = DualEncoder.from_base(encoder_config).to(choose(config.precision, config.device, training=True).device)
+    compute = choose(config.precision, config.device, training=True)
+    model = DualEncoder.from_base(encoder_config).to(compute.device)
     opt, sched = _optimizer(model, config)
     start = 0
     state = resume(run, model, opt, sched, log)  # dropout draws continue as if never interrupted
@@ -259,6 +260,7 @@ def pretrain(index_dir: str | Path, kb: str | Path | None, out: str | Path, conf
     model.eval().cpu()
     model.save(run / "encoder", overwrite=True, extra_manifest={
         "pretraining": {"steps": config.steps, "settings": settings, "data": summary,
+                        "computed_in": {"precision": compute.precision, "device": compute.device.type},
                         "this_session_s": {"prepare": round(prep_s, 1), "train": round(train_s, 1)}}})
     log(f"wrote {run / 'encoder'} ({config.steps} steps; this session: {prep_s:.0f} s preparing, {train_s:.0f} s training)")
     return run / "encoder"

@@ -202,7 +202,7 @@ class DrKIT:
             fc = dataclasses.replace(fc, retrieval="global")  # an approximate searcher is for global retrieval
         topics = np.array([p.topic for p in parsed], dtype=np.int64)
         outs = self.model([p.text for p in parsed], topics, self.vkb, hops=query.hops, trace=chain_top > 0,
-                          follow_config=fc, precision=self.vkb.compute.precision)
+                          follow_config=fc, precision=self.vkb.precision)
         ids, probs = outs[-1].z.top(top)  # (B, top)
         chains = self._chains(outs, topics, chain_top, fc) if chain_top > 0 else [()] * len(parsed)
         names = self.entity_names

@@ -221,7 +221,7 @@ class DrKITRetriever:
         self.model, self.vkb, self.linker = model, vkb, linker
         self.pages = PageRanker.from_index(vkb.index)
         self.entities, self.chain_top, self.evidence = entities, chain_top, evidence
-        self.precision = vkb.compute.precision  # the question encoder's, as the VirtualKB's scores
+        self.precision = vkb.precision  # the question encoder's setting, as the VirtualKB's scores
         # the answer is the last hop's best entity that the question does not name verbatim, as MetaQA's
         # question entity is removed from the answers: a chain that walks back to the question's own
         # entity (film -> director -> film) does not answer it

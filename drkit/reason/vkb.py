@@ -41,6 +41,7 @@ class VirtualKB:
         self.index = index
         self.mentions = mentions
         # `precision` (drkit.util.hardware) sets the dtype mention vectors are scored in: bf16 where native, else fp32
+        self.precision = precision  # the setting, passed on to the question encoder as given
         self.compute = choose(precision, "cpu")
         # the memory map: restricted retrieval reads the rows it scores; global exact MIPS makes one copy in the
         # score dtype

@@ -152,7 +152,7 @@ def choose(precision: str = "auto", device: str = "auto", training: bool = False
             precision, reason = ("bf16", f"{name} computes bf16 natively") if native else \
                 ("fp32", f"{name} has no native bf16")
         else:
-            reason = "asked for"
+            reason = "as set"
             if precision == "bf16" and not native:
                 raise ConfigError(f"--precision bf16: {name} has no bf16 support (use fp16, fp32 or auto)")
     else:
@@ -161,7 +161,7 @@ def choose(precision: str = "auto", device: str = "auto", training: bool = False
         if precision == "auto":
             precision, reason = _auto_cpu()
         else:
-            reason = "asked for"
+            reason = "as set"
     out = Compute(dev, precision, reason)
     say(f"{'training' if training else 'computing'} in {out.describe()}")
     return out
