@@ -176,3 +176,26 @@ def test_rows_alike_gives_each_row_what_a_large_batch_gives_it():
         for b in (1, 2, 3, 5, 8):
             assert torch.equal(rows_alike(layer, x[:b]), full[:b])
         assert rows_alike(layer, x[:0]).shape == (0, 128)
+
+
+def test_a_run_made_with_the_bf16_flag_reads_as_its_precision(tmp_path):
+    """run.json of a run made when precision was `bf16: true/false` is read as precision bf16 / fp32, so the
+    same command resumes it instead of refusing it for other settings."""
+    import json
+
+    from drkit.reason.train import TrainConfig
+    from drkit.util.runs import upgrade_run_settings
+
+    for flag, want in ((True, "bf16"), (False, "fp32")):
+        old = {k: v for k, v in __import__("dataclasses").asdict(TrainConfig()).items() if k != "precision"}
+        (tmp_path / "run.json").write_text(json.dumps({"train": {**old, "bf16": flag}, "index": "x"}))
+        upgrade_run_settings(tmp_path, {"train": TrainConfig})
+        settings = json.loads((tmp_path / "run.json").read_text())
+        assert settings["train"]["precision"] == want and "bf16" not in settings["train"]
+        assert settings["index"] == "x"
+
+
+def test_an_fp16_mention_index_is_extended_in_fp32_without_a_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("with a GPU the recorded fp16 stands")
+    assert EmbedConfig.from_manifest({"batch_tokens": 64, "precision": "fp16", "device": "cuda"}).precision == "fp32"

@@ -62,6 +62,8 @@ class EmbedConfig:
         if "bf16" in config:
             config["precision"] = "bf16" if config.pop("bf16") else "fp32"
         config.pop("device", None)
+        if config.get("precision") == "fp16" and not torch.cuda.is_available():
+            config["precision"] = "fp32"  # fp16 is a GPU's; a CPU embeds the new passages in fp32
         return cls(**config)
 
 
@@ -200,6 +202,10 @@ def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str
     if engine not in ("local", "ray"):
         raise ConfigError(f"engine must be 'local' or 'ray', got {engine!r}")
     encoder_dir = resolve_encoder_dir(encoder_dir)
+    if engine == "ray":  # Ray's actors embed on their CPUs
+        if config.device == "cuda":
+            raise ConfigError("--engine ray embeds on the Ray workers' CPUs; use --device auto or cpu")
+        config = replace(config, device="cpu").resolved()  # the actors compute what the manifest records
     recorded = config.resolved()  # the manifest records the precision the vectors were computed in
     index = SparseIndex.load(index_dir)
     if index.live is not None:

@@ -43,7 +43,7 @@ class ExactMIPS:
             raise ValueError(f"vectors must be 2-D, got shape {vectors.shape}")
         self.vectors = vectors
         self.block_size = block_size
-        self.compute_dtype = compute_dtype if compute_dtype is not None else choose().score_dtype
+        self.compute_dtype = compute_dtype if compute_dtype is not None else choose("auto", "cpu").score_dtype
         self._blocks: list[torch.Tensor] | None = None
 
     @property

@@ -39,7 +39,15 @@ from drkit.errors import ConfigError
 from drkit.index.sparse import SparseIndex
 from drkit.util.hardware import choose, device_field, precision_field
 from drkit.util.progress import progress
-from drkit.util.runs import adamw, checkpoints, optimizer_step, prepare_run, resume, save_checkpoint
+from drkit.util.runs import (
+    adamw,
+    checkpoints,
+    optimizer_step,
+    prepare_run,
+    resume,
+    save_checkpoint,
+    upgrade_run_settings,
+)
 from drkit.util.sampling import generator, step_position, step_rows
 from drkit.util.warnlog import WarningLog
 
@@ -199,6 +207,8 @@ def pretrain(index_dir: str | Path, kb: str | Path | None, out: str | Path, conf
                 "kb": None if kb is None else str(kb)}
     if qa is not None:  # absent from the settings of a run without QA pairs (and of runs made before them)
         settings["qa"] = str(qa)
+    if not overwrite:
+        upgrade_run_settings(run, {"pretrain": PretrainConfig})  # a run made when precision was a bf16 flag
     prepare_run(run, settings, overwrite, "pretraining", paths=("index", "kb", "qa"))
     if (run / "encoder" / "manifest.json").exists():
         log(f"{run} is already pretrained ({run / 'encoder'}); pass --overwrite to pretrain again")

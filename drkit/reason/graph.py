@@ -69,7 +69,7 @@ class FollowGraph:
         self.source = source
         # the dtype float32 queries are scored in (`pair_scores`): bf16 where the hardware computes it natively,
         # else float32 (`drkit.util.hardware`); exact MIPS over the same vectors uses the same one
-        self.score_dtype = score_dtype if score_dtype is not None else choose().score_dtype
+        self.score_dtype = score_dtype if score_dtype is not None else choose("auto", "cpu").score_dtype
         self._index = None  # set by from_index: the optional arrays are read from it on first use
         self._given = {"entity_link": (entity_link_indptr, entity_link),
                        "entity_mentions": (entity_mention_indptr, entity_mentions), "passage_entity": passage_entity}

@@ -156,7 +156,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
         log(f"{run} is already trained ({run / 'model'}); pass --overwrite to train again")
         return run / "model"
     torch.manual_seed(config.seed)
-    vkb = VirtualKB(SparseIndex.load(index_dir), mentions)
+    vkb = VirtualKB(SparseIndex.load(index_dir), mentions, precision=config.precision)
 
     entities = vkb.index.entities
     mode = config.question_entity

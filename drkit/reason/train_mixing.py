@@ -179,7 +179,7 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
         (run / name).unlink(missing_ok=True)
     torch.manual_seed(config.seed)
     index = SparseIndex.load(index_dir)
-    vkb = VirtualKB(index, mentions)
+    vkb = VirtualKB(index, mentions, precision=config.precision)
     linker = QuestionLinker.from_index(index, link_config)
     train_items, train_counts = gold_questions(train_file, index, config.answers)
     dev_items, dev_counts = gold_questions(dev_file, index, False)

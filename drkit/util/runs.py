@@ -64,8 +64,11 @@ def upgrade_run_settings(run: Path, classes: dict) -> None:
     upgraded = dict(settings)
     for key, cls in classes.items():
         if isinstance(settings.get(key), dict):
+            section = dict(settings[key])
+            if "bf16" in section and "precision" in {f.name for f in dataclasses.fields(cls)}:
+                section["precision"] = "bf16" if section.pop("bf16") else "fp32"  # what the bool meant
             try:
-                upgraded[key] = dataclasses.asdict(cls(**settings[key]))
+                upgraded[key] = dataclasses.asdict(cls(**section))
             except (TypeError, ConfigError):
                 return
     if upgraded != settings:
