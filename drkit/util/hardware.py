@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import sys
 import time
 from dataclasses import dataclass
@@ -92,7 +93,8 @@ def cpu_native_bf16() -> tuple[bool | None, str]:
     capability = cpu_capability()
     if amx or avx512_bf16:
         return True, f"the CPU has {'AMX' if amx else 'AVX512-BF16'}: native bf16"
-    if capability in ("AVX2", "AVX512", "DEFAULT", "NO AVX") or capability.startswith("AVX"):
+    x86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+    if x86 and (capability in ("AVX2", "AVX512", "DEFAULT", "NO AVX") or capability.startswith("AVX")):
         return False, f"the CPU reports {capability}, no AMX or AVX512-BF16: bf16 would be emulated"
     return None, f"the CPU reports {capability}"
 
