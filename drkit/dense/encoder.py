@@ -210,17 +210,14 @@ class DualEncoder(nn.Module):
             width = w
         if group:
             groups.append((group, width))
-        P, L = input_ids.shape
-        fs = fe = None
+        L = input_ids.shape[1]
+        starts, ends = [], []
         for rows, w in groups:
-            idx = torch.tensor(rows)
-            s, e = self.encode_passages(input_ids[idx, :w], attention_mask[idx, :w])
-            if fs is None:
-                fs = s.new_zeros(P, L, s.shape[-1])
-                fe = e.new_zeros(P, L, e.shape[-1])
-            fs = fs.index_put((idx.to(s.device),), torch.nn.functional.pad(s, (0, 0, 0, L - w)))
-            fe = fe.index_put((idx.to(e.device),), torch.nn.functional.pad(e, (0, 0, 0, L - w)))
-        return fs, fe
+            s, e = self.encode_passages(input_ids[rows, :w], attention_mask[rows, :w])
+            starts.append(torch.nn.functional.pad(s, (0, 0, 0, L - w)))
+            ends.append(torch.nn.functional.pad(e, (0, 0, 0, L - w)))
+        back = torch.argsort(torch.tensor([p for rows, _ in groups for p in rows])).to(self.device)  # batch order
+        return torch.cat(starts)[back], torch.cat(ends)[back]
 
     def query_batch(self, texts: list[str]) -> dict:
         return self.tokenizer(texts, padding=True, truncation=True, max_length=self.config.max_query_pieces,
