@@ -167,14 +167,19 @@ def test_retrieve_cli_on_the_training_corpus_and_an_unseen_one(mixing_run, tmp_p
     out = tmp_path / "out"
     assert main(["retrieve", "--index", str(d / f"index{seed}"), "--model", str(d / "run"), "--mentions",
                  str(d / f"mentions{seed}"), "--questions", str(d / f"questions{seed}.jsonl"), "--out", str(out),
-                 "--qps-sample", "3", "--batch-size", "7"]) == 0
+                 "--qps-sample", "3", "--batch-size", "7", "--answers"]) == 0
     assert "R@5" in capsys.readouterr().out
     preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     questions = [json.loads(line) for line in (d / f"questions{seed}.jsonl").read_text().splitlines()]
     assert [p["id"] for p in preds] == [q["id"] for q in questions]
     keys = {json.loads(line)["id"] for line in (d / f"corpus{seed}.jsonl").read_text().splitlines()}
     for p in preds:
-        assert len(p["passages"]) == 20 and len({x["id"] for x in p["passages"]}) == 20
+        assert 5 <= len(p["passages"]) <= 20 and len({x["id"] for x in p["passages"]}) == len(p["passages"])
+        reached = [x["reached"] for x in p["passages"]]
+        assert reached == sorted(reached, reverse=True)  # the reached ones first, then the linker's
+        scores = [x["score"] for x in p["passages"]]
+        assert scores == sorted(scores, reverse=True)
+        assert all(x["hop"] in (0, 1, 2) for x in p["passages"] if x["reached"])
         assert {x["id"] for x in p["passages"]} <= keys  # passages of the corpus asked, not the training one
         assert len(p["pi"]) == 3 and abs(sum(p["pi"]) - 1) < 1e-3
         assert len(p["chain"]) == 3
@@ -185,6 +190,8 @@ def test_retrieve_cli_on_the_training_corpus_and_an_unseen_one(mixing_run, tmp_p
         assert any("mention" in e for hop in p["chain"][1:] for e in hop)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["questions"] == len(questions) and metrics["bad_lines"] == 0
+    unreached = np.mean([sum(not x["reached"] for x in p["passages"][:20]) for p in preds])
+    assert metrics["unreached"]["@20"] == pytest.approx(unreached, abs=1e-4)
     # both films are named in a comparison question: the linker puts them in Z_0, and they stay on top
     assert metrics["by_type"]["comparison"]["AR@5"] >= 0.9, metrics["by_type"]
     assert metrics["by_type"]["compositional"]["R@5"] >= 0.5, metrics["by_type"]
@@ -382,3 +389,66 @@ def test_the_answer_hops_start_where_asked(mixing_run):
             assert res.answer == (r.names[want[0][0]] if want else None)
     with pytest.raises(ConfigError, match="answer_start"):
         DrKITRetriever.load(d / "index1", d / "run", answer_start="bracketed")
+
+
+def test_passages_of_a_page_are_ordered_by_the_question_not_by_file_order(mixing_run, tmp_path):
+    """A corpus where every director's page has two passages (the birthplace in the second): each passage's
+    relevance r(a) (DrKITRetriever) equals a loop over the hops and the passage's mentions, and the
+    passages of a page are ranked by it, each with its entity's Z* times its softmax share of the page."""
+    import torch
+
+    from drkit.dense.mentions import EmbedConfig, build_mention_index
+    from drkit.index.build import build_index
+    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.reason.train_mixing import linked_entity_set
+
+    d = mixing_run
+    rows, questions = title_corpus(3)
+    split = []
+    for r in rows:
+        if "-d" in r["id"]:
+            split.append({"id": r["id"] + "a", "title": r["title"],
+                          "text": f"{r['title']} is a film director who worked with {rows[-1]['title']}."})
+            split.append({"id": r["id"] + "b", "title": r["title"], "text": r["text"]})
+        else:
+            split.append(r)
+    write_jsonl(tmp_path / "corpus.jsonl", split)
+    quiet = lambda *a: None  # noqa: E731
+    build_index(tmp_path / "corpus.jsonl", tmp_path / "index", entities=["titles", d / "cities1.txt"], log=quiet)
+    build_mention_index(tmp_path / "index", d / "enc", tmp_path / "mentions", EmbedConfig(precision="fp32"), log=quiet)
+    r = DrKITRetriever.load(tmp_path / "index", d / "run", tmp_path / "mentions", precision="fp32", answers=False,
+                            fill=False)
+    qs = [q["question"] for q in questions]
+    got = r.retrieve(qs, 60)
+    with torch.no_grad():
+        out = r.model(qs, linked_entity_set(r.linker.link(qs)), r.vkb, precision="fp32", named=r.linker.link(qs).named())
+    index, graph = r.vkb.index, r.vkb.graph
+    mention_passage = np.asarray(index.mentions[:, 1], dtype=np.int64)
+    article_of = np.asarray(index.passage_article, dtype=np.int64)
+    vectors = graph.rows_as(np.arange(index.n_mentions), torch.float32).double().numpy()
+    titles, temperature = index.article_titles, r.model.follow_config.temperature
+    z_star = {b: dict(zip(*[x.tolist() for x in out.z_star.row(b)])) for b in range(len(qs))}
+    relevance = r._relevance(out, [out.z_star.top(r.entities)[0][b] for b in range(len(qs))])
+    checked = 0
+    for b, res in enumerate(got):
+        pages = {}
+        for a, s, e in zip(res.articles, res.scores, res.entities):
+            pages.setdefault(e, []).append((a, s))
+        for e, listed in pages.items():
+            page = [a for a in range(len(titles)) if index.article_entity[a] == e]
+            if len(page) < 2:
+                continue
+            ref = {}
+            for a in page:  # the reference: every hop's query against every mention of the passage
+                ms = np.flatnonzero(article_of[mention_passage] == a)
+                ref[a] = max(np.log(float(out.pi[b, t])) + float(vectors[m] @ q[b].double().numpy()) / temperature
+                             for t, q in enumerate(out.queries) for m in ms)
+                assert relevance[b][a] == pytest.approx(ref[a], abs=1e-4)
+            shares = np.exp(np.array([ref[a] for a in page]) - max(ref.values()))
+            shares /= shares.sum()
+            for a, s in listed:
+                assert s == pytest.approx(z_star[b][e] * shares[page.index(a)], rel=1e-4, abs=1e-6)
+            order = [a for a, _ in listed]
+            assert order == sorted(order, key=lambda a: -ref[a])
+            checked += 1
+    assert checked >= 8  # directors' pages were reached and ordered

@@ -84,7 +84,7 @@ def _run_retrieve(args) -> int:
 
     config = config_from_args(args, RetrieveConfig)
     retriever = DrKITRetriever.load(args.index, args.model, args.mentions, precision=config.precision,
-                                    answer_start=config.answer_start)
+                                    **config.retriever_options())
     index = retriever.vkb.index
     metrics = run_retrieval(retriever, index.article_keys, index.article_titles, args.questions, args.out,
                             config, log=lambda line: print(line, file=sys.stderr))

@@ -125,7 +125,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
         timings.run("index", lambda: build_index(data / "corpus.jsonl", out / "index",
                                                  entities=["titles"], overwrite=True, log=log), log)
     index = SparseIndex.load(out / "index")
-    retrieve_config = RetrieveConfig(qps_sample=config.qps_sample)
+    retrieve_config = RetrieveConfig(qps_sample=config.qps_sample, answers=True)
 
     encoders = {"base": out / "encoder-base"}
     if not (encoders["base"] / "encoder" / "manifest.json").exists():
@@ -173,7 +173,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
                      "questions_sha256": file_checksum(dev_file)["sha256"], "retrieve": dataclasses.asdict(retrieve_config)}
         if made_again(ev / "metrics.json", made_with, log):
             def run_eval():
-                metrics = run_retrieval(DrKITRetriever.load(out / "index", run, answer_start=retrieve_config.answer_start),
+                metrics = run_retrieval(DrKITRetriever.load(out / "index", run, **retrieve_config.retriever_options()),
                                         index.article_keys, index.article_titles,
                                         dev_file, ev, retrieve_config, log=log)
                 write_json(ev / "metrics.json", {**metrics, "made_with": made_with})

@@ -4,12 +4,15 @@
 ``supporting``: the gold corpus ids, used for scoring when present, and ``type``, used to break the
 scores down), asks a `Retriever` for the best passages of each, and writes:
 
-* ``predictions.jsonl``: one ``{"id", "passages": [{"id": <corpus id>, "title", "score"}, ...], "pi",
-  "chain"}`` per question, best passage first;
+* ``predictions.jsonl``: one ``{"id", "passages": [{"id": <corpus id>, "title", "score", "reached",
+  "entity", "hop"}, ...], "pi", "chain", "answer"}`` per question, best passage first; ``reached`` is false
+  for a passage the model did not reach (the question linker's ranking, listed after the reached ones),
+  ``entity`` is the title entity that placed it and ``hop`` the hop that gave it most of its score;
 * ``metrics.json`` (when gold is given): R@k (the mean over questions of the share of their supporting
   passages in the top k, HippoRAG's "passage recall") and AR@k (the share of questions with every
-  supporting passage in the top k, the DrKIT paper's HotpotQA "accuracy@k") for each k, overall and per
-  question type, with questions/s at batch 1 and at the batch size;
+  supporting passage in the top k, the DrKIT paper's HotpotQA "accuracy@k") for each k up to ``top``,
+  overall and per question type, with questions/s at batch 1 and at the batch size, and ``unreached``:
+  per k, the mean number of unreached passages in the top k (they count in R@k as any other);
 * ``bad_lines.txt``: every line that could not be read, with file, line and reason (counted in
   metrics.json; a bad line never stops the run and is never silently dropped).
 
@@ -20,7 +23,6 @@ hop-mixing model: entities ranked by Z*, each replaced by its page), and the pee
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from dataclasses import dataclass, field
@@ -41,7 +43,8 @@ KS = (2, 5, 10, 20)
 class RetrieveConfig:
     """Settings of `drkit retrieve`."""
 
-    top: int = field(default=20, metadata={"help": "passages written per question (at least the largest k scored)"})
+    top: int = field(default=20, metadata={"help": "passages written per question, at most (R@k and AR@k are scored for "
+                                                   "k = 2, 5, 10, 20 up to it)"})
     batch_size: int = field(default=64, metadata={"help": "questions per batch"})
     qps_sample: int = field(default=100, metadata={"help": "questions timed one at a time for questions/s at "
                                                             "batch 1 (0: skip)"})
@@ -49,13 +52,24 @@ class RetrieveConfig:
         "help": "where the hops that give a hop-mixing model's entity answer start: named (the entities the "
                 "question names verbatim, as a bracketed entity; a second pass of the follows) or linked (the "
                 "retrieval's Z_0 of bigram-TF-IDF-linked names, one pass)", "choices": ("named", "linked")})
+    answers: bool = field(default=False, metadata={
+        "help": "also give each question's entity answer (the last hop's best entity it does not name): with "
+                "--answer-start named a second pass of the follows, so off by default"})
+    fill: bool = field(default=True, metadata={
+        "help": "after the passages the model reached, list the question linker's ranking, marked \"reached\": "
+                "false and counted in metrics.json (off: only reached passages, maybe fewer than --top)"})
     precision: str = precision_field("the question encoder and the mention scores")
 
     def __post_init__(self):
-        if self.top < max(KS) or self.batch_size < 1 or self.qps_sample < 0:
-            raise ConfigError(f"top must be at least {max(KS)}, batch_size at least 1, qps_sample at least 0")
+        if self.top < 1 or self.batch_size < 1 or self.qps_sample < 0:
+            raise ConfigError(f"top and batch_size must be at least 1 and qps_sample at least 0, got {self.top}, "
+                              f"{self.batch_size} and {self.qps_sample}")
         if self.answer_start not in ("named", "linked"):
             raise ConfigError(f"answer_start must be 'named' or 'linked', got {self.answer_start!r}")
+
+    def retriever_options(self) -> dict:
+        """The `DrKITRetriever` arguments these settings give."""
+        return {"answer_start": self.answer_start, "answers": self.answers, "fill": self.fill}
 
 
 @dataclass
@@ -70,8 +84,11 @@ class Retrieved:
     answer: str | None = None  # the last hop's best entity the question does not name (multi-hop slot filling)
     answers: list[tuple[int, float]] | None = None  # the last hop's best entities the question does not name,
     # (entity id, probability), best first: `answer` and those after it
-    ranked: int | None = None  # articles[:ranked] were ranked by the model (or the linker); the rest fill up to
-    # `top` in corpus order, below them
+    ranked: int | None = None  # articles[:ranked] were reached by the model; the rest (the linker's ranking,
+    # below them) were not
+    reached: list[bool] | None = None  # per article: reached by the model (False: a linker fallback)
+    entities: list[int] | None = None  # per article: the title entity that placed it
+    hops: list[int | None] | None = None  # per reached article: the hop t whose pi_t Z_t gave its entity the most
 
 
 class Retriever(Protocol):
@@ -156,6 +173,22 @@ def answer_hits(results: list[Retrieved], items: list[Question]) -> dict:
     return {t: {"questions": len(v), "hits@1": round(float(np.mean(v)), 4)} for t, v in sorted(by_type.items())}
 
 
+def passage_dicts(r: Retrieved, keys: list[str], titles: list[str], names: list[str] | None = None,
+                  top: int | None = None) -> list[dict]:
+    """The passages of `r` as JSON objects: ``id`` (corpus id), ``title``, ``score``, ``reached`` and, where
+    known, ``entity`` (the title entity that placed it) and ``hop``; the first `top` (None: all)."""
+    out = []
+    for i, (a, s) in enumerate(zip(r.articles[:top], r.scores[:top])):
+        item = {"id": keys[a], "title": titles[a], "score": round(float(s), 5),
+                "reached": bool(r.reached[i]) if r.reached is not None else True}
+        if r.entities is not None and names is not None:
+            item["entity"] = names[r.entities[i]]
+        if r.hops is not None:
+            item["hop"] = r.hops[i]
+        out.append(item)
+    return out
+
+
 def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], questions: str | Path, out: str | Path,
                   config: RetrieveConfig = RetrieveConfig(), log=print) -> dict:
     """Retrieve for every question of `questions`, write OUT/predictions.jsonl, OUT/bad_lines.txt and (with
@@ -170,6 +203,8 @@ def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], ques
     if len(bad) > 5:
         log(f"... {len(bad) - 5} more bad lines, all in {out / 'bad_lines.txt'}")
     results: list[Retrieved] = []
+    names = getattr(retriever, "names", None)  # entity names, for a retriever that says which entity placed a passage
+    ks = [k for k in KS if k <= config.top] or [config.top]
     t0 = time.perf_counter()
     with progress(total=len(items), desc=f"retrieve ({retriever.name})", unit="q") as bar:
         for s in range(0, len(items), config.batch_size):
@@ -180,10 +215,8 @@ def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], ques
     ranked = []
     with open(out / "predictions.jsonl", "w", encoding="utf-8") as f:
         for q, r in zip(items, results):
-            ids = [keys[a] for a in r.articles]
-            ranked.append(ids)
-            f.write(json.dumps({"id": q.id, "passages": [{"id": keys[a], "title": titles[a], "score": round(float(s), 5)}
-                                                         for a, s in zip(r.articles, r.scores)],
+            ranked.append([keys[a] for a in r.articles])
+            f.write(json.dumps({"id": q.id, "passages": passage_dicts(r, keys, titles, names),
                                 "pi": r.pi, "chain": r.chain, "answer": r.answer}, ensure_ascii=False) + "\n")
     metrics: dict = {"retriever": retriever.name, "questions_file": str(questions), "questions": len(items),
                      "bad_lines": len(bad), "top": config.top,
@@ -197,7 +230,9 @@ def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], ques
         metrics["batch_1_questions_per_s"] = round(len(sample) / (time.perf_counter() - t), 2)
         metrics["batch_1_sample"] = len(sample)
     if any(q.supporting is not None for q in items):
-        metrics.update(recall_metrics(ranked, [q.supporting or [] for q in items], [q.type for q in items]))
+        metrics.update(recall_metrics(ranked, [q.supporting or [] for q in items], [q.type for q in items], ks))
+    metrics["unreached"] = {f"@{k}": round(float(np.mean([sum(not x for x in (r.reached or [])[:k]) for r in results])), 4)
+                            if results else None for k in ks}
     if any(r.answer is not None for r in results) and any(q.answers for q in items):
         metrics["answers"] = answer_hits(results, items)
     if "overall" in metrics or "answers" in metrics:
@@ -207,15 +242,16 @@ def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], ques
 
 class DrKITRetriever:
     """Passages ranked by a hop-mixing model's Z* (`drkit.reason.mixing`): the best entities, each replaced
-    by its page (`drkit.qa.passages.PageRanker`); when these run out, the question linker's ranking fills
-    the list, below them, then the other articles in corpus order (so that every question gets `top`
-    passages when the corpus has them)."""
+    by its page, a page of several passages divided among them by the question (`drkit.qa.passages`:
+    a passage's relevance r(a) is the best, over hops t and the mentions m in it, of
+    ``log pi_t + f(m) . g_t / lambda``). Only passages the model reached are listed, unless `fill` is set:
+    then the question linker's ranking follows, below them and marked unreached."""
 
     name = "drkit"
 
     def __init__(self, model, vkb, linker, entities: int = 200, chain_top: int = 3,
                  evidence: bool = True, answer_skips_named: bool = True, answer_top: int = 5,
-                 answer_start: str = "named"):
+                 answer_start: str = "named", answers: bool = True, fill: bool = True):
         from drkit.qa.passages import PageRanker
 
         self.model, self.vkb, self.linker = model, vkb, linker
@@ -233,13 +269,23 @@ class DrKITRetriever:
             raise ConfigError(f"answer_start must be 'named' or 'linked', got {answer_start!r}")
         self.answer_start = answer_start
         self.names = vkb.entity_names
+        # the entity answer (`Retrieved.answer(s)`): with answer_start "named" it costs a second pass of the
+        # follows, so passage retrieval alone (answers=False) skips it
+        self.answers = answers
+        self.fill = fill  # the linker's ranking after the reached passages, marked unreached
+        index = vkb.index
+        order = np.argsort(np.asarray(index.passage_article, dtype=np.int64), kind="stable")
+        self._article_passages = order  # article a's passages: order[indptr[a]:indptr[a + 1]]
+        self._article_indptr = np.searchsorted(np.asarray(index.passage_article, dtype=np.int64)[order],
+                                               np.arange(len(self.pages.keys) + 1))
 
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None, precision: str = "auto",
-             **kw) -> "DrKITRetriever":
+             searcher: str = "exact", search: dict | None = None, **kw) -> "DrKITRetriever":
         """A trained hop-mixing model (a ``drkit.mixing-model`` directory, or a training run holding one in
         ``model/``) on an index; the mention index defaults to the one it was trained with. `precision`:
-        `drkit.util.hardware.PRECISIONS`."""
+        `drkit.util.hardware.PRECISIONS`; `searcher` and `search`: the MIPS of global retrieval and its
+        settings (`drkit.reason.vkb.VirtualKB`)."""
         from drkit.dense.mentions import MentionIndex
         from drkit.index.question_linking import QuestionLinkConfig, QuestionLinker
         from drkit.index.sparse import SparseIndex
@@ -265,7 +311,7 @@ class DrKITRetriever:
                               f"(sha256 {used[:12]}), but {model} was trained on mentions embedded by "
                               f"{m.manifest.get('encoder')} (sha256 {trained[:12]}): embed the corpus with "
                               f"'drkit embed --encoder {m.manifest.get('encoder')}'")
-        vkb = VirtualKB(sparse, mention_index, precision=precision)
+        vkb = VirtualKB(sparse, mention_index, searcher, precision, **(search or {}))
         m.base.set_entities(vkb.entity_names)
         linker = QuestionLinker.from_index(sparse, QuestionLinkConfig(**m.manifest.get("link", {})))
         return cls(m, vkb, linker, **kw)
@@ -294,43 +340,104 @@ class DrKITRetriever:
             out.append(row)
         return out
 
+    def _relevance(self, out, candidates: list[np.ndarray]) -> list[dict[int, float]]:
+        """Per row, r(a) (class docstring) of each passage of the pages of several passages of its
+        `candidates` entities: ``max over t, m in a of log pi_t + f(m) . g_t / lambda``."""
+        from drkit.index.csr import concat_ranges
+
+        graph, pages = self.vkb.graph, self.pages
+        rows_l, arts_l = [], []
+        for b, ents in enumerate(candidates):
+            ents = np.asarray(ents, dtype=np.int64)
+            multi = ents[(ents >= 0)]
+            multi = multi[pages.page_sizes(multi) > 1]
+            if len(multi):
+                arts = np.unique(np.concatenate([pages.page(int(e)) for e in multi]))
+                rows_l.append(np.full(len(arts), b, dtype=np.int64))
+                arts_l.append(arts)
+        result: list[dict[int, float]] = [{} for _ in candidates]
+        if not rows_l:
+            return result
+        rows, arts = np.concatenate(rows_l), np.concatenate(arts_l)
+        p_len = self._article_indptr[arts + 1] - self._article_indptr[arts]
+        passages = self._article_passages[concat_ranges(self._article_indptr[arts], p_len)]
+        pair_of_passage = np.repeat(np.arange(len(arts)), p_len)
+        m_indptr = graph.passage_mention_indptr
+        m_len = m_indptr[passages + 1] - m_indptr[passages]
+        mentions = concat_ranges(m_indptr[passages], m_len)
+        pair = np.repeat(pair_of_passage, m_len)  # (n,) the (row, article) pair of each mention
+        best = np.full(len(arts), -np.inf)
+        log_pi = np.log(np.clip(out.pi.detach().double().numpy(), 1e-30, None))
+        temperature = self.model.follow_config.temperature
+        for t, q in enumerate(out.queries):
+            if len(mentions):
+                s = graph.pair_scores(q.detach().float(), rows[pair], mentions) / temperature + log_pi[rows[pair], t]
+                np.maximum.at(best, pair, s)
+        for r, a, v in zip(rows.tolist(), arts.tolist(), best.tolist()):
+            result[r][a] = v
+        return result
+
     def retrieve(self, questions: Sequence[str], top: int) -> list[Retrieved]:
+        """The best `top` passages of each question (at most: only reached ones, and the linker's when
+        `fill`), with pi, the chain and, when `answers`, the entity answer."""
         from drkit.reason.train_mixing import linked_entity_set, named_entity_set
 
+        if top < 1:
+            raise ConfigError(f"top must be at least 1, got {top}")
         linked = self.linker.link(list(questions))
         fill = self.linker.link(list(questions), top=top) if self.linker.config.top < top else linked
+        fc = None
+        if self.vkb.searcher_kind != "exact":  # an approximate searcher is for global retrieval
+            import dataclasses
+
+            fc = dataclasses.replace(self.model.follow_config, retrieval="global")
         with torch.no_grad():
             named_ids = linked.named()
             out = self.model(list(questions), linked_entity_set(linked), self.vkb, precision=self.precision, trace=self.evidence,
-                             named=named_ids)
-            answer_z = out.z[-1]
-            if self.answer_start == "named":
+                             named=named_ids, follow_config=fc)
+            answer_z = out.z[-1] if self.answers else None
+            if self.answers and self.answer_start == "named":
                 answer_z = self.model(list(questions), named_entity_set(linked), self.vkb, precision=self.precision, trace=False,
-                                      named=named_ids).z[-1]
+                                      named=named_ids, follow_config=fc).z[-1]
         ids, probs = out.z_star.top(self.entities)
+        fallback = [fill.row(b)[0] if self.fill else None for b in range(len(questions))]
+        relevance = self._relevance(out, [np.concatenate([ids[b], fallback[b]]) if self.fill else ids[b]
+                                          for b in range(len(questions))])
         chains = [z.top(self.chain_top) for z in out.z]
         named = [set(row[row >= 0].tolist()) if self.answer_skips_named else set() for row in named_ids]
-        last_ids, last_probs = answer_z.top(self.answer_top + max(map(len, named), default=0))
+        if answer_z is not None:
+            last_ids, last_probs = answer_z.top(self.answer_top + max(map(len, named), default=0))
         evidence = [self._evidence(z, tr, cids) if tr is not None else None
                     for z, tr, (cids, _) in zip(out.z, out.traces, chains)]
+        pi = out.pi.detach().double().numpy()
         results = []
         for b in range(len(questions)):
             keep = ids[b] >= 0
-            ranked = self.pages.rank(ids[b][keep], probs[b][keep], top, fallback=fill.row(b)[0])
+            ranked = self.pages.rank(ids[b][keep], probs[b][keep], top, fallback=fallback[b], relevance=relevance[b])
             chain = [[{"entity": self.names[int(e)], "score": round(float(p), 4),
                        **(ev[b][j] if ev is not None and ev[b][j] else {})}
                       for j, (e, p) in enumerate(zip(cids[b], cprobs[b])) if e >= 0]
                      for (cids, cprobs), ev in zip(chains, evidence)]
-            articles, scores = [p.article for p in ranked], [p.score for p in ranked]
-            n_ranked = len(articles)
-            if len(articles) < top:  # entities and linker ran out: the other articles in corpus order, below them
-                seen, low = set(articles), min(scores, default=0.0)
-                rest = list(itertools.islice((a for a in range(len(self.pages.keys)) if a not in seen), top - len(articles)))
-                articles += rest
-                scores += [min(low, 0.0) - 1.0 - i for i in range(len(rest))]
-            answers = [(int(e), float(p)) for e, p in zip(last_ids[b], last_probs[b]) if e >= 0 and int(e) not in named[b]]
-            results.append(Retrieved(articles, scores, [round(float(x), 4) for x in out.pi[b]], chain,
-                                     self.names[answers[0][0]] if answers else None, answers[:self.answer_top],
-                                     n_ranked))
+            hop_of = self._hops(out.z, pi[b], b, {p.entity for p in ranked if p.reached})
+            answers = None
+            if answer_z is not None:
+                answers = [(int(e), float(p)) for e, p in zip(last_ids[b], last_probs[b])
+                           if e >= 0 and int(e) not in named[b]]
+            results.append(Retrieved([p.article for p in ranked], [p.score for p in ranked],
+                                     [round(float(x), 4) for x in pi[b]], chain,
+                                     self.names[answers[0][0]] if answers else None,
+                                     answers[:self.answer_top] if answers is not None else None,
+                                     sum(p.reached for p in ranked), [p.reached for p in ranked],
+                                     [p.entity for p in ranked], [hop_of.get(p.entity) if p.reached else None for p in ranked]))
         return results
 
+    @staticmethod
+    def _hops(sets, pi_row: np.ndarray, b: int, entities: set[int]) -> dict[int, int]:
+        """For each of `entities`, the hop t whose ``pi_t Z_t[e]`` gives it the most of its Z* score."""
+        best: dict[int, tuple[float, int]] = {}
+        for t, z in enumerate(sets):
+            e_ids, e_probs = z.row(b)
+            for e, p in zip(e_ids.tolist(), e_probs.tolist()):
+                if e in entities and (e not in best or pi_row[t] * p > best[e][0]):
+                    best[e] = (pi_row[t] * p, t)
+        return {e: t for e, (_, t) in best.items()}
