@@ -61,6 +61,28 @@ def test_answer_gives_typed_results_with_a_chain_of_real_mentions(kit, films_kb)
     assert all(e.evidence.via == films[0]["title"] for e in result.chain[0].top)
 
 
+def test_a_multi_hop_models_passages_hold_its_chains_mentions(kit, films_kb):  # noqa: F811
+    """retrieve on a multi-hop model: the articles of each hop's best entities' supporting mentions, scored by
+    the entity's probability in its hop (an article kept at its best), as a loop over the chain says."""
+    from drkit.qa.pipeline import MULTI_HOP
+
+    _, films = films_kb
+    assert kit.kind == MULTI_HOP
+    index = kit.vkb.index
+    for q in _questions(films)[:6]:
+        got = kit.retrieve(q, 4)
+        chain = kit.answer(q, top=1, chain_top=4).chain
+        best = {}
+        for hop in chain:
+            for e in hop.top:
+                a = int(index.passage_article[e.evidence.passage_id])
+                best[a] = max(best.get(a, 0.0), e.prob)
+        want = sorted(best.values(), reverse=True)[:4]
+        assert [p.score for p in got] == pytest.approx(want)
+        assert all(p.score == pytest.approx(best[p.article]) and p.reached and p.hop in (1, 2) for p in got)
+        assert all(p.text and p.title == index.article_titles[p.article] for p in got)
+
+
 def test_answers_do_not_depend_on_the_batch(kit, films_kb):  # noqa: F811
     _, films = films_kb
     questions = _questions(films)

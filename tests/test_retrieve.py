@@ -40,6 +40,25 @@ def test_recall_metrics_match_a_loop(seed):
         assert m["overall"][f"AR@{k}"] == pytest.approx(ar / 25, abs=1e-4)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_ir_measures_agree_with_our_recall_and_give_ndcg_and_mrr(seed):
+    """R@k by ir_measures (pytrec_eval) equals recall_metrics' on the same rankings, ties and empty
+    rankings included; nDCG@10 and MRR equal literal formulas."""
+    from drkit.qa.retrieve import ir_measures_metrics
+
+    rng = np.random.default_rng(seed)
+    ranked = [[f"d{x}" for x in rng.permutation(30)[:int(rng.integers(0, 20))]] for _ in range(40)]
+    gold = [[f"d{x}" for x in rng.choice(30, size=int(rng.integers(1, 4)), replace=False)] for _ in range(40)]
+    ours = recall_metrics(ranked, gold, [None] * 40)["overall"]
+    theirs = ir_measures_metrics({f"q{i}": g for i, g in enumerate(gold)}, {f"q{i}": r for i, r in enumerate(ranked)})
+    for k in (2, 5, 10, 20):
+        assert theirs[f"R@{k}"] == pytest.approx(ours[f"R@{k}"], abs=1e-4)
+    mrr = np.mean([next((1 / (i + 1) for i, d in enumerate(r) if d in g), 0.0) for r, g in zip(ranked, gold)])
+    ndcg = np.mean([sum(1 / np.log2(i + 2) for i, d in enumerate(r[:10]) if d in g)
+                    / sum(1 / np.log2(i + 2) for i in range(min(len(g), 10))) for r, g in zip(ranked, gold)])
+    assert theirs["RR"] == pytest.approx(mrr, abs=1e-4) and theirs["nDCG@10"] == pytest.approx(ndcg, abs=1e-4)
+
+
 class FirstPassages:
     name = "first"
 
@@ -69,6 +88,11 @@ def test_bad_lines_are_reported_and_counted(tmp_path):
     lines = (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()
     assert len(lines) == 2 and len(json.loads(lines[0])["passages"]) == 20
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["bad_lines"] == 4
+    # the TREC run and qrels: every listed passage, ranks from 1, and the gold of the scored questions
+    run = [line.split() for line in (tmp_path / "out" / "run.trec").read_text().splitlines()]
+    assert len(run) == 40 and run[0] == ["ok", "Q0", "k0", "1", "20", "first"]
+    assert (tmp_path / "out" / "qrels.trec").read_text() == "ok 0 k0 1\nok 0 k1 1\nok2 0 k30 1\n"
+    assert m["ir_measures"]["R@2"] == m["overall"]["R@2"] and m["ir_measures"]["questions"] == 2
 
 
 def test_bm25_peer_finds_the_passage_with_the_rare_words():
@@ -249,12 +273,15 @@ def test_ask_with_a_mixing_model_shows_pi_and_the_chain(mixing_run, capsys):
     q = json.loads((d / "questions1.jsonl").read_text().splitlines()[1])["question"]
     assert main(["ask", "--index", str(d / "index1"), "--model", str(d / "run"), "--top", "3", q]) == 0
     out = capsys.readouterr().out
-    assert "pi (weight of 0, 1, .. hops)" in out and "Z_0 (linked, rescored)" in out and "Z_2:" in out
-    assert ", as \"" in out  # an entity's supporting mention and its passage
-    assert out.count("  1. ") == 1 and "  3. " in out and "  4. " not in out
-    assert main(["ask", "--index", str(d / "index1"), "--model", str(d / "run"), "--json", q]) == 0
+    assert "pi (weight of 0, 1, .. hops)" in out and "hop 0 (linked, rescored)" in out and "hop 2 (" in out
+    assert ", in \"" in out  # an entity's supporting mention and its passage
+    answers, passages = out.split("  passages:")
+    assert answers.count("  1. ") == 1 and "  4. " not in answers  # at most --top 3 answers
+    assert passages.count("  1. ") == 1 and "  5. " in passages and "  6. " not in passages  # 5 by default
+    assert main(["ask", "--index", str(d / "index1"), "--model", str(d / "run"), "--json", "--passages", "7", q]) == 0
     obj = json.loads(capsys.readouterr().out)
-    assert len(obj["pi"]) == 3 and len(obj["chain"]) == 3 and len(obj["passages"]) == 5
+    assert len(obj["pi"]) == 3 and len(obj["chain"]) == 3 and len(obj["passages"]) == 7
+    assert [h["hop"] for h in obj["chain"]] == [0, 1, 2] and 1 <= len(obj["answers"]) <= 5
 
 
 def test_the_answer_is_the_last_hops_best_entity_the_question_does_not_name(mixing_run):
@@ -452,3 +479,89 @@ def test_passages_of_a_page_are_ordered_by_the_question_not_by_file_order(mixing
             assert order == sorted(order, key=lambda a: -ref[a])
             checked += 1
     assert checked >= 8  # directors' pages were reached and ordered
+
+
+def test_the_front_door_loads_a_hop_mixing_model_and_retrieves_typed_passages(mixing_run):
+    """DrKIT.load takes a hop-mixing training run: retrieve / retrieve_batch give the retriever's ranking as
+    typed passages with the corpus text, the same alone and in a batch; answer gives pi, the chain from Z_0
+    and the retriever's entity answers; a question that names no entity gets its own QuestionError."""
+    from drkit import DrKIT
+    from drkit.errors import QuestionError
+    from drkit.qa.pipeline import HOP_MIXING, Passage
+    from drkit.qa.retrieve import DrKITRetriever
+
+    d = mixing_run
+    kit = DrKIT.load(d / "index1", d / "run")
+    assert kit.kind == HOP_MIXING and kit.max_hops == 2
+    rows = {json.loads(line)["id"]: json.loads(line) for line in (d / "corpus1.jsonl").read_text().splitlines()}
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()][:12]
+    reference = DrKITRetriever.load(d / "index1", d / "run").retrieve(questions, 6)
+    batch = kit.retrieve_batch(questions, 6)
+    for q, want, got in zip(questions, reference, batch):
+        assert all(isinstance(p, Passage) for p in got)
+        assert [p.article for p in got] == want.articles[:6]
+        assert [p.score for p in got] == pytest.approx(want.scores[:6])
+        assert all(p.text == rows[p.id]["text"] and p.title == rows[p.id]["title"] for p in got)
+        assert all(p.hop in (0, 1, 2) and p.entity == p.title for p in got if p.reached)
+        alone = kit.retrieve(q, 6)
+        assert [(p.id, p.score) for p in alone] == [(p.id, p.score) for p in got]
+    result = kit.answer(questions[1], top=3, chain_top=2, passages=4)
+    want = DrKITRetriever.load(d / "index1", d / "run").retrieve([questions[1]], 4)[0]
+    assert result.pi == pytest.approx(tuple(want.pi)) and [h.hop for h in result.chain] == [0, 1, 2]
+    assert [a.entity_id for a in result.answers] == [e for e, _ in want.answers[:3]]
+    assert [p.article for p in result.passages] == want.articles[:4]
+    as_json = json.loads(json.dumps(result.to_dict()))  # JSON-ready
+    assert [p["id"] for p in as_json["passages"]] == [p.id for p in result.passages] and "text" not in as_json["passages"][0]
+    with pytest.raises(QuestionError, match="no entity of the index"):
+        kit.answer("???")
+    with pytest.raises(QuestionError, match="empty"):
+        kit.retrieve("  ")
+    with pytest.raises(ConfigError, match="hops"):
+        from drkit.qa.pipeline import QueryConfig
+
+        kit.answer(questions[0], query=QueryConfig(hops=1))
+
+
+def test_controls_single_step_and_ppr_match_literal_references(mixing_run):
+    """The single-step control scores each passage by its best mention against the question's query (a
+    loop over passages says the same); personalised PageRank equals the linear solve of its fixed point
+    and ranks the pages of the best entities."""
+    import scipy.sparse as sp
+
+    from drkit.qa.controls import PPRRetriever, SingleStepRetriever
+
+    d = mixing_run
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()][:6]
+    single = SingleStepRetriever.load(d / "index1", d / "mentions1", d / "enc", precision="fp32")
+    index = single.index
+    q = single.encoder.embed_queries(questions, "fp32")
+    vectors = np.asarray(single.vectors, dtype=np.float32)
+    for b, r in enumerate(single.retrieve(questions, 5)):
+        best = {}
+        for m in range(index.n_mentions):
+            a = int(index.passage_article[int(index.mentions[m][1])])
+            best[a] = max(best.get(a, -np.inf), float(vectors[m] @ q[b]))
+        want = sorted(best.values(), reverse=True)[:5]
+        assert r.scores == pytest.approx(want, rel=1e-5, abs=1e-5)
+        assert all(best[a] == pytest.approx(s, rel=1e-5, abs=1e-5) for a, s in zip(r.articles, r.scores))
+
+    ppr = PPRRetriever.load(d / "index1")
+    n = index.n_entities
+    rng = np.random.default_rng(0)
+    seeds = np.zeros(n)
+    seeds[rng.choice(n, 3, replace=False)] = [0.5, 0.3, 0.2]
+    p = ppr.pagerank(seeds)
+    # the fixed point p = (1 - d) s + d (P^T p + (dangling . p) s), solved directly
+    m = ppr.transition_t.toarray() + np.outer(seeds, ppr.dangling.astype(float))
+    exact = np.linalg.solve(np.eye(n) - 0.5 * m, 0.5 * seeds)
+    assert p == pytest.approx(exact, abs=1e-10) and p.sum() == pytest.approx(1.0)
+    assert sp.issparse(ppr.transition_t)
+    linked = ppr.linker.link(questions)
+    for b, r in enumerate(ppr.retrieve(questions, 5)):
+        ids, weights = linked.row(b)
+        s = np.zeros(n)
+        np.add.at(s, ids, weights)
+        pr = ppr.pagerank(s)
+        assert r.scores == sorted(r.scores, reverse=True) and len(r.articles) == 5
+        for a, score in zip(r.articles, r.scores):  # each passage carries its title entity's PageRank
+            assert score == pytest.approx(pr[index.article_entity[a]])

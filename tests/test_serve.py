@@ -505,6 +505,23 @@ def test_a_hop_mixing_model_adds_pi_and_passages(mixing_run):  # noqa: F811
             ev = e["evidence"]
             assert ev is not None
             assert fold(ev["text"][ev["start"]:ev["end"]]) == index.entities.keys[e["entity_id"]]
+    # a question that names no entity gets its own error; the others of its batch their answers
+    mixed = engine.run([questions[0], "???", questions[1]], Request())
+    assert mixed[0] == engine.run([questions[0]], Request())[0] and mixed[2] == engine.run([questions[1]], Request())[0]
+    assert mixed[1]["question"] == "???" and "no entity of the index" in mixed[1]["error"]
+
+
+def test_a_hop_mixing_model_is_served_with_the_mips_asked_for(mixing_run):  # noqa: F811
+    from drkit.qa.pipeline import LoadConfig
+
+    d = mixing_run
+    exact = Engine.load(d / "index1", d / "run")
+    engine = Engine.load(d / "index1", d / "run", config=LoadConfig(mips="faiss", nprobe=2))
+    assert engine.vkb.searcher_kind == "faiss" and engine.vkb.searcher.index.nprobe == 2
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()[:6]]
+    got, want = engine.run(questions, Request(top_k=3)), exact.run(questions, Request(top_k=3))
+    assert all(r["passages"] for r in got)  # answered, by global retrieval over 2 of the IVF lists
+    assert got != want  # not the exact searcher's restricted retrieval under another name
 
 
 # -- the model in a process of its own ------------------------------------------------------------------------

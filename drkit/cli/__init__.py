@@ -130,27 +130,14 @@ def _run_ask(args) -> int:
     from drkit.qa.ask import AskConfig, format_result
 
     config = config_from_args(args, AskConfig)
-    from drkit.reason.mixing import is_mixing_model
-
-    if is_mixing_model(args.model):  # plain questions of unknown hop count: pi, the chain, the best passages
-        from drkit.qa.ask import format_retrieved
-        from drkit.qa.pipeline import LoadConfig
-        from drkit.qa.retrieve import DrKITRetriever
-
-        retriever = DrKITRetriever.load(args.index, args.model, args.mentions,
-                                        precision=config_from_args(args, LoadConfig).precision,
-                                        chain_top=max(config.chain_top, 1))
-        keys, titles = retriever.vkb.index.article_keys, retriever.vkb.index.article_titles
-        for q, r in zip(args.questions, retriever.retrieve(args.questions, max(config.top, 20))):
-            print(json.dumps({"question": q, "passages": [{"id": keys[a], "title": titles[a], "score": s} for a, s in zip(
-                r.articles[:config.top], r.scores[:config.top])], "pi": r.pi, "chain": r.chain, "answer": r.answer},
-                ensure_ascii=False) if config.json else "\n".join(format_retrieved(q, r, keys, titles, config.top)))
-        return 0
     kit, query = _load_kit(args)
+    from drkit.qa.pipeline import HOP_MIXING
+
+    passages = config.passages if config.passages is not None else (5 if kit.kind == HOP_MIXING else 0)
     failed = 0
     for q in args.questions:
         try:
-            result = kit.answer(q, config.top, config.chain_top, query)
+            result = kit.answer(q, config.top, config.chain_top, query, passages=passages)
         except DrkitError as exc:
             print(f"drkit ask: error: {exc}", file=sys.stderr)
             failed += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from drkit.cli.flags import add_config_flags, config_from_args
+from drkit.errors import ConfigError
 
 
 def _train_mixing_parser(sub) -> None:
@@ -63,10 +64,12 @@ def _retrieve_parser(sub) -> None:
         help="multi-hop passage retrieval with a hop-mixing model: predictions.jsonl and, with gold, metrics.json",
         description="Rank the passages of a title-entity corpus for each question of a JSONL file ({\"id\", "
         "\"question\"} per line; \"supporting\": gold corpus ids, and \"type\", when present, are used for scoring) "
-        "with a trained hop-mixing model: entities ranked by Z* = sum_t pi_t Z_t, each replaced by its page. Writes "
-        "OUT/predictions.jsonl ({\"id\", \"passages\": [{\"id\", \"title\", \"score\"}, ...], \"pi\", \"chain\", "
-        "\"answer\"}), OUT/bad_lines.txt and, when gold is given, OUT/metrics.json (R@k and AR@k for k = 2, 5, 10, 20, "
-        "overall and per type, questions/s at batch 1 and the batch size). The index may be one the model has never "
+        "with a trained hop-mixing model: entities ranked by Z* = sum_t pi_t Z_t, each replaced by its page (a page of "
+        "several passages divided among them by the question). Writes OUT/predictions.jsonl ({\"id\", \"passages\": "
+        "[{\"id\", \"title\", \"score\", \"reached\", \"entity\", \"hop\"}, ...], \"pi\", \"chain\", \"answer\"}; the "
+        "passages the model reached, then the question linker's, marked \"reached\": false), OUT/bad_lines.txt and, "
+        "when gold is given, OUT/metrics.json (R@k and AR@k for k = 2, 5, 10, 20 up to --top, overall and per type, "
+        "unreached passages per top k, questions/s at batch 1 and the batch size). The index may be one the model has never "
         "seen: index and embed a new corpus with the model's encoder, then retrieve.",
     )
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index (drkit index --entities titles ...)")
@@ -80,12 +83,18 @@ def _retrieve_parser(sub) -> None:
 
 
 def _run_retrieve(args) -> int:
-    from drkit.qa.retrieve import DrKITRetriever, RetrieveConfig, run_retrieval
+    from drkit.qa.pipeline import DrKIT, LoadConfig
+    from drkit.qa.retrieve import RetrieveConfig, run_retrieval
 
     config = config_from_args(args, RetrieveConfig)
-    retriever = DrKITRetriever.load(args.index, args.model, args.mentions, precision=config.precision,
-                                    **config.retriever_options())
-    index = retriever.vkb.index
+    kit = DrKIT.load(args.index, args.model, args.mentions, LoadConfig(precision=config.precision),
+                     config.retriever_options())
+    if kit.retriever is None:
+        raise ConfigError(f"{args.model} is a multi-hop model (drkit train): 'drkit retrieve' ranks passages with a "
+                          "hop-mixing model (drkit train-mixing, drkit reproduce-2wiki); ask a multi-hop model with "
+                          "'drkit ask' or 'drkit evaluate'")
+    retriever = kit.retriever
+    index = kit.vkb.index
     metrics = run_retrieval(retriever, index.article_keys, index.article_titles, args.questions, args.out,
                             config, log=lambda line: print(line, file=sys.stderr))
     o = metrics.get("overall")

@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from drkit.data.kb import EntityTable
-from drkit.errors import ConfigError
+from drkit.errors import ArtifactError, ConfigError
 from drkit.index.csr import DerivedA, a_matrix, mention_incidence, passage_mention_indptr, ragged_expand
 from drkit.index.linking import LinkedCorpus, MentionColumns
 from drkit.index.tfidf import NgramHasher, document_frequency, idf_weights, keep_columns, tfidf
@@ -319,6 +319,45 @@ class SparseIndex(DerivedA, MentionColumns):
     def entity_mentions(self) -> np.ndarray:
         """(M,) mention ids grouped by entity, ascending within an entity."""
         return self._entity_mentions[1]
+
+    @functools.cached_property
+    def article_passages(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each article's passages: CSR ``(indptr (A+1,), passage ids)``, in passage order (read on first use)."""
+        passage_article = np.asarray(self.passage_article, dtype=np.int64)
+        order = np.argsort(passage_article, kind="stable")
+        return np.searchsorted(passage_article[order], np.arange(len(self.article_keys) + 1)), order
+
+    @functools.cached_property
+    def _passage_slices(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(passage_char_start, passage_title_chars) where the index has them (None for an older index)."""
+        try:
+            return load_array(self.path, "passage_char_start"), load_array(self.path, "passage_title_chars")
+        except (OSError, ArtifactError):
+            return None
+
+    def article_text(self, article: int) -> str:
+        """The text of an article (a corpus line's ``text``, without its title line): its passages' slices
+        placed at their offsets in the line. The index keeps passages, not the line, so what lay between two
+        slices (whitespace the cut dropped) reads as as many spaces; an older index without the offsets joins
+        the slices with one space."""
+        indptr, passages = self.article_passages
+        ps = passages[indptr[article]:indptr[article + 1]]
+        head = len(self.article_titles[article]) + 1  # content = title + "\n" + text
+        slices = self._passage_slices if self.live is None else None
+        if slices is None:
+            title_line = self.article_titles[article] + "\n"
+            texts = [self.passage_text(int(p)) for p in ps]
+            return " ".join(t[len(title_line):] if t.startswith(title_line) else t for t in texts)
+        starts, carried = slices
+        out, end = [], head
+        for p in ps.tolist():
+            piece = self.passage_text(p)[int(carried[p]):]
+            start = int(starts[p])
+            if start >= end:
+                out.append(" " * (start - end))
+            out.append(piece[max(0, end - start):])
+            end = max(end, start + len(piece))
+        return "".join(out)
 
     def passage_text(self, passage_id: int) -> str:
         a, b = self._text_offsets[passage_id], self._text_offsets[passage_id + 1]

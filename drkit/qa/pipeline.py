@@ -1,11 +1,22 @@
-"""The front door: ``DrKIT.load(index, model).answer(question)``.
+"""The front door: ``DrKIT.load(index, model)``, then ``.answer(question)`` or ``.retrieve(question, k)``.
 
 One object answers questions at query time, read-only: the sparse index, the dense mention index, the
-trained model and the question linker, loaded once. `answer` and `answer_batch` return typed results:
-the answers with their probabilities and the reasoning chain, i.e. for each hop t the most probable
-entities of Z_t, each with its supporting mention (the retrieved mention of that entity with the highest
-logit), the passage it sits in (id, title, text, character offsets of the mention) and the entity of
-Z_{t-1} whose row of A reached that passage. ``drkit ask``, ``drkit evaluate`` and the demo go through it.
+trained model and the question linker, loaded once. It takes either kind of trained model:
+
+* a multi-hop model (``drkit train``; MetaQA-style questions with a bracketed or linked question entity
+  and a fixed hop count);
+* a hop-mixing model (``drkit train-mixing``, ``drkit reproduce-2wiki``; plain questions of unknown hop
+  count over a title-entity corpus: Z* = sum_t pi_t Z_t), through `drkit.qa.retrieve.DrKITRetriever`.
+
+`answer` and `answer_batch` return typed results: the answers with their probabilities and the reasoning
+chain, i.e. for each hop t the most probable entities of Z_t, each with its supporting mention (the
+retrieved mention of that entity with the highest logit), the passage it sits in (id, title, text,
+character offsets of the mention) and, for a multi-hop model, the entity of Z_{t-1} whose row of A
+reached that passage; a hop-mixing model's results add pi, its chain starts at Z_0 (hop 0) and its
+answers are the last hop's best entities the question does not name. `retrieve` and `retrieve_batch`
+return typed `Passage` lists: a hop-mixing model's ranked passages (`drkit.qa.passages`), or for a
+multi-hop model the passages that hold each hop's best entities' supporting mentions. ``drkit ask``,
+``drkit retrieve``, ``drkit evaluate``, ``drkit serve`` and the demo go through it.
 
 Per-call knobs (hops, how many answers, the follow's K, min_weight and retrieval) are arguments; nothing
 is stored between calls, so the same question gets the same answer whatever came before it.
@@ -22,7 +33,7 @@ import numpy as np
 import torch
 
 from drkit.dense.mips import MIPS_KINDS
-from drkit.errors import ConfigError
+from drkit.errors import ConfigError, QuestionError
 from drkit.reason.follow import RETRIEVALS, FollowConfig
 from drkit.reason.model import MultiHopModel, model_dir_of
 from drkit.reason.vkb import ParsedQuestion, VirtualKB, check_model_index
@@ -108,7 +119,27 @@ class HopEntity:
     entity: str
     entity_id: int
     prob: float
-    evidence: Evidence
+    evidence: Evidence | None  # None: no mention of it scored in this hop (e.g. a linked entity never mentioned)
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A retrieved passage: one line of the corpus."""
+
+    id: str  # the corpus id
+    title: str
+    text: str
+    score: float
+    reached: bool  # reached by the model's hops (False: the question linker's ranking, listed after them)
+    hop: int | None  # the hop that gave it most of its score (0: the question's own entities), when reached
+    entity: str | None  # the entity that placed it (its title entity, or the entity whose mention it holds)
+    article: int  # the index's article id
+
+    def to_dict(self, text: bool = True) -> dict:
+        out = dataclasses.asdict(self)
+        if not text:
+            out.pop("text")
+        return out
 
 
 @dataclass(frozen=True)
@@ -128,32 +159,59 @@ class Result:
     hops: int
     answers: tuple[Answer, ...]  # best first
     chain: tuple[Hop, ...]  # empty when not asked for
+    pi: tuple[float, ...] | None = None  # a hop-mixing model's weights of 0..T hops
+    passages: tuple[Passage, ...] = ()  # a hop-mixing model's best passages, when asked for
 
     def to_dict(self) -> dict:
-        """JSON-ready, with each mention's passage shortened to a snippet."""
+        """JSON-ready, with each mention's passage shortened to a snippet (and the passages' texts left out)."""
         out = dataclasses.asdict(self)
         for hop, hop_out in zip(self.chain, out["chain"]):
             for entity, entity_out in zip(hop.top, hop_out["top"]):
                 ev = entity_out.pop("evidence")
-                entity_out.update(mention_id=ev["mention_id"], passage_id=ev["passage_id"], title=ev["title"],
-                                  start=ev["start"], end=ev["end"], via=ev["via"], snippet=entity.evidence.snippet())
+                if ev is not None:
+                    entity_out.update(mention_id=ev["mention_id"], passage_id=ev["passage_id"], title=ev["title"],
+                                      start=ev["start"], end=ev["end"], via=ev["via"], snippet=entity.evidence.snippet())
+        out["passages"] = [p.to_dict(text=False) for p in self.passages]
         return out
+
+
+MULTI_HOP = "multi-hop"  # `DrKIT.kind` of a `drkit train` model
+HOP_MIXING = "hop-mixing"  # of a `drkit train-mixing` / `drkit reproduce-2wiki` model
 
 
 class DrKIT:
     """A trained model over its virtual KB, ready to answer. Build with `DrKIT.load`."""
 
-    def __init__(self, model: MultiHopModel, vkb: VirtualKB):
+    def __init__(self, model, vkb: VirtualKB, retriever=None):
+        """`model`: a `MultiHopModel` on `vkb`; or a hop-mixing model, with `retriever` (its
+        `drkit.qa.retrieve.DrKITRetriever` on `vkb`)."""
+        self.retriever = retriever
+        self.vkb = vkb
+        if retriever is not None:
+            self.kind, self.model = HOP_MIXING, retriever.model.eval()
+            return
         check_model_index(model.manifest, vkb)
         model.set_entities(vkb.entity_names)
-        self.model = model.eval()
-        self.vkb = vkb
+        self.kind, self.model = MULTI_HOP, model.eval()
 
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None,
-             config: LoadConfig = LoadConfig()) -> "DrKIT":
-        """`index`: a ``drkit index`` directory; `model`: a model or a ``drkit train`` run (its best model);
-        `mentions`: the dense mention index, by default the one the model was trained with."""
+             config: LoadConfig = LoadConfig(), retriever_options: dict | None = None) -> "DrKIT":
+        """`index`: a ``drkit index`` directory; `model`: a model, or the run that trained it (``drkit train``:
+        its best model; ``drkit train-mixing``: its model); `mentions`: the dense mention index, by default the
+        one the model was trained with (give it for another corpus); `retriever_options`: a hop-mixing
+        model's `drkit.qa.retrieve.DrKITRetriever` arguments (`RetrieveConfig.retriever_options`)."""
+        from drkit.reason.mixing import is_mixing_model
+
+        search = cls._search_settings(config)
+        if not Path(model).exists():
+            raise ConfigError(f"the model {model} does not exist")
+        if is_mixing_model(model):
+            from drkit.qa.retrieve import DrKITRetriever
+
+            r = DrKITRetriever.load(index, model, mentions, precision=config.precision, searcher=config.mips,
+                                    search=search, **(retriever_options or {}))
+            return cls(r.model, r.vkb, r)
         model_dir = model_dir_of(model)
         net = MultiHopModel.load(model_dir)
         mentions = mentions or net.manifest.get("mentions", {}).get("path")
@@ -162,6 +220,11 @@ class DrKIT:
         if not Path(mentions).exists():
             raise ConfigError(f"the mention index {mentions} the model was trained with does not exist; "
                               "pass the mentions directory")
+        return cls(net, VirtualKB.load(index, mentions, config.mips, config.precision, **search))
+
+    @staticmethod
+    def _search_settings(config: LoadConfig) -> dict:
+        """The MIPS settings of `config`, checked."""
         if config.mips not in MIPS_KINDS:
             raise ConfigError(f"mips must be one of {', '.join(MIPS_KINDS)}, got {config.mips!r}")
         if config.ann is not None and config.mips != "ivfpq":
@@ -172,27 +235,106 @@ class DrKIT:
                   "ivfpq": {"nprobe": config.nprobe, "rerank": config.rerank}}[config.mips]
         if config.ann:
             search["ann"] = config.ann
-        return cls(net, VirtualKB.load(index, mentions, config.mips, config.precision, **search))
+        return search
 
     @property
     def entity_names(self) -> list[str]:
         return self.vkb.entity_names
+
+    @property
+    def max_hops(self) -> int:
+        return int(self.model.config.hops)
 
     def parse(self, question: str) -> ParsedQuestion:
         """The encoder text and question entity; `QuestionError` when there is none."""
         return self.vkb.parse(question)
 
     def answer(self, question: str | ParsedQuestion, top: int = 5, chain_top: int = 3,
-               query: QueryConfig = QueryConfig()) -> Result:
-        """Answers and reasoning chain of one question. Raises `QuestionError` for a question with no entity."""
-        return self.answer_batch([question], top, chain_top, query)[0]
+               query: QueryConfig = QueryConfig(), passages: int = 0) -> Result:
+        """Answers and reasoning chain of one question (a hop-mixing model's: with its best `passages`
+        passages). Raises `QuestionError` for a question with no entity."""
+        return self.answer_batch([question], top, chain_top, query, passages)[0]
+
+    def retrieve(self, question: str, k: int = 10, query: QueryConfig = QueryConfig()) -> list[Passage]:
+        """The best `k` passages for one question (module docstring), best first."""
+        return self.retrieve_batch([question], k, query)[0]
+
+    @torch.no_grad()
+    def retrieve_batch(self, questions: Sequence[str], k: int = 10,
+                       query: QueryConfig = QueryConfig()) -> list[list[Passage]]:
+        """`retrieve` for many questions at once (one forward pass)."""
+        if k < 1:
+            raise ConfigError(f"k must be at least 1, got {k}")
+        if self.kind == HOP_MIXING:
+            self._check_plain(questions)
+            found = self.retriever.retrieve(list(questions), k, chain_top=0, answers=False,
+                                            follow_config=self._mixing_follow_config(query))
+            self._check_linked(questions, found)
+            return [self._passages(r, k) for r in found]
+        return [list(r.passages) for r in self.answer_batch(questions, 1, 0, query, passages=k)]
+
+    @staticmethod
+    def _check_plain(questions: Sequence) -> None:
+        for q in questions:
+            if not isinstance(q, str):
+                raise ConfigError("a hop-mixing model reads plain questions (str), not parsed ones")
+            if not q.strip():
+                raise QuestionError("the question is empty")
+
+    @staticmethod
+    def _check_linked(questions: Sequence[str], found) -> None:
+        """`QuestionError` for the first question the linker found no entity in (its Z_0 is empty: no hop
+        can start)."""
+        for q, r in zip(questions, found):
+            if not r.question_entities:
+                raise QuestionError(f"no entity of the index is named in the question {q!r} (the question linker "
+                                    "found none)")
+
+    def _mixing_follow_config(self, query: QueryConfig) -> FollowConfig | None:
+        if query.hops is not None:
+            raise ConfigError(f"hops: this hop-mixing model weighs 0..{self.max_hops} hops itself (pi); leave hops out")
+        fc = query.follow_config(self.model.follow_config)
+        return None if fc is self.model.follow_config else fc
+
+    def _passages(self, r, k: int) -> list[Passage]:
+        """The first `k` passages of a `drkit.qa.retrieve.Retrieved`."""
+        index, names = self.vkb.index, self.entity_names
+        return [Passage(index.article_keys[a], index.article_titles[a], index.article_text(a), float(s),
+                        bool(r.reached[i]), r.hops[i], names[r.entities[i]], int(a))
+                for i, (a, s) in enumerate(zip(r.articles[:k], r.scores[:k]))]
+
+    def _mixing_batch(self, questions: Sequence[str], top: int, chain_top: int, query: QueryConfig,
+                      passages: int) -> list[Result]:
+        self._check_plain(questions)
+        fc = self._mixing_follow_config(query)
+        found = self.retriever.retrieve(list(questions), max(passages, 1), chain_top=chain_top, answers=True,
+                                        answer_top=top, follow_config=fc)
+        self._check_linked(questions, found)
+        index, names = self.vkb.index, self.entity_names
+        results = []
+        for q, r in zip(questions, found):
+            chain = tuple(Hop(t, int(r.hop_sizes[t]), tuple(
+                HopEntity(e["entity"], e["entity_id"], e["score"],
+                          evidence_of(index, e["mention_id"]) if "mention_id" in e else None) for e in hop))
+                for t, hop in enumerate(r.chain)) if chain_top > 0 else ()
+            linked = r.question_entities[0] if r.question_entities else None
+            results.append(Result(q, q, names[linked[0]] if linked else "", linked[0] if linked else -1,
+                                  "linked (bigram TF-IDF over entity names), rescored by the question", self.max_hops,
+                                  tuple(Answer(names[e], e, p) for e, p in r.answers or []), chain, tuple(r.pi),
+                                  tuple(self._passages(r, passages)) if passages > 0 else ()))
+        return results
 
     @torch.no_grad()
     def answer_batch(self, questions: Sequence[str | ParsedQuestion], top: int = 5, chain_top: int = 3,
-                     query: QueryConfig = QueryConfig()) -> list[Result]:
-        """`answer` for many questions at once (one forward pass). `chain_top=0` skips the chain."""
+                     query: QueryConfig = QueryConfig(), passages: int = 0) -> list[Result]:
+        """`answer` for many questions at once (one forward pass). `chain_top=0` skips the chain. A
+        multi-hop model's `passages`: those holding each hop's best entities' mentions (`retrieve`)."""
         if top < 1:
             raise ConfigError(f"top must be at least 1, got {top}")
+        if passages < 0:
+            raise ConfigError(f"passages must be at least 0, got {passages}")
+        if self.kind == HOP_MIXING:
+            return self._mixing_batch(questions, top, chain_top, query, passages)
         parsed = [q if isinstance(q, ParsedQuestion) else self.parse(q) for q in questions]
         asked = [q if isinstance(q, str) else p.text for q, p in zip(questions, parsed)]
         if not parsed:
@@ -201,15 +343,30 @@ class DrKIT:
         if query.retrieval is None and self.vkb.searcher_kind != "exact":
             fc = dataclasses.replace(fc, retrieval="global")  # an approximate searcher is for global retrieval
         topics = np.array([p.topic for p in parsed], dtype=np.int64)
-        outs = self.model([p.text for p in parsed], topics, self.vkb, hops=query.hops, trace=chain_top > 0,
+        outs = self.model([p.text for p in parsed], topics, self.vkb, hops=query.hops, trace=chain_top > 0 or passages > 0,
                           follow_config=fc, precision=self.vkb.precision)
         ids, probs = outs[-1].z.top(top)  # (B, top)
         chains = self._chains(outs, topics, chain_top, fc) if chain_top > 0 else [()] * len(parsed)
+        found = self._chains(outs, topics, passages, fc) if passages > 0 else [()] * len(parsed)
         names = self.entity_names
         return [Result(q, p.text, p.topic_name, p.topic, p.how, len(outs),
                        tuple(Answer(names[e], int(e), float(pr)) for e, pr in zip(ids[b], probs[b]) if e >= 0),
-                       chains[b])
+                       chains[b], passages=tuple(self._evidence_passages(found[b], passages)))
                 for b, (q, p) in enumerate(zip(asked, parsed))]
+
+    def _evidence_passages(self, chain: tuple[Hop, ...], k: int) -> list[Passage]:
+        """A multi-hop model's passages: the article of each chain entity's supporting mention, scored by
+        the entity's probability in its hop (an article reached twice keeps its best), best first."""
+        index = self.vkb.index
+        best: dict[int, tuple[float, int, str]] = {}
+        for hop in chain:
+            for e in hop.top:
+                a = int(index.passage_article[e.evidence.passage_id])
+                if a not in best or e.prob > best[a][0]:
+                    best[a] = (e.prob, hop.hop, e.entity)
+        order = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[0]))[:k]
+        return [Passage(index.article_keys[a], index.article_titles[a], index.article_text(a), p, True, t, e, a)
+                for a, (p, t, e) in order]
 
     # -- the reasoning chain ---------------------------------------------------------------------
     def _chains(self, outs, topics: np.ndarray, chain_top: int, fc: FollowConfig) -> list[tuple[Hop, ...]]:

@@ -89,6 +89,8 @@ class Retrieved:
     reached: list[bool] | None = None  # per article: reached by the model (False: a linker fallback)
     entities: list[int] | None = None  # per article: the title entity that placed it
     hops: list[int | None] | None = None  # per reached article: the hop t whose pi_t Z_t gave its entity the most
+    hop_sizes: list[int] | None = None  # per hop t = 0..T: the entities of Z_t with non-zero probability
+    question_entities: list[tuple[int, float]] | None = None  # Z_0's best entities (linked, rescored), best first
 
 
 class Retriever(Protocol):
@@ -173,6 +175,48 @@ def answer_hits(results: list[Retrieved], items: list[Question]) -> dict:
     return {t: {"questions": len(v), "hits@1": round(float(np.mean(v)), 4)} for t, v in sorted(by_type.items())}
 
 
+def question_ids(items: list[Question]) -> list[str]:
+    """The TREC query ids of `items`: their ids, or their line numbers ("line-N") when ids repeat."""
+    ids = [q.id for q in items]
+    return ids if len(set(ids)) == len(ids) else [f"line-{q.line}" for q in items]
+
+
+def write_trec_run(path: Path, qids: list[str], ranked: list[list[str]], name: str) -> None:
+    """A TREC run file: ``qid Q0 docid rank score name`` per passage. The score column is ``n - rank + 1``
+    (n passages listed), not the retriever's score: trec_eval and ir_measures sort by it, and the
+    retriever's own scores may tie; those are in predictions.jsonl."""
+    with open(path, "w", encoding="utf-8") as f:
+        for qid, docs in zip(qids, ranked):
+            for rank, doc in enumerate(docs, 1):
+                f.write(f"{qid} Q0 {doc} {rank} {len(docs) - rank + 1} {name}\n")
+
+
+def write_trec_qrels(path: Path, gold: dict[str, list[str]]) -> None:
+    """The gold passages as TREC qrels: ``qid 0 docid 1``."""
+    with open(path, "w", encoding="utf-8") as f:
+        for qid, docs in gold.items():
+            for doc in dict.fromkeys(docs):
+                f.write(f"{qid} 0 {doc} 1\n")
+
+
+def ir_measures_metrics(gold: dict[str, list[str]], ranked: dict[str, list[str]], ks: Sequence[int] = KS) -> dict:
+    """R@k, nDCG@10 and MRR (RR) of `ranked` against `gold` (binary relevance), computed by ir_measures
+    (pytrec_eval), averaged over every question with gold (one the retriever gave nothing counts 0, as in
+    `recall_metrics`)."""
+    import ir_measures
+    from ir_measures import RR, R, nDCG
+
+    qrels = [ir_measures.Qrel(qid, doc, 1) for qid, docs in gold.items() for doc in dict.fromkeys(docs)]
+    run = [ir_measures.ScoredDoc(qid, doc, float(len(docs) - i)) for qid, docs in ranked.items() if qid in gold
+           for i, doc in enumerate(docs)]
+    measures = [R @ k for k in ks] + [nDCG @ 10, RR]
+    per: dict[str, dict[str, float]] = {str(m): {} for m in measures}
+    for row in ir_measures.iter_calc(measures, qrels, run):
+        per[str(row.measure)][row.query_id] = float(row.value)
+    out = {name: round(float(np.mean([v.get(q, 0.0) for q in gold])), 4) if gold else None for name, v in per.items()}
+    return {"library": f"ir_measures {ir_measures.__version__}", "questions": len(gold), **out}
+
+
 def passage_dicts(r: Retrieved, keys: list[str], titles: list[str], names: list[str] | None = None,
                   top: int | None = None) -> list[dict]:
     """The passages of `r` as JSON objects: ``id`` (corpus id), ``title``, ``score``, ``reached`` and, where
@@ -229,8 +273,13 @@ def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], ques
             retriever.retrieve([q.question], config.top)
         metrics["batch_1_questions_per_s"] = round(len(sample) / (time.perf_counter() - t), 2)
         metrics["batch_1_sample"] = len(sample)
+    qids = question_ids(items)
+    write_trec_run(out / "run.trec", qids, ranked, retriever.name)
     if any(q.supporting is not None for q in items):
         metrics.update(recall_metrics(ranked, [q.supporting or [] for q in items], [q.type for q in items], ks))
+        gold = {qid: q.supporting for qid, q in zip(qids, items) if q.supporting}
+        write_trec_qrels(out / "qrels.trec", gold)
+        metrics["ir_measures"] = ir_measures_metrics(gold, dict(zip(qids, ranked)), ks)
     metrics["unreached"] = {f"@{k}": round(float(np.mean([sum(not x for x in (r.reached or [])[:k]) for r in results])), 4)
                             if results else None for k in ks}
     if any(r.answer is not None for r in results) and any(q.answers for q in items):
@@ -273,11 +322,6 @@ class DrKITRetriever:
         # follows, so passage retrieval alone (answers=False) skips it
         self.answers = answers
         self.fill = fill  # the linker's ranking after the reached passages, marked unreached
-        index = vkb.index
-        order = np.argsort(np.asarray(index.passage_article, dtype=np.int64), kind="stable")
-        self._article_passages = order  # article a's passages: order[indptr[a]:indptr[a + 1]]
-        self._article_indptr = np.searchsorted(np.asarray(index.passage_article, dtype=np.int64)[order],
-                                               np.arange(len(self.pages.keys) + 1))
 
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None, precision: str = "auto",
@@ -359,8 +403,9 @@ class DrKITRetriever:
         if not rows_l:
             return result
         rows, arts = np.concatenate(rows_l), np.concatenate(arts_l)
-        p_len = self._article_indptr[arts + 1] - self._article_indptr[arts]
-        passages = self._article_passages[concat_ranges(self._article_indptr[arts], p_len)]
+        a_indptr, a_passages = self.vkb.index.article_passages
+        p_len = a_indptr[arts + 1] - a_indptr[arts]
+        passages = a_passages[concat_ranges(a_indptr[arts], p_len)]
         pair_of_passage = np.repeat(np.arange(len(arts)), p_len)
         m_indptr = graph.passage_mention_indptr
         m_len = m_indptr[passages + 1] - m_indptr[passages]
@@ -377,36 +422,44 @@ class DrKITRetriever:
             result[r][a] = v
         return result
 
-    def retrieve(self, questions: Sequence[str], top: int) -> list[Retrieved]:
+    def retrieve(self, questions: Sequence[str], top: int, chain_top: int | None = None, answers: bool | None = None,
+                 answer_top: int | None = None, follow_config=None) -> list[Retrieved]:
         """The best `top` passages of each question (at most: only reached ones, and the linker's when
-        `fill`), with pi, the chain and, when `answers`, the entity answer."""
+        `fill`), with pi, the chain and, when `answers`, the entity answer. `chain_top`, `answers`,
+        `answer_top` and `follow_config` (the follows' settings) override the retriever's for this call."""
         from drkit.reason.train_mixing import linked_entity_set, named_entity_set
 
         if top < 1:
             raise ConfigError(f"top must be at least 1, got {top}")
+        chain_top = self.chain_top if chain_top is None else chain_top
+        answers = self.answers if answers is None else answers
+        answer_top = self.answer_top if answer_top is None else answer_top
         linked = self.linker.link(list(questions))
         fill = self.linker.link(list(questions), top=top) if self.linker.config.top < top else linked
-        fc = None
+        fc = follow_config
         if self.vkb.searcher_kind != "exact":  # an approximate searcher is for global retrieval
             import dataclasses
 
-            fc = dataclasses.replace(self.model.follow_config, retrieval="global")
+            fc = dataclasses.replace(fc or self.model.follow_config, retrieval="global")
+        trace = self.evidence and chain_top > 0
         with torch.no_grad():
             named_ids = linked.named()
-            out = self.model(list(questions), linked_entity_set(linked), self.vkb, precision=self.precision, trace=self.evidence,
+            out = self.model(list(questions), linked_entity_set(linked), self.vkb, precision=self.precision, trace=trace,
                              named=named_ids, follow_config=fc)
-            answer_z = out.z[-1] if self.answers else None
-            if self.answers and self.answer_start == "named":
+            answer_z = out.z[-1] if answers else None
+            if answers and self.answer_start == "named":
                 answer_z = self.model(list(questions), named_entity_set(linked), self.vkb, precision=self.precision, trace=False,
                                       named=named_ids, follow_config=fc).z[-1]
         ids, probs = out.z_star.top(self.entities)
         fallback = [fill.row(b)[0] if self.fill else None for b in range(len(questions))]
         relevance = self._relevance(out, [np.concatenate([ids[b], fallback[b]]) if self.fill else ids[b]
                                           for b in range(len(questions))])
-        chains = [z.top(self.chain_top) for z in out.z]
+        chains = [z.top(chain_top) for z in out.z]
         named = [set(row[row >= 0].tolist()) if self.answer_skips_named else set() for row in named_ids]
         if answer_z is not None:
-            last_ids, last_probs = answer_z.top(self.answer_top + max(map(len, named), default=0))
+            last_ids, last_probs = answer_z.top(answer_top + max(map(len, named), default=0))
+        z0_ids, z0_probs = out.z[0].top(3)
+        sizes = np.stack([np.bincount(z.rows.numpy(), minlength=len(questions)) for z in out.z], axis=1)
         evidence = [self._evidence(z, tr, cids) if tr is not None else None
                     for z, tr, (cids, _) in zip(out.z, out.traces, chains)]
         pi = out.pi.detach().double().numpy()
@@ -414,21 +467,22 @@ class DrKITRetriever:
         for b in range(len(questions)):
             keep = ids[b] >= 0
             ranked = self.pages.rank(ids[b][keep], probs[b][keep], top, fallback=fallback[b], relevance=relevance[b])
-            chain = [[{"entity": self.names[int(e)], "score": round(float(p), 4),
+            chain = [[{"entity": self.names[int(e)], "entity_id": int(e), "score": round(float(p), 4),
                        **(ev[b][j] if ev is not None and ev[b][j] else {})}
                       for j, (e, p) in enumerate(zip(cids[b], cprobs[b])) if e >= 0]
                      for (cids, cprobs), ev in zip(chains, evidence)]
             hop_of = self._hops(out.z, pi[b], b, {p.entity for p in ranked if p.reached})
-            answers = None
+            found = None
             if answer_z is not None:
-                answers = [(int(e), float(p)) for e, p in zip(last_ids[b], last_probs[b])
-                           if e >= 0 and int(e) not in named[b]]
+                found = [(int(e), float(p)) for e, p in zip(last_ids[b], last_probs[b])
+                         if e >= 0 and int(e) not in named[b]]
             results.append(Retrieved([p.article for p in ranked], [p.score for p in ranked],
                                      [round(float(x), 4) for x in pi[b]], chain,
-                                     self.names[answers[0][0]] if answers else None,
-                                     answers[:self.answer_top] if answers is not None else None,
+                                     self.names[found[0][0]] if found else None,
+                                     found[:answer_top] if found is not None else None,
                                      sum(p.reached for p in ranked), [p.reached for p in ranked],
-                                     [p.entity for p in ranked], [hop_of.get(p.entity) if p.reached else None for p in ranked]))
+                                     [p.entity for p in ranked], [hop_of.get(p.entity) if p.reached else None for p in ranked],
+                                     sizes[b].tolist(), [(int(e), float(p)) for e, p in zip(z0_ids[b], z0_probs[b]) if e >= 0]))
         return results
 
     @staticmethod

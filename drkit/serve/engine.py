@@ -1,18 +1,18 @@
 """What the HTTP API serves: one trained model over its index, loaded once, answering batches of questions
 as JSON-ready dicts.
 
-Two kinds of model sit behind the same API:
+Two kinds of model sit behind the same API, both answering through the front door,
+`drkit.qa.pipeline.DrKIT.answer_batch`, exactly as ``drkit ask`` does, with the virtual KB's settings
+(`LoadConfig`: --mips, --ann, --nprobe, --rerank, --precision) honoured for both:
 
 * a multi-hop model (``drkit train``: MetaQA-style questions, a bracketed or linked question entity, a fixed
-  hop count) answers through the front door, `drkit.qa.pipeline.DrKIT.answer_batch`, exactly as ``drkit
-  ask`` and ``drkit evaluate`` do;
+  hop count);
 * a hop-mixing model (``drkit train-mixing`` / ``drkit reproduce-2wiki``: plain questions of unknown hop
-  count over a title-entity corpus) answers through `drkit.qa.retrieve.DrKITRetriever`, as ``drkit
-  retrieve`` does, and adds the ranked passages and the hop weights pi.
+  count over a title-entity corpus), whose results add the ranked passages and the hop weights pi.
 
 Every result has the same shape (see `Engine.run`); a question that cannot be answered (no entity of the
-index named in it) gets ``{"question", "error"}`` in its place, and never fails the other questions of
-its batch.
+index named in it, or any other error of its own) gets ``{"question", "error"}`` in its place, and never
+fails the other questions of its batch.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
-from drkit.errors import ConfigError, QuestionError
-from drkit.qa.pipeline import DrKIT, Evidence, LoadConfig, QueryConfig, evidence_of
+from drkit.errors import ConfigError, DrkitError, QuestionError
+from drkit.qa.pipeline import HOP_MIXING, DrKIT, Evidence, LoadConfig, QueryConfig
 
 ANSWERS = "answers"  # a multi-hop model: answers and chain
 PASSAGES = "passages"  # a hop-mixing model: also the ranked passages and pi
@@ -99,20 +99,19 @@ class Engine:
     """A loaded model and index behind the API. Build with `Engine.load`; `run` is thread-safe only in the
     sense that it reads and never writes shared state: the server calls it from one worker thread."""
 
-    def __init__(self, kind: str, index_dir: Path, model_dir: Path, mentions_dir: Path, kit: DrKIT | None = None,
-                 retriever=None, chain_top: int = 3):
-        self.kind, self.kit, self.retriever, self.chain_top = kind, kit, retriever, chain_top
-        self.vkb = kit.vkb if kit is not None else retriever.vkb
+    def __init__(self, index_dir: Path, model_dir: Path, kit: DrKIT, chain_top: int = 3):
+        self.kind = PASSAGES if kit.kind == HOP_MIXING else ANSWERS
+        self.kit, self.chain_top = kit, chain_top
+        self.vkb = kit.vkb
         self.index = self.vkb.index
-        self.max_hops = int(kit.model.config.hops if kit is not None else retriever.model.config.hops)
-        self.dirs = {"index": index_dir, "model": model_dir, "mentions": mentions_dir}
+        self.max_hops = kit.max_hops
+        self.dirs = {"index": index_dir, "model": model_dir, "mentions": Path(self.vkb.mentions.path)}
 
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None,
              config: LoadConfig = LoadConfig(), chain_top: int = 3) -> "Engine":
         """The model of `model` (a ``drkit train`` or ``drkit train-mixing`` run, or its model directory) on the
         index `index`; the mention index defaults to the one the model was trained with."""
-        from drkit.qa.retrieve import DrKITRetriever
         from drkit.reason.mixing import is_mixing_model
         from drkit.reason.model import model_dir_of
 
@@ -122,14 +121,12 @@ class Engine:
             raise ConfigError(f"the index {index} does not exist")
         if not Path(model).exists():
             raise ConfigError(f"the model {model} does not exist")
-        if is_mixing_model(model):
-            r = DrKITRetriever.load(index, model, mentions, precision=config.precision, chain_top=chain_top,
-                                    answer_top=MAX_TOP_K)
-            model_dir = Path(model) if (Path(model) / "manifest.json").exists() else Path(model) / "model"
-            return cls(PASSAGES, Path(index), model_dir, Path(r.vkb.mentions.path), retriever=r, chain_top=chain_top)
         kit = DrKIT.load(index, model, mentions, config)
-        return cls(ANSWERS, Path(index), Path(model_dir_of(model)), Path(kit.vkb.mentions.path), kit=kit,
-                   chain_top=chain_top)
+        if is_mixing_model(model):
+            model_dir = Path(model) if (Path(model) / "manifest.json").exists() else Path(model) / "model"
+        else:
+            model_dir = Path(model_dir_of(model))
+        return cls(Path(index), model_dir, kit, chain_top=chain_top)
 
     # -- the API's answers -------------------------------------------------------------------------
     def check(self, request: Request) -> None:
@@ -184,24 +181,37 @@ class Engine:
         return out
 
     def _run_retriever(self, questions: list[str], request: Request) -> list[dict]:
-        index, names = self.index, self.vkb.entity_names
-        keys, titles = index.article_keys, index.article_titles
+        def run(batch: list[str]):
+            return self.kit.answer_batch(batch, top=request.top_k, chain_top=self.chain_top if request.chain else 0,
+                                         passages=request.top_k)
+
+        try:
+            results: list = run(questions)
+        except DrkitError:  # a question of the batch fails: each alone, so that only it gets the error
+            results = []
+            for q in questions:
+                try:
+                    results.append(run([q])[0])
+                except DrkitError as exc:
+                    results.append(exc)
         out = []
-        for q, r in zip(questions, self.retriever.retrieve(questions, max(request.top_k, 1))):
-            item = {"question": q, "text": q, "found_by": "linked (bigram TF-IDF over entity names)",
-                    "question_entities": [{"entity": e["entity"], "entity_id": index.entities.lookup(e["entity"])}
-                                          for e in (r.chain[0] if r.chain else [])],
-                    "hops": self.max_hops, "pi": r.pi,
-                    "answers": [{"entity": names[e], "entity_id": e, "score": p} for e, p in r.answers[:request.top_k]],
-                    # the ranked passages only, not the corpus-order filler `drkit retrieve` pads its lists with
-                    "passages": [{"id": keys[a], "title": titles[a], "score": s}
-                                 for a, s in list(zip(r.articles, r.scores))[:min(request.top_k, r.ranked)]]}
+        for q, r in zip(questions, results):
+            if isinstance(r, Exception):
+                out.append({"question": q, "error": str(r)})
+                continue
+            item = {"question": q, "text": q, "found_by": r.found_by,
+                    "question_entities": [{"entity": e.entity, "entity_id": e.entity_id} for e in r.chain[0].top]
+                    if r.chain else [{"entity": r.question_entity, "entity_id": r.question_entity_id}],
+                    "hops": self.max_hops, "pi": list(r.pi),
+                    "answers": [{"entity": a.entity, "entity_id": a.entity_id, "score": a.prob} for a in r.answers],
+                    # the passages the model reached (the linker's fallback is not served)
+                    "passages": [{"id": p.id, "title": p.title, "score": p.score, "hop": p.hop, "entity": p.entity}
+                                 for p in r.passages if p.reached]}
             if request.chain:
-                item["chain"] = [{"hop": t, "n_entities": len(hop), "entities": [
-                    {"entity": e["entity"], "entity_id": index.entities.lookup(e["entity"]), "score": e["score"],
-                     "via": None,
-                     "evidence": evidence_dict(evidence_of(index, e["mention_id"])) if "mention_id" in e else None}
-                    for e in hop]} for t, hop in enumerate(r.chain)]
+                item["chain"] = [{"hop": h.hop, "n_entities": h.n_entities, "entities": [
+                    {"entity": e.entity, "entity_id": e.entity_id, "score": e.prob, "via": None,
+                     "evidence": evidence_dict(e.evidence) if e.evidence is not None else None}
+                    for e in h.top]} for h in r.chain]
             out.append(item)
         return out
 
@@ -216,7 +226,7 @@ class Engine:
         model's weights."""
         from drkit import __version__
 
-        model = self.kit.model if self.kit is not None else self.retriever.model
+        model = self.kit.model
         loaded = {"index": self.index.manifest, "mentions": self.vkb.mentions.manifest, "model": model.manifest}
         manifests = {}
         for name, m in loaded.items():
