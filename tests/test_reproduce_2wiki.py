@@ -15,8 +15,8 @@ FILMS = ["The Silent Harbor", "Red Mountain", "A Letter to Quito", "The Glass Em
 CITY = ["Oslo", "Lima", "Perth", "Riga"]
 
 
-def tiny_2wiki(d):
-    rng = np.random.default_rng(0)
+def tiny_2wiki(d, seed=0):
+    rng = np.random.default_rng(seed)
     people = [f"{f} {l}" for f in FIRST for l in LAST][:6]
     born = {p: CITY[i % len(CITY)] for i, p in enumerate(people)}
     rows, questions = [], []
@@ -47,14 +47,27 @@ def tiny_2wiki(d):
 
 def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     data, out = tiny_2wiki(tmp_path / "data"), tmp_path / "run"
+    other = tiny_2wiki(tmp_path / "other", seed=1)  # the transfer corpus: corpus.jsonl and questions.jsonl
+    (other / "train.jsonl").rename(other / "questions.jsonl")
     args = ["reproduce-2wiki", "--data", str(data), "--out", str(out), "--steps", "2", "--pretrain-steps", "2",
-            "--answer-steps", "2", "--rows", "fixed_1", "no_pretraining", "kb_qa_pretrained", "--qps-sample", "2"]
+            "--answer-steps", "2", "--rows", "fixed_1", "no_pretraining", "kb_qa_pretrained", "--qps-sample", "2",
+            "--transfer", str(other)]
     assert main(args) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["split"] == {"comparison": {"train": 4, "dev": 4}, "compositional": {"train": 4, "dev": 4}}
     drkit = json.loads((out / "retrieve-drkit" / "metrics.json").read_text())
     assert results["drkit"]["overall"] == drkit["overall"] and drkit["questions"] == 8
-    assert set(results["retrieval"]) == {"bm25", "dense"}
+    assert set(results["retrieval"]) == {"bm25", "dense", "single_step", "ppr"}
+    # every retriever's intervals, and the paired test against drkit for the others
+    iv = results["intervals"]
+    assert set(iv) == {"drkit", "bm25", "dense", "single_step", "ppr", "fixed_1", "no_pretraining"}
+    assert iv["drkit"]["R@5"]["mean"] == drkit["overall"]["R@5"] and iv["drkit"]["R@5"]["questions"] == 8
+    assert all(c["ci95"][0] <= c["mean"] <= c["ci95"][1] for cells in iv.values() for c in cells.values())
+    assert "p" in iv["bm25"]["AR@2"] and "p" not in iv["drkit"]["AR@2"]
+    t = results["transfer"]
+    assert set(t["retrieval"]) == {"drkit", "bm25", "dense", "single_step", "ppr"}
+    assert t["retrieval"]["drkit"]["questions"] == 16 and t["intervals"]["drkit"]["R@2"]["questions"] == 16
+    assert json.loads((out / "transfer" / "mentions" / "manifest.json").read_text())["encoder"]["path"].endswith("encoder")
     assert set(results["rows"]) == {"fixed_1", "no_pretraining", "kb_qa_pretrained"}
     # kb_qa is DrKIT's own encoder: the row is DrKIT's, not a second training
     assert results["rows"]["kb_qa_pretrained"]["overall"] == drkit["overall"]
@@ -74,3 +87,16 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     assert json.loads((out / "timings.json").read_text()) == timings
     assert main(args[:args.index("--steps") + 1] + ["3"] + args[args.index("--steps") + 2:]) == 2
     assert "steps" in capsys.readouterr().err
+    # the other fold, then both pooled: every question scored once, by the model that did not train on it
+    out1 = tmp_path / "run1"
+    assert main([a if a != str(out) else str(out1) for a in args] + ["--fold", "1", "--rows", "fixed_1"]) == 0
+    assert main(["pool-2wiki", "--runs", str(out), str(out1), "--out", str(tmp_path / "pooled")]) == 0
+    pooled = json.loads((tmp_path / "pooled" / "results.json").read_text())
+    assert pooled["retrieval"]["drkit"]["overall"]["questions"] == 16
+    assert pooled["intervals"]["drkit"]["R@5"]["questions"] == 16 and "row:fixed_1" in pooled["intervals"]
+    fold1 = json.loads((out1 / "retrieve-drkit" / "metrics.json").read_text())["overall"]
+    both = (drkit["overall"]["R@5"] * 8 + fold1["R@5"] * 8) / 16
+    assert abs(pooled["retrieval"]["drkit"]["overall"]["R@5"] - both) < 1e-3
+    assert [t["fold"] for t in pooled["transfer"]] == [0, 1]
+    assert "both folds pooled (16 questions" in (tmp_path / "pooled" / "results.md").read_text()
+    assert main(["pool-2wiki", "--runs", str(out), str(out), "--out", str(tmp_path / "bad")]) == 2

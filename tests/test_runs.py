@@ -136,3 +136,23 @@ def test_old_pickled_checkpoints_are_refused(tmp_path):
     model, opt, sched = _toy()
     with pytest.raises(ArtifactError, match="step-2.pt"):
         resume(tmp_path, model, opt, sched, log=lambda *a: None)
+
+
+def test_a_mixing_run_made_before_the_objective_setting_reads_as_the_objective_it_had(tmp_path):
+    """A hop-mixing run.json without `objective` was trained with answers among Z*'s targets: it reads as
+    pages+answers, so the default (pages) names the setting that differs instead of reusing the old model."""
+    import dataclasses
+    import json
+
+    import pytest
+
+    from drkit.errors import ConfigError
+    from drkit.reason.train_mixing import MixTrainConfig
+    from drkit.util.runs import prepare_run, upgrade_run_settings
+
+    old = {k: v for k, v in dataclasses.asdict(MixTrainConfig()).items() if k != "objective"}
+    (tmp_path / "run.json").write_text(json.dumps({"train": old}))
+    upgrade_run_settings(tmp_path, {"train": MixTrainConfig})
+    assert json.loads((tmp_path / "run.json").read_text())["train"]["objective"] == "pages+answers"
+    with pytest.raises(ConfigError, match="objective"):
+        prepare_run(tmp_path, {"train": dataclasses.asdict(MixTrainConfig())}, False, "training")

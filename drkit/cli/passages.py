@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from drkit.cli.flags import add_config_flags, config_from_args
 from drkit.errors import ConfigError
@@ -132,7 +133,30 @@ def _run_reproduce_2wiki(args) -> int:
     return 0
 
 
+def _pool_2wiki_parser(sub) -> None:
+    p = sub.add_parser(
+        "pool-2wiki",
+        help="pool the two folds of reproduce-2wiki: every question scored once, with intervals and paired tests",
+        description="Pool a 'drkit reproduce-2wiki --fold 0' run and a '--fold 1' run of the same split (each "
+        "question scored by the model that did not train on it): R@k and AR@k of every retriever over all the "
+        "questions, 95%% bootstrap intervals and paired sign-flip tests against drkit for R@2, R@5, AR@2 and AR@5, "
+        "the entity answers' Hits@1 and each fold's transfer figures. Writes OUT/results.md and OUT/results.json.",
+    )
+    p.add_argument("--runs", required=True, nargs=2, metavar="DIR", help="the fold 0 and fold 1 output folders")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    p.set_defaults(run=_run_pool_2wiki)
+
+
+def _run_pool_2wiki(args) -> int:
+    from drkit.experiments import twowiki
+
+    twowiki.pool_folds([Path(r) for r in args.runs], Path(args.out))
+    print(f"wrote {args.out}/results.md")
+    return 0
+
+
 def add_parsers(sub) -> None:
     _train_mixing_parser(sub)
     _retrieve_parser(sub)
     _reproduce_2wiki_parser(sub)
+    _pool_2wiki_parser(sub)

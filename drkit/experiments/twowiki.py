@@ -5,9 +5,12 @@ unknown); no KB at question time. Steps, each skipped when its output is complet
 evaluation made with other settings is refused, naming the setting, or made again):
 
     split (train/dev, seeded, by type) -> index (--entities titles: no list made from the benchmark) -> encoders
-    (the base MiniLM, and pretrained as the rows need) -> embed -> train the hop-mixing model (and each
-    row) -> retrieve on dev -> peers (BM25, dense MiniLM) -> entity answers: Hits@1 of the last hop's top
-    entity against a fixed 2-hop model given the bracketed question entity (same encoder)
+    (pretrained as DrKIT and the rows need) -> embed -> train the hop-mixing model (and each row) -> retrieve
+    on dev -> peers (BM25, dense MiniLM) -> controls (`drkit.qa.controls`: the same pretrained encoder as a
+    single-step dense retriever; personalised PageRank from the linked Z_0) -> entity answers: Hits@1 of the
+    last hop's top entity against a fixed 2-hop model given the bracketed question entity (same encoder) ->
+    transfer: the trained model, not retrained, on a second corpus (``--transfer``, musique100 beside the
+    data by default: index, embed with DrKIT's encoder, retrieve), with the peers and controls on it
 
 DrKIT's encoder (``--encoder``, default ``kb_qa``) is pretrained as the paper does, here on both the KB of
 the train split's evidence triples (distant supervision) and the train split's questions with their gold
@@ -22,6 +25,10 @@ Rows (``--rows``), each a hop-mixing model trained and scored like the main one 
   paper's three ways of pretraining the encoder (the one that is DrKIT's own is DrKIT's row, not trained
   twice).
 
+Every retriever's R@2, R@5, AR@2 and AR@5 get a 95% bootstrap interval over the questions, and a paired
+sign-flip test against drkit (`drkit.qa.stats`). ``drkit pool-2wiki`` pools the two folds (``--fold 0``
+and ``--fold 1`` runs) so that every question is scored once, by the model that did not train on it.
+
 Outputs in OUT: one directory per step, ``timings.json`` (wall seconds of each step), ``results.json``,
 ``results.md`` and ``recall_at_k.png`` (R@k and AR@k against k for drkit and the peers).
 """
@@ -32,6 +39,8 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from drkit.errors import ConfigError
 from drkit.experiments.steps import Timings, made_again, write_json
@@ -51,6 +60,7 @@ class Row:
 
 
 ENCODERS = ("base", "kb", "qa", "kb_qa")
+DEFAULT_ROWS = ("fixed_0", "fixed_1", "fixed_2", "remove_named", "links", "both")
 DRKIT = Row("DrKIT: hop mixing over 0..2 hops, TF-IDF A")
 ROWS = {
     "fixed_0": Row("no mixing: Z_0 alone (the linked entities, rescored)", mix={"fixed": 0}),
@@ -85,9 +95,15 @@ class TwoWikiConfig:
                                                                 "alternates KB and QA steps)"})
     answer_steps: int = field(default=300, metadata={"help": "training steps of the fixed 2-hop bracketed model "
                                                              "(DrKIT's encoder)"})
-    rows: tuple = field(default=tuple(ROWS), metadata={"help": f"rows beside DrKIT, of {', '.join(ROWS)}", "nargs": "*",
-                                                       "type": str})
+    rows: tuple = field(default=DEFAULT_ROWS, metadata={
+        "help": f"rows beside DrKIT, of {', '.join(ROWS)} (default: those that share DrKIT's encoder; each encoder "
+                "row pretrains and embeds an encoder of its own, about 8 minutes on 2 cores)", "nargs": "*", "type": str})
     peers: bool = field(default=True, metadata={"help": "run BM25 and dense MiniLM on the same dev questions"})
+    controls: bool = field(default=True, metadata={"help": "run the controls: DrKIT's pretrained encoder as a "
+                                                           "single-step dense retriever, and personalised PageRank"})
+    transfer: str = field(default="auto", metadata={
+        "help": "a second corpus folder (corpus.jsonl, questions.jsonl) the trained model is run on without "
+                "retraining; auto: musique100 beside --data when it is there; none: skip"})
     answers: bool = field(default=True, metadata={"help": "compare entity answers with a fixed 2-hop bracketed model"})
     qps_sample: int = field(default=100, metadata={"help": "questions timed one at a time (batch-1 questions/s)"})
 
@@ -127,15 +143,18 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     index = SparseIndex.load(out / "index")
     retrieve_config = RetrieveConfig(qps_sample=config.qps_sample, answers=True)
 
-    encoders = {"base": out / "encoder-base"}
-    if not (encoders["base"] / "encoder" / "manifest.json").exists():
-        timings.run("encoder-base", lambda: pretrain(out / "index", None, encoders["base"], PretrainConfig(steps=0),
-                                                     log=log), log)
     train_kb(train_file, out / "kb-train.txt")
+
     def encoder_of(row: Row) -> str:
         return row.encoder or config.encoder
 
     wanted = [config.encoder] + [encoder_of(ROWS[r]) for r in config.rows]
+    encoders = {}
+    if "base" in wanted:
+        encoders["base"] = out / "encoder-base"
+        if not (encoders["base"] / "encoder" / "manifest.json").exists():
+            timings.run("encoder-base", lambda: pretrain(out / "index", None, encoders["base"], PretrainConfig(steps=0),
+                                                         log=log), log)
     for name in dict.fromkeys(e for e in wanted if e != "base"):
         run = encoders[name] = out / f"pretrain-{name}"
         kb = out / "kb-train.txt" if name in ("kb", "kb_qa") else None
@@ -185,29 +204,208 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
         (results["retrieval"] if name == "drkit" else results["rows"])[name] = metrics
     results["drkit"] = results["retrieval"].pop("drkit")
 
-    if config.peers:
-        from drkit.qa.peers import BM25Retriever, DenseRetriever
-
-        for name, make in (("bm25", BM25Retriever.from_index), ("dense", DenseRetriever.from_index)):
-            ev = out / f"peer-{name}"
-            made_with = {"index_sha256": json.loads((out / "index" / "manifest.json").read_text()).get("inputs"),
-                         "questions_sha256": file_checksum(dev_file)["sha256"], "retrieve": dataclasses.asdict(retrieve_config)}
-            if made_again(ev / "metrics.json", made_with, log):
-                def run_peer():
-                    metrics = run_retrieval(make(index), index.article_keys, index.article_titles, dev_file, ev,
-                                            retrieve_config, log=log)
-                    write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
-                timings.run(f"peer-{name}", run_peer, log)
-            results["retrieval"][name] = json.loads((ev / "metrics.json").read_text())
+    others = _others(config, encoders[config.encoder])
+    for name, (step, make) in others.items():
+        results["retrieval"][name] = _score(name, step, lambda: make(out / "index", mentions[config.encoder]), out / "index",
+                                            dev_file, out / step, retrieve_config, timings, log)
+    results["intervals"] = intervals(
+        {"drkit": out / "retrieve-drkit", **{n: out / step for n, (step, _) in others.items()},
+         **{r: out / f"retrieve-{r}" for r in results["rows"] if (out / f"retrieve-{r}").exists()}}, [dev_file])
 
     if config.answers:
         results["answers"] = _answers(out, index, mentions[config.encoder], split, config, timings, log)
+    transfer = _transfer_dir(data, config.transfer)
+    if transfer is not None:
+        results["transfer"] = _transfer(transfer, out, encoders[config.encoder], config, retrieve_config, timings, log)
     results["timings_s"] = json.loads((out / "timings.json").read_text())
     write_json(out / "results.json", results)
     (out / "results.md").write_text("\n".join(results_markdown(results)) + "\n", encoding="utf-8")
     plot_recall(results, out / "recall_at_k.png")
     log(f"wrote {out / 'results.md'}")
     return results
+
+
+def _others(config: TwoWikiConfig, encoder: Path) -> dict:
+    """The peers and controls asked for: name -> (output step, make(index dir, mentions dir) -> Retriever)."""
+    from drkit.index.sparse import SparseIndex
+    from drkit.qa.controls import PPRRetriever, SingleStepRetriever
+    from drkit.qa.peers import BM25Retriever, DenseRetriever
+
+    out = {}
+    if config.peers:
+        out["bm25"] = ("peer-bm25", lambda i, m: BM25Retriever.from_index(SparseIndex.load(i)))
+        out["dense"] = ("peer-dense", lambda i, m: DenseRetriever.from_index(SparseIndex.load(i)))
+    if config.controls:
+        out["single_step"] = ("control-single_step", lambda i, m: SingleStepRetriever.load(i, m, encoder))
+        out["ppr"] = ("control-ppr", lambda i, m: PPRRetriever.load(i))
+    return out
+
+
+def _score(name: str, step: str, make, index_dir: Path, questions: Path, ev: Path, retrieve_config, timings, log) -> dict:
+    """`run_retrieval` of the retriever `make()` into `ev` (skipped when done with the same inputs)."""
+    from drkit.index.sparse import SparseIndex
+    from drkit.qa.retrieve import run_retrieval
+
+    made_with = {"index_sha256": json.loads((index_dir / "manifest.json").read_text()).get("inputs"),
+                 "questions_sha256": file_checksum(questions)["sha256"], "retrieve": dataclasses.asdict(retrieve_config)}
+    if made_again(ev / "metrics.json", made_with, log):
+        def run():
+            index = SparseIndex.load(index_dir)
+            metrics = run_retrieval(make(), index.article_keys, index.article_titles, questions, ev, retrieve_config, log=log)
+            write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
+        timings.run(step, run, log)
+    return json.loads((ev / "metrics.json").read_text())
+
+
+def _transfer_dir(data: Path, transfer: str) -> Path | None:
+    if transfer == "none":
+        return None
+    path = Path(data).parent / "musique100" if transfer == "auto" else Path(transfer)
+    if not ((path / "corpus.jsonl").exists() and (path / "questions.jsonl").exists()):
+        if transfer == "auto":
+            return None
+        raise ConfigError(f"--transfer {transfer}: no corpus.jsonl and questions.jsonl there")
+    return path
+
+
+def _transfer(data: Path, out: Path, encoder: Path, config: TwoWikiConfig, retrieve_config, timings, log) -> dict:
+    """The trained model, not retrained, on the corpus of `data`: index it (titles), embed its mentions with
+    DrKIT's encoder, retrieve; the peers and controls on the same questions."""
+    from drkit.dense.mentions import build_mention_index
+    from drkit.index.build import build_index
+    from drkit.qa.retrieve import DrKITRetriever
+
+    t = out / "transfer"
+    if not (t / "index" / "manifest.json").exists():
+        timings.run("transfer-index", lambda: build_index(data / "corpus.jsonl", t / "index", entities=["titles"],
+                                                          overwrite=True, log=log), log)
+    if not (t / "mentions" / "manifest.json").exists():
+        timings.run("transfer-embed", lambda: build_mention_index(t / "index", encoder, t / "mentions", overwrite=True,
+                                                                  log=log), log)
+    questions = data / "questions.jsonl"
+    found = {"drkit": _score("drkit", "transfer-drkit", lambda: DrKITRetriever.load(
+        t / "index", out / "train-drkit", t / "mentions", **retrieve_config.retriever_options()), t / "index", questions,
+        t / "retrieve-drkit", retrieve_config, timings, log)}
+    steps = {"drkit": t / "retrieve-drkit"}
+    for name, (step, make) in _others(config, encoder).items():
+        found[name] = _score(name, f"transfer-{name}", lambda: make(t / "index", t / "mentions"), t / "index", questions,
+                             t / step, retrieve_config, timings, log)
+        steps[name] = t / step
+    return {"data": str(data), "retrieval": found, "intervals": intervals(steps, [questions])}
+
+
+def per_question_values(predictions: list[Path], questions: list[Path], ks=(2, 5)) -> dict[str, np.ndarray]:
+    """Per scored question (one with gold), R@k and AR@k of the predictions (each file in the order of its
+    question file), the files one after another."""
+    from drkit.qa.retrieve import read_questions
+    from drkit.qa.stats import per_question
+
+    ranked, gold = [], []
+    for pred, qs in zip(predictions, questions):
+        items, _ = read_questions(qs)
+        with open(pred, encoding="utf-8") as f:
+            preds = [json.loads(line) for line in f]
+        if [p["id"] for p in preds] != [q.id for q in items]:
+            raise ConfigError(f"{pred} does not hold the questions of {qs} in their order")
+        for p, q in zip(preds, items):
+            if q.supporting:
+                ranked.append([x["id"] for x in p["passages"]])
+                gold.append(q.supporting)
+    out = {}
+    for k in ks:
+        out[f"R@{k}"] = per_question(ranked, gold, k)
+        out[f"AR@{k}"] = per_question(ranked, gold, k, all_of=True)
+    return out
+
+
+def intervals(runs: dict[str, Path | list[Path]], questions: list[Path]) -> dict:
+    """For each retriever (its retrieval folder(s), each holding predictions.jsonl for the question file of
+    the same position), the mean, 95% bootstrap interval and paired test against drkit of R@2, R@5, AR@2
+    and AR@5 (`drkit.qa.stats`)."""
+    from drkit.qa.stats import ALPHA, bootstrap_ci, paired_test
+
+    values = {name: per_question_values([Path(d) / "predictions.jsonl" for d in (dirs if isinstance(dirs, list) else [dirs])],
+                                        questions) for name, dirs in runs.items()}
+    out = {}
+    for name, v in values.items():
+        out[name] = {}
+        for metric, x in v.items():
+            lo, hi = bootstrap_ci(x)
+            cell = {"mean": round(float(x.mean()), 4), "ci95": [round(lo, 4), round(hi, 4)], "questions": len(x)}
+            if name != "drkit" and "drkit" in values:
+                test = paired_test(values["drkit"][metric], x)
+                cell.update(drkit_minus=round(test["diff"], 4), p=round(test["p"], 4), differs=test["p"] < ALPHA)
+            out[name][metric] = cell
+    return out
+
+
+RETRIEVAL_DIRS = {"drkit": "retrieve-drkit", "bm25": "peer-bm25", "dense": "peer-dense",
+                  "single_step": "control-single_step", "ppr": "control-ppr"}
+
+
+def pool_folds(runs: list[Path], out: Path) -> dict:
+    """Pool a fold 0 and a fold 1 run of the same split (`drkit pool-2wiki`): every retriever's metrics over
+    all the questions, each scored by the model that did not train on it, with intervals and paired tests;
+    the entity answers' Hits@1 pooled; each fold's transfer figures side by side."""
+    from drkit.qa.retrieve import read_questions, recall_metrics
+
+    found = []
+    for r in runs:
+        if not (r / "results.json").exists():
+            raise ConfigError(f"{r / 'results.json'} is missing: run 'drkit reproduce-2wiki --out {r}' first")
+        found.append(json.loads((r / "results.json").read_text()))
+    settings = [f["settings"] for f in found]
+    if sorted(s["fold"] for s in settings) != [0, 1] or len({(s["split_seed"], s["dev_fraction"]) for s in settings}) != 1:
+        raise ConfigError("--runs must be a --fold 0 run and a --fold 1 run of the same split (split seed and dev "
+                          f"fraction); got {[(s['fold'], s['split_seed'], s['dev_fraction']) for s in settings]}")
+    questions = [r / "split" / "dev.jsonl" for r in runs]
+    names = [n for n, d in RETRIEVAL_DIRS.items() if all((r / d / "predictions.jsonl").exists() for r in runs)]
+    names += [f"row:{n}" for n in found[0]["rows"] if all((r / f"retrieve-{n}" / "predictions.jsonl").exists() for r in runs)]
+    dirs = {n: [r / (RETRIEVAL_DIRS.get(n) or f"retrieve-{n[4:]}") for r in runs] for n in names}
+    pooled: dict = {"runs": [str(r) for r in runs], "settings": settings, "retrieval": {}}
+    items = [q for qs in questions for q in read_questions(qs)[0]]
+    for n, ds in dirs.items():
+        ranked = []
+        for d in ds:
+            with open(d / "predictions.jsonl", encoding="utf-8") as f:
+                ranked += [[x["id"] for x in json.loads(line)["passages"]] for line in f]
+        pooled["retrieval"][n] = recall_metrics(ranked, [q.supporting or [] for q in items], [q.type for q in items])
+    pooled["intervals"] = intervals(dirs, questions)
+    answers = {}
+    for f in found:
+        for t, c in f["drkit"].get("answers", {}).items():
+            a = answers.setdefault(t, [0, 0.0])
+            a[0] += c["questions"]
+            a[1] += c["hits@1"] * c["questions"]
+    comp = [answers[t] for t in ("compositional", "inference") if t in answers]
+    pooled["answers"] = {"by_type": {t: {"questions": n, "hits@1": round(h / n, 4)} for t, (n, h) in answers.items()},
+                         "compositional+inference": {"questions": sum(n for n, _ in comp),
+                                                     "hits@1": round(sum(h for _, h in comp) / max(1, sum(n for n, _ in comp)), 4)}}
+    pooled["transfer"] = [{"fold": s["fold"], **{k: f["transfer"][k] for k in ("data", "retrieval", "intervals")}}
+                          for s, f in zip(settings, found) if f.get("transfer")]
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "results.json", pooled)
+    (out / "results.md").write_text("\n".join(pooled_markdown(pooled)) + "\n", encoding="utf-8")
+    return pooled
+
+
+def pooled_markdown(pooled: dict) -> list[str]:
+    n = pooled["intervals"]["drkit"]["R@2"]["questions"]
+    cols = [f"R@{k}" for k in KS] + [f"AR@{k}" for k in KS]
+    lines = [f"# 2WikiMultiHopQA, both folds pooled ({n} questions, each scored by the model that did not train on it)",
+             "", f"Runs: {', '.join(pooled['runs'])}.", "", "## Passage retrieval", "",
+             "| retriever | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for name, m in pooled["retrieval"].items():
+        label = "**drkit**" if name == "drkit" else NAMES.get(name, name)
+        lines.append(f"| {label} | " + " | ".join(f"{m['overall'][c]:.3f}" for c in cols) + " |")
+    lines += [""] + interval_lines(pooled["intervals"], "## Intervals and paired tests")
+    a = pooled["answers"]["compositional+inference"]
+    lines += ["", "## Entity answers", "", f"drkit, compositional + inference questions: Hits@1 {a['hits@1']:.3f} on "
+              f"{a['questions']} questions (the last hop's best entity the question does not name)."]
+    for t in pooled["transfer"]:
+        lines += ["", f"## Transfer: the fold {t['fold']} model, not retrained, on {t['data']}", ""]
+        lines += interval_lines(t["intervals"], "")[2:]
+    return lines
 
 
 def _answers(out: Path, index, mentions: Path, split: Path, config: TwoWikiConfig, timings, log) -> dict:
@@ -263,6 +461,26 @@ def _jsonable(obj):
     return json.loads(json.dumps(obj, default=list))
 
 
+NAMES = {"bm25": "BM25 (bm25s, title + text)", "dense": "dense MiniLM (mean pooled, cosine)",
+         "single_step": "control: DrKIT's pretrained encoder, one step, no hops",
+         "ppr": "control: personalised PageRank from the linked Z_0, no training"}
+
+
+def interval_lines(found: dict, title: str) -> list[str]:
+    """A table of `intervals`' output: mean [95% interval] per metric, * where the paired test says the
+    retriever differs from drkit."""
+    metrics = ("R@2", "R@5", "AR@2", "AR@5")
+    lines = [title, "", "| retriever | questions | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
+    for name, cells in found.items():
+        row = [f"{c['mean']:.3f} [{c['ci95'][0]:.3f}, {c['ci95'][1]:.3f}]" + ("*" if c.get("differs") else "")
+               for c in (cells[m] for m in metrics)]
+        label = "**drkit**" if name == "drkit" else NAMES.get(name, name)
+        lines.append(f"| {label} | {cells['R@2']['questions']} | " + " | ".join(row) + " |")
+    lines += ["", "95% bootstrap intervals over the questions (10,000 resamples); * the paired sign-flip test says "
+              "it differs from drkit (p < 0.05); without *, no difference is called."]
+    return lines
+
+
 def results_markdown(results: dict) -> list[str]:
     cols = [f"R@{k}" for k in KS] + [f"AR@{k}" for k in KS]
     head = "| retriever | " + " | ".join(cols) + " | q/s batch 1 | q/s batch 64 |"
@@ -280,7 +498,9 @@ def results_markdown(results: dict) -> list[str]:
 
     lines.append(row("**drkit** (hop mixing)", results["drkit"]))
     for name, m in results["retrieval"].items():
-        lines.append(row({"bm25": "BM25 (bm25s, title + text)", "dense": "dense MiniLM (mean pooled, cosine)"}.get(name, name), m))
+        lines.append(row(NAMES.get(name, name), m))
+    if results.get("intervals"):
+        lines += [""] + interval_lines(results["intervals"], "### Intervals and paired tests")
     if results["rows"]:
         lines += ["", "## Rows (one change each from drkit)", "", head, "|" + "---|" * (len(cols) + 3)]
         for name, m in results["rows"].items():
@@ -299,6 +519,12 @@ def results_markdown(results: dict) -> list[str]:
                   f"{a['drkit_mixing_hits@1']} on {a['questions']} questions",
                   f"* fixed 2-hop DrKIT model handed the bracketed entity (same encoder and mention index): Hits@1 "
                   f"{a['fixed_2hop_bracketed_hits@1']} on {a['fixed_2hop_bracketed_lines']} lines"]
+    t = results.get("transfer")
+    if t:
+        lines += ["", f"## Transfer: the model, not retrained, on {t['data']}", "", head, "|" + "---|" * (len(cols) + 3)]
+        for name, m in t["retrieval"].items():
+            lines.append(row("**drkit** (trained on 2Wiki)" if name == "drkit" else NAMES.get(name, name), m))
+        lines += [""] + interval_lines(t["intervals"], "### Intervals and paired tests (transfer)")
     lines += ["", "## Wall time (s)", "", "| step | s |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in results["timings_s"].items()]
     lines.append(f"| total | {round(sum(results['timings_s'].values()), 1)} |")

@@ -2,11 +2,14 @@
 
 Questions are JSONL lines ``{"id", "question", "supporting": [corpus ids], "answers": [...]}`` (2WikiMultiHopQA's
 format; other fields are ignored). The gold entities of a question are the title entities of its
-supporting passages, and, with `answers`, its answers that are entities of the index (the paper trains
-"from the answers where these are entities"). Z_0 is the question linker's (`drkit.index.question_linking`);
-the loss is `drkit.reason.mixing.mixture_loss` on Z*, plus (``answer_weight``) the same loss on the last
-hop Z_T for the answer entities alone, so that Z_T's best entity is the answer. Every `eval_every` steps the share of dev gold
-page entities in the top 5 of Z* (entity R@5) is logged.
+supporting passages (their pages), and, with `answers`, its answers that are entities of the index (the
+paper trains "from the answers where these are entities"). Z_0 is the question linker's
+(`drkit.index.question_linking`); the loss is `drkit.reason.mixing.mixture_loss` on Z* for the page
+entities (``objective="pages"``: Z* ranks passages, so only entities with a page are its targets), plus
+(``answer_weight``) the same loss on the last hop Z_T for the answer entities alone, so that Z_T's best
+entity is the answer (``objective="pages+answers"``, the earlier objective: answers are Z*'s targets too).
+Every `eval_every` steps the passage R@5 on dev (the share of the gold passages in the top 5 that
+`drkit.qa.retrieve.DrKITRetriever` ranks, the metric reported) is logged.
 
 The run directory holds ``run.json`` (settings: a rerun with the same ones finds the run done, with
 others it is refused, naming the setting), ``train_log.jsonl``, ``dev_log.jsonl``, ``model/`` and
@@ -57,9 +60,13 @@ class MixTrainConfig:
     eval_every: int = field(default=50, metadata={"help": "steps between dev evaluations (the learning curve)"})
     keep: str = field(default="last", metadata={"help": "the model kept: 'last' (the final step's; dev only draws the "
                                                        "curve) or 'best' (the best on dev: model selection on dev)"})
-    answers: bool = field(default=True, metadata={"help": "answers that are entities are gold entities too"})
+    answers: bool = field(default=True, metadata={"help": "train on the answers that are entities of the index"})
     answer_weight: float = field(default=1.0, metadata={"help": "weight of the loss -log Z_T[answer] that makes the last "
                                                                  "hop's best entity the answer (0: Z* only)"})
+    objective: str = field(default="pages", metadata={
+        "help": "Z*'s targets: pages (the gold passages' title entities only; answers have their own loss on Z_T) "
+                "or pages+answers (answers that are entities too: the earlier objective)",
+        "choices": ("pages", "pages+answers")})
     precision: str = precision_field("the question encoder")
     seed: int = field(default=0, metadata={"help": "seed of the question order and dropout"})
 
@@ -68,6 +75,11 @@ class MixTrainConfig:
             raise ConfigError("steps must be >= 0, batch_size and eval_every >= 1")
         if self.keep not in ("last", "best"):
             raise ConfigError(f"keep must be 'last' or 'best', got {self.keep!r}")
+        if self.objective not in ("pages", "pages+answers"):
+            raise ConfigError(f"objective must be 'pages' or 'pages+answers', got {self.objective!r}")
+
+    # what a field absent from a run made before it existed meant (`drkit.util.runs.upgrade_run_settings`)
+    ABSENT_MEANT = {"objective": "pages+answers"}
 
 
 def linked_entity_set(linked) -> EntitySet:
@@ -134,24 +146,25 @@ def gold_questions(path: str | Path, index: SparseIndex, answers: bool = True) -
             counts["without_gold"] += 1
         items.append({"id": obj.get("id", str(line)), "question": obj["question"].strip(), "gold": np.array(gold, np.int64),
                       "pages": np.array(gold[:n_pages], np.int64), "answers": np.array(gold[n_pages:], np.int64),
-                      "type": obj.get("type"), "line": line})
+                      "supporting": [str(k) for k in supporting], "type": obj.get("type"), "line": line})
     return items, counts
 
 
-def entity_recall(model: HopMixingModel, vkb: VirtualKB, linker: QuestionLinker, items: list[dict], k: int = 5,
-                  batch_size: int = 32) -> float:
-    """Mean over questions of the share of their page entities in the top `k` of Z*."""
+def passage_recall(model: HopMixingModel, vkb: VirtualKB, linker: QuestionLinker, items: list[dict], k: int = 5,
+                   batch_size: int = 32) -> float:
+    """R@k: the mean over questions with gold passages of the share of them in the top `k` passages that
+    `drkit.qa.retrieve.DrKITRetriever` ranks (reached ones only)."""
+    from drkit.qa.retrieve import DrKITRetriever
+
+    retriever = DrKITRetriever(model, vkb, linker, chain_top=0, evidence=False, answers=False, fill=False)
+    keys = vkb.index.article_keys
     shares = []
-    with torch.no_grad():
-        for s in range(0, len(items), batch_size):
-            batch = items[s:s + batch_size]
-            texts = [it["question"] for it in batch]
-            linked = linker.link(texts)
-            out = model(texts, linked_entity_set(linked), vkb, named=linked.named())
-            ids, _ = out.z_star.top(k)
-            for b, it in enumerate(batch):
-                if len(it["pages"]):
-                    shares.append(np.isin(it["pages"], ids[b]).mean())
+    for s in range(0, len(items), batch_size):
+        batch = items[s:s + batch_size]
+        for it, r in zip(batch, retriever.retrieve([it["question"] for it in batch], k)):
+            gold = set(it["supporting"])
+            if gold:
+                shares.append(len(gold & {keys[a] for a in r.articles[:k]}) / len(gold))
     return float(np.mean(shares)) if shares else 0.0
 
 
@@ -204,19 +217,19 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
                              "encoder_sha256": mentions.manifest["encoder"]["sha256"],
                              "index_mentions_sha256": mentions.manifest["index"]["mentions_sha256"]},
                 "link": dataclasses.asdict(link_config)}
-    best = {"entity_R@5": -1.0, "step": 0}
+    best = {"passage_R@5": -1.0, "step": 0}
 
     def evaluate(step: int) -> None:
         nonlocal best
         model.eval()
-        r5 = entity_recall(model, vkb, linker, dev_items)
+        r5 = passage_recall(model, vkb, linker, dev_items)
         model.train()
-        append_log(run / "dev_log.jsonl", {"step": step, "entity_R@5": round(r5, 5)})
-        if r5 > best["entity_R@5"] if config.keep == "best" else step == config.steps:
-            best = {"entity_R@5": r5, "step": step}
+        append_log(run / "dev_log.jsonl", {"step": step, "passage_R@5": round(r5, 5)})
+        if r5 > best["passage_R@5"] if config.keep == "best" else step == config.steps:
+            best = {"passage_R@5": r5, "step": step}
             model.save(staging, overwrite=True, extra_manifest={**identity, "training": {"best": best, "settings": settings}})
-        log(f"step {step}: dev entity R@5 {r5:.4f}" + (f" (best {best['entity_R@5']:.4f} at step {best['step']})"
-                                                        if config.keep == "best" else ""))
+        log(f"step {step}: dev passage R@5 {r5:.4f}" + (f" (best {best['passage_R@5']:.4f} at step {best['step']})"
+                                                         if config.keep == "best" else ""))
 
     evaluate(0)
     model.train()
@@ -229,13 +242,14 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
             texts = [it["question"] for it in batch]
             linked = linker.link(texts)
             out = model(texts, linked_entity_set(linked), vkb, precision=config.precision, named=linked.named())
-            loss, found = mixture_loss(out.z_star, [it["gold"] for it in batch])
+            targets = "gold" if config.objective == "pages+answers" else "pages"
+            loss, found = mixture_loss(out.z_star, [it[targets] for it in batch])
             if config.answer_weight > 0 and any(len(it["answers"]) for it in batch):
                 # the answer entity is the last hop's output (multi-hop slot filling): -log Z_T[answer]
                 answer_loss, _ = mixture_loss(out.z[-1], [it["answers"] for it in batch])
                 if answer_loss is not None:
                     loss = answer_loss * config.answer_weight if loss is None else loss + config.answer_weight * answer_loss
-            record = {"step": step + 1, "gold": int(sum(len(it["gold"]) for it in batch)), "gold_in_support": int(found.sum()),
+            record = {"step": step + 1, "gold": int(sum(len(it[targets]) for it in batch)), "gold_in_support": int(found.sum()),
                       "pi": [round(float(x), 3) for x in out.pi.detach().mean(0)]}
             if loss is not None:
                 record.update(loss=round(loss.item(), 5), grad_norm=round(optimizer_step(opt, loss), 4))
@@ -245,7 +259,7 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
             record["step_s"] = round(time.perf_counter() - t, 3)
             logf.write(json.dumps(record) + "\n")
             logf.flush()
-            bar.set_postfix(loss=record.get("loss", "-"), best=round(best["entity_R@5"], 3))
+            bar.set_postfix(loss=record.get("loss", "-"), best=round(best["passage_R@5"], 3))
             bar.update(1)
             if (step + 1) % config.eval_every == 0 or step + 1 == config.steps:
                 evaluate(step + 1)
@@ -254,7 +268,7 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
     staging.rename(run / "model")
     train_s = time.perf_counter() - t0
     (run / "done.json").write_text(json.dumps({"best": best, "train_s": round(train_s, 1)}, indent=2) + "\n")
-    log(f"wrote {run / 'model'} (step {best['step']}, dev entity R@5 {best['entity_R@5']:.4f}; {train_s:.0f} s)")
+    log(f"wrote {run / 'model'} (step {best['step']}, dev passage R@5 {best['passage_R@5']:.4f}; {train_s:.0f} s)")
     return run / "model"
 
 

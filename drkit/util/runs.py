@@ -67,6 +67,8 @@ def upgrade_run_settings(run: Path, classes: dict) -> None:
             section = dict(settings[key])
             if "bf16" in section and "precision" in {f.name for f in dataclasses.fields(cls)}:
                 section["precision"] = "bf16" if section.pop("bf16") else "fp32"  # what the bool meant
+            for name, meant in getattr(cls, "ABSENT_MEANT", {}).items():  # a field added later: what its absence meant
+                section.setdefault(name, meant)
             try:
                 upgraded[key] = dataclasses.asdict(cls(**section))
             except (TypeError, ConfigError):
