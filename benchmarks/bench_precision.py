@@ -39,7 +39,7 @@ from drkit.data.questions import load_questions  # noqa: E402
 from drkit.dense.distant import DistantConfig, DistantSupervision  # noqa: E402
 from drkit.dense.encoder import DualEncoder, EncoderConfig  # noqa: E402
 from drkit.dense.mentions import EmbedConfig, MentionIndex, build_mention_index, embed_mentions  # noqa: E402
-from drkit.dense.pretrain import PretrainConfig, _optimizer, batch_loss, pretrain, sample_batch  # noqa: E402
+from drkit.dense.pretrain import PretrainConfig, batch_loss, optimizer_for, pretrain, sample_batch  # noqa: E402
 from drkit.index.build import build_index  # noqa: E402
 from drkit.index.sparse import SparseIndex  # noqa: E402
 from drkit.qa.pipeline import DrKIT  # noqa: E402
@@ -111,7 +111,7 @@ def main() -> None:
         torch.manual_seed(0)
         model = copy.deepcopy(base).train()
         config = PretrainConfig(precision=precision, steps=args.steps + 1)
-        opt, _ = _optimizer(model, config)
+        opt, _ = optimizer_for(model, config)
 
         def pretrain_step(i: int, model=model, opt=opt, config=config) -> None:
             optimizer_step(opt, batch_loss(model, ds, sample_batch(ds, config, i), config)["loss"])

@@ -35,10 +35,12 @@ def _index_parser(sub) -> None:
                    help="corpus format (default: jsonl for *.jsonl, else wikimovies)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--kb", metavar="PATH", help="KB file, subject|relation|object per line: its subjects and objects are the entities")
-    src.add_argument("--entities", metavar="PATH|titles", action="append",
+    src.add_argument("--entities", metavar="PATH|titles|found", action="append",
                      help="entity list, one name per line; 'titles': every article title is an entity (a corpus whose "
-                     "passages are each about their title entity, e.g. Wikipedia); repeatable: the union, e.g. "
-                     "--entities titles --entities more.txt")
+                     "passages are each about their title entity, e.g. Wikipedia); 'found': the names (runs of "
+                     "capitalised words) and dates that rules find in the text (not a trained recogniser); "
+                     "repeatable: the union, e.g. --entities titles --entities found, or --entities titles "
+                     "--entities more.txt")
     p.add_argument("--out", required=True, metavar="DIR", help="artifact directory to write")
     p.add_argument("--questions", action="append", default=[], metavar="[HOPS:]PATH",
                    help="MetaQA-format questions for the sparse reachability report (repeatable); the hop count "

@@ -160,7 +160,7 @@ def batch_loss(model: DualEncoder, ds: DistantSupervision, batch: Batch, config:
             "pairs_ignored": int((labels_t == IGNORED).sum()), "tokens": int(mask.sum())}
 
 
-def _optimizer(model: DualEncoder, config: PretrainConfig):
+def optimizer_for(model: DualEncoder, config: PretrainConfig):
     for m in (model.passage_model, model.query_model):  # word embeddings stay as pretrained
         m.embeddings.word_embeddings.weight.requires_grad_(False)
     heads = [p for n, p in model.named_parameters() if not n.startswith(("passage_model.", "query_model.")) and p.requires_grad]
@@ -233,7 +233,7 @@ def pretrain(index_dir: str | Path, kb: str | Path | None, out: str | Path, conf
 
     compute = choose(config.precision, config.device, training=True)
     model = DualEncoder.from_base(encoder_config).to(compute.device)
-    opt, sched = _optimizer(model, config)
+    opt, sched = optimizer_for(model, config)
     start = 0
     state = resume(run, model, opt, sched, log)  # dropout draws continue as if never interrupted
     if state is not None:

@@ -87,6 +87,10 @@ class TwoWikiConfig:
     fold: int = field(default=0, metadata={"help": "0: train on the split's train part and score its dev part; 1: the "
                                                    "parts swapped (with fold 0, a two-fold cross-fit that scores every "
                                                    "question once)", "type": int, "choices": (0, 1)})
+    entities: tuple = field(default=("titles",), metadata={
+        "help": "the index's entities: titles (every title), found (also the names and dates rules find in the text, "
+                "drkit.index.found); never a list made from the benchmark", "nargs": "+", "type": str,
+        "choices": ("titles", "found")})
     steps: int = field(default=100, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
     encoder: str = field(default="kb_qa", metadata={"help": "DrKIT's encoder: base (MiniLM, not pretrained) or "
                                                             "pretrained on kb, qa or kb_qa (both in turn)",
@@ -113,6 +117,8 @@ class TwoWikiConfig:
             raise ConfigError(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
         if self.encoder not in ENCODERS:
             raise ConfigError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
+        if "titles" not in self.entities or not set(self.entities) <= {"titles", "found"}:
+            raise ConfigError(f"entities must be titles, or titles and found; got {list(self.entities)}")
         if not 0 < self.dev_fraction < 1:
             raise ConfigError(f"dev_fraction must be in (0, 1), got {self.dev_fraction}")
 
@@ -137,9 +143,14 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     split = out / "split"
     split_questions(data / "train.jsonl", split, config.dev_fraction, config.split_seed, swap=config.fold == 1)
     train_file, dev_file = split / "train.jsonl", split / "dev.jsonl"
-    if not (out / "index" / "manifest.json").exists():
+    if (out / "index" / "manifest.json").exists():
+        made = json.loads((out / "index" / "manifest.json").read_text())["inputs"].get("entities")
+        if (made if isinstance(made, list) else [made]) != list(config.entities):
+            raise ConfigError(f"{out / 'index'} was indexed with --entities {made}, not {' '.join(config.entities)}; "
+                              "use another --out")
+    else:
         timings.run("index", lambda: build_index(data / "corpus.jsonl", out / "index",
-                                                 entities=["titles"], overwrite=True, log=log), log)
+                                                 entities=list(config.entities), overwrite=True, log=log), log)
     index = SparseIndex.load(out / "index")
     retrieve_config = RetrieveConfig(qps_sample=config.qps_sample, answers=True)
 
@@ -269,7 +280,7 @@ def _transfer_dir(data: Path, transfer: str) -> Path | None:
 
 
 def _transfer(data: Path, out: Path, encoder: Path, config: TwoWikiConfig, retrieve_config, timings, log) -> dict:
-    """The trained model, not retrained, on the corpus of `data`: index it (titles), embed its mentions with
+    """The trained model, not retrained, on the corpus of `data`: index it (as the 2Wiki corpus), embed its mentions with
     DrKIT's encoder, retrieve; the peers and controls on the same questions."""
     from drkit.dense.mentions import build_mention_index
     from drkit.index.build import build_index
@@ -277,8 +288,8 @@ def _transfer(data: Path, out: Path, encoder: Path, config: TwoWikiConfig, retri
 
     t = out / "transfer"
     if not (t / "index" / "manifest.json").exists():
-        timings.run("transfer-index", lambda: build_index(data / "corpus.jsonl", t / "index", entities=["titles"],
-                                                          overwrite=True, log=log), log)
+        timings.run("transfer-index", lambda: build_index(data / "corpus.jsonl", t / "index",
+                                                          entities=list(config.entities), overwrite=True, log=log), log)
     if not (t / "mentions" / "manifest.json").exists():
         timings.run("transfer-embed", lambda: build_mention_index(t / "index", encoder, t / "mentions", overwrite=True,
                                                                   log=log), log)

@@ -80,7 +80,8 @@ def build_index(
 ) -> SparseIndex:
     """Build the sparse index of `corpus` over the entities of `kb`, or of `entities`: an entity list (one
     name per line), ``"titles"`` (every article title is an entity: a title-entity corpus, the paper's
-    HotpotQA setting), or several of these (their union; e.g. ``["titles", "extra.txt"]``).
+    HotpotQA setting), ``"found"`` (the names and dates that rules find in the text, `drkit.index.found`),
+    or several of these (their union; e.g. ``["titles", "found"]`` or ``["titles", "extra.txt"]``).
 
     `engine`: ``local`` (this process; the corpus is read, linked and written in runs of `shard_articles`
     articles, default `RUN_ARTICLES`, so memory does not grow with the corpus's text: `drkit.index.stream`) or
@@ -115,6 +116,12 @@ def build_index(
         for spec in entities:
             if str(spec) == "titles":
                 names += [a.title for a in read_corpus(corpus, corpus_format, WarningLog()) if a.title.strip()]
+            elif str(spec) == "found":  # names and dates found in the text by rules (drkit.index.found)
+                from drkit.index.found import found_entities
+
+                found = found_entities([a.text for a in read_corpus(corpus, corpus_format, WarningLog())])
+                log(f"found {len(found):,} names and dates in the text")
+                names += found
             else:
                 names += list(read_entity_list(spec))
         table = EntityTable.from_names(names)
@@ -125,7 +132,7 @@ def build_index(
     if kb is not None:
         inputs = {"corpus": file_checksum(corpus), "kb": file_checksum(kb)}
     else:
-        specs = ["titles" if str(e) == "titles" else file_checksum(e) for e in entities]
+        specs = [str(e) if str(e) in ("titles", "found") else file_checksum(e) for e in entities]
         inputs = {"corpus": file_checksum(corpus), "entities": specs[0] if len(specs) == 1 else specs}
     inputs.update({f"questions_{i}": file_checksum(p) for i, (_, p) in enumerate(question_specs)})
     sources = [{"file": str(Path(corpus).resolve()), "format": corpus_format, "sha256": inputs["corpus"]["sha256"],
