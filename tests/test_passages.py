@@ -2,7 +2,7 @@ import math
 
 import numpy as np
 
-from drkit.qa.passages import PageRanker, softmax_shares
+from drkit.reason.passages import PageRanker, softmax_shares
 
 # entities 0..4; pages: 0 -> [0], 1 -> [1, 2] (a page of two articles), 2 -> none (a date), 3 -> [3], 4 -> [4]
 INDPTR = np.array([0, 1, 3, 3, 4, 5])

@@ -455,7 +455,9 @@ def test_passages_of_a_page_are_ordered_by_the_question_not_by_file_order(mixing
     vectors = graph.rows_as(np.arange(index.n_mentions), torch.float32).double().numpy()
     titles, temperature = index.article_titles, r.model.follow_config.temperature
     z_star = {b: dict(zip(*[x.tolist() for x in out.z_star.row(b)])) for b in range(len(qs))}
-    relevance = r._relevance(out, [out.z_star.top(r.entities)[0][b] for b in range(len(qs))])
+    from drkit.reason.passages import passage_relevance
+
+    relevance = passage_relevance(out, r.vkb, r.pages, temperature, [out.z_star.top(r.entities)[0][b] for b in range(len(qs))])
     checked = 0
     for b, res in enumerate(got):
         pages = {}

@@ -9,7 +9,7 @@ They answer "what do the trained, differentiable hops add?":
 * `PPRRetriever`: a graph walk without training, HippoRAG's retrieval without its LLM: personalised
   PageRank over the index's entity link graph (`drkit.index.link_graph`, made symmetric), restarting at
   the question linker's Z_0 (its weights), damping 0.5 (HippoRAG's), 50 iterations; entities ranked by
-  their PageRank, each replaced by its page as DrKIT's are (`drkit.qa.passages.PageRanker`).
+  their PageRank, each replaced by its page as DrKIT's are (`drkit.reason.passages.PageRanker`).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class PPRRetriever:
     name = "ppr"
 
     def __init__(self, index, linker, damping: float = 0.5, iterations: int = 50, entities: int = 200):
-        from drkit.qa.passages import PageRanker
+        from drkit.reason.passages import PageRanker
 
         self.linker, self.damping, self.iterations, self.entities = linker, damping, iterations, entities
         self.pages = PageRanker.from_index(index)

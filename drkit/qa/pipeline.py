@@ -14,7 +14,7 @@ retrieved mention of that entity with the highest logit), the passage it sits in
 character offsets of the mention) and, for a multi-hop model, the entity of Z_{t-1} whose row of A
 reached that passage; a hop-mixing model's results add pi, its chain starts at Z_0 (hop 0) and its
 answers are the last hop's best entities the question does not name. `retrieve` and `retrieve_batch`
-return typed `Passage` lists: a hop-mixing model's ranked passages (`drkit.qa.passages`), or for a
+return typed `Passage` lists: a hop-mixing model's ranked passages (`drkit.reason.passages`), or for a
 multi-hop model the passages that hold each hop's best entities' supporting mentions. ``drkit ask``,
 ``drkit retrieve``, ``drkit evaluate``, ``drkit serve`` and the demo go through it.
 
@@ -160,7 +160,8 @@ class Result:
     answers: tuple[Answer, ...]  # best first
     chain: tuple[Hop, ...]  # empty when not asked for
     pi: tuple[float, ...] | None = None  # a hop-mixing model's weights of 0..T hops
-    passages: tuple[Passage, ...] = ()  # a hop-mixing model's best passages, when asked for
+    passages: tuple[Passage, ...] = ()  # when asked for: the best passages (a hop-mixing model's ranking; a
+    # multi-hop model's: those holding its chain's supporting mentions)
 
     def to_dict(self) -> dict:
         """JSON-ready, with each mention's passage shortened to a snippet (and the passages' texts left out)."""

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from drkit.errors import ConfigError
+from drkit.reason.passages import ENTITIES, rank_passages
 from drkit.util.hardware import precision_field
 from drkit.util.progress import progress
 
@@ -291,17 +292,17 @@ def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], ques
 
 class DrKITRetriever:
     """Passages ranked by a hop-mixing model's Z* (`drkit.reason.mixing`): the best entities, each replaced
-    by its page, a page of several passages divided among them by the question (`drkit.qa.passages`:
+    by its page, a page of several passages divided among them by the question (`drkit.reason.passages`:
     a passage's relevance r(a) is the best, over hops t and the mentions m in it, of
     ``log pi_t + f(m) . g_t / lambda``). Only passages the model reached are listed, unless `fill` is set:
     then the question linker's ranking follows, below them and marked unreached."""
 
     name = "drkit"
 
-    def __init__(self, model, vkb, linker, entities: int = 200, chain_top: int = 3,
+    def __init__(self, model, vkb, linker, entities: int = ENTITIES, chain_top: int = 3,
                  evidence: bool = True, answer_skips_named: bool = True, answer_top: int = 5,
                  answer_start: str = "named", answers: bool = True, fill: bool = True):
-        from drkit.qa.passages import PageRanker
+        from drkit.reason.passages import PageRanker
 
         self.model, self.vkb, self.linker = model, vkb, linker
         self.pages = PageRanker.from_index(vkb.index)
@@ -384,44 +385,6 @@ class DrKITRetriever:
             out.append(row)
         return out
 
-    def _relevance(self, out, candidates: list[np.ndarray]) -> list[dict[int, float]]:
-        """Per row, r(a) (class docstring) of each passage of the pages of several passages of its
-        `candidates` entities: ``max over t, m in a of log pi_t + f(m) . g_t / lambda``."""
-        from drkit.index.csr import concat_ranges
-
-        graph, pages = self.vkb.graph, self.pages
-        rows_l, arts_l = [], []
-        for b, ents in enumerate(candidates):
-            ents = np.asarray(ents, dtype=np.int64)
-            multi = ents[(ents >= 0)]
-            multi = multi[pages.page_sizes(multi) > 1]
-            if len(multi):
-                arts = np.unique(np.concatenate([pages.page(int(e)) for e in multi]))
-                rows_l.append(np.full(len(arts), b, dtype=np.int64))
-                arts_l.append(arts)
-        result: list[dict[int, float]] = [{} for _ in candidates]
-        if not rows_l:
-            return result
-        rows, arts = np.concatenate(rows_l), np.concatenate(arts_l)
-        a_indptr, a_passages = self.vkb.index.article_passages
-        p_len = a_indptr[arts + 1] - a_indptr[arts]
-        passages = a_passages[concat_ranges(a_indptr[arts], p_len)]
-        pair_of_passage = np.repeat(np.arange(len(arts)), p_len)
-        m_indptr = graph.passage_mention_indptr
-        m_len = m_indptr[passages + 1] - m_indptr[passages]
-        mentions = concat_ranges(m_indptr[passages], m_len)
-        pair = np.repeat(pair_of_passage, m_len)  # (n,) the (row, article) pair of each mention
-        best = np.full(len(arts), -np.inf)
-        log_pi = np.log(np.clip(out.pi.detach().double().numpy(), 1e-30, None))
-        temperature = self.model.follow_config.temperature
-        for t, q in enumerate(out.queries):
-            if len(mentions):
-                s = graph.pair_scores(q.detach().float(), rows[pair], mentions) / temperature + log_pi[rows[pair], t]
-                np.maximum.at(best, pair, s)
-        for r, a, v in zip(rows.tolist(), arts.tolist(), best.tolist()):
-            result[r][a] = v
-        return result
-
     def retrieve(self, questions: Sequence[str], top: int, chain_top: int | None = None, answers: bool | None = None,
                  answer_top: int | None = None, follow_config=None) -> list[Retrieved]:
         """The best `top` passages of each question (at most: only reached ones, and the linker's when
@@ -450,10 +413,9 @@ class DrKITRetriever:
             if answers and self.answer_start == "named":
                 answer_z = self.model(list(questions), named_entity_set(linked), self.vkb, precision=self.precision, trace=False,
                                       named=named_ids, follow_config=fc).z[-1]
-        ids, probs = out.z_star.top(self.entities)
         fallback = [fill.row(b)[0] if self.fill else None for b in range(len(questions))]
-        relevance = self._relevance(out, [np.concatenate([ids[b], fallback[b]]) if self.fill else ids[b]
-                                          for b in range(len(questions))])
+        rankings = rank_passages(out, self.vkb, self.pages, top, self.model.follow_config.temperature, self.entities,
+                                 fallback)
         chains = [z.top(chain_top) for z in out.z]
         named = [set(row[row >= 0].tolist()) if self.answer_skips_named else set() for row in named_ids]
         if answer_z is not None:
@@ -464,9 +426,7 @@ class DrKITRetriever:
                     for z, tr, (cids, _) in zip(out.z, out.traces, chains)]
         pi = out.pi.detach().double().numpy()
         results = []
-        for b in range(len(questions)):
-            keep = ids[b] >= 0
-            ranked = self.pages.rank(ids[b][keep], probs[b][keep], top, fallback=fallback[b], relevance=relevance[b])
+        for b, ranked in enumerate(rankings):
             chain = [[{"entity": self.names[int(e)], "entity_id": int(e), "score": round(float(p), 4),
                        **(ev[b][j] if ev is not None and ev[b][j] else {})}
                       for j, (e, p) in enumerate(zip(cids[b], cprobs[b])) if e >= 0]

@@ -152,19 +152,22 @@ def gold_questions(path: str | Path, index: SparseIndex, answers: bool = True) -
 
 def passage_recall(model: HopMixingModel, vkb: VirtualKB, linker: QuestionLinker, items: list[dict], k: int = 5,
                    batch_size: int = 32) -> float:
-    """R@k: the mean over questions with gold passages of the share of them in the top `k` passages that
-    `drkit.qa.retrieve.DrKITRetriever` ranks (reached ones only)."""
-    from drkit.qa.retrieve import DrKITRetriever
+    """R@k: the mean over questions with gold passages of the share of them in the top `k` passages the
+    model reaches, ranked as `drkit retrieve` ranks them (`drkit.reason.passages.rank_passages`)."""
+    from drkit.reason.passages import PageRanker, rank_passages
 
-    retriever = DrKITRetriever(model, vkb, linker, chain_top=0, evidence=False, answers=False, fill=False)
-    keys = vkb.index.article_keys
+    pages, keys = PageRanker.from_index(vkb.index), vkb.index.article_keys
     shares = []
-    for s in range(0, len(items), batch_size):
-        batch = items[s:s + batch_size]
-        for it, r in zip(batch, retriever.retrieve([it["question"] for it in batch], k)):
-            gold = set(it["supporting"])
-            if gold:
-                shares.append(len(gold & {keys[a] for a in r.articles[:k]}) / len(gold))
+    with torch.no_grad():
+        for s in range(0, len(items), batch_size):
+            batch = items[s:s + batch_size]
+            texts = [it["question"] for it in batch]
+            linked = linker.link(texts)
+            out = model(texts, linked_entity_set(linked), vkb, precision=vkb.precision, named=linked.named())
+            for it, ranked in zip(batch, rank_passages(out, vkb, pages, k, model.follow_config.temperature)):
+                gold = set(it["supporting"])
+                if gold:
+                    shares.append(len(gold & {keys[p.article] for p in ranked}) / len(gold))
     return float(np.mean(shares)) if shares else 0.0
 
 

@@ -8,8 +8,8 @@ each (`page_shares`)::
 
     score(a) = Z*[x] * share_x(a),    share_x(a) = softmax over the passages a' of x's page of r(a')
 
-where r(a) is the passage's relevance to the question (the retriever's: the best hop query's best mention
-there), so the passages of a page are ordered by the question, never by file order, and a page's
+where r(a) is the passage's relevance to the question (`passage_relevance`: the best hop query's best
+mention there), so the passages of a page are ordered by the question, never by file order, and a page's
 irrelevant passages fall below other entities' relevant ones. An entity without a page (a date, a place
 named only in the text) takes no place. The ranking stops there: a passage no entity reached is not
 listed, unless a `fallback` ranking is given (e.g. the question linker's, beyond Z_0): its passages
@@ -21,6 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from drkit.index.csr import concat_ranges
+
+ENTITIES = 200  # entities of Z* whose pages are ranked, best first
 
 
 @dataclass(frozen=True)
@@ -110,3 +114,60 @@ class PageRanker:
                     if len(out) >= k:
                         return out
         return out
+
+
+def passage_relevance(out, vkb, pages: PageRanker, temperature: float,
+                      candidates: list[np.ndarray]) -> list[dict[int, float]]:
+    """Per row of a hop-mixing model's output `out` (`drkit.reason.mixing.MixOutput`), r(a) (module
+    docstring) of each passage of the pages of several passages of its `candidates` entities::
+
+        r(a) = max over hops t and the mentions m in a of  log pi_t + f(m) . g_t / lambda
+    """
+    graph = vkb.graph
+    rows_l, arts_l = [], []
+    for b, ents in enumerate(candidates):
+        ents = np.asarray(ents, dtype=np.int64)
+        multi = ents[(ents >= 0)]
+        multi = multi[pages.page_sizes(multi) > 1]
+        if len(multi):
+            arts = np.unique(np.concatenate([pages.page(int(e)) for e in multi]))
+            rows_l.append(np.full(len(arts), b, dtype=np.int64))
+            arts_l.append(arts)
+    result: list[dict[int, float]] = [{} for _ in candidates]
+    if not rows_l:
+        return result
+    rows, arts = np.concatenate(rows_l), np.concatenate(arts_l)
+    a_indptr, a_passages = vkb.index.article_passages
+    p_len = a_indptr[arts + 1] - a_indptr[arts]
+    passages = a_passages[concat_ranges(a_indptr[arts], p_len)]
+    pair_of_passage = np.repeat(np.arange(len(arts)), p_len)
+    m_indptr = graph.passage_mention_indptr
+    m_len = m_indptr[passages + 1] - m_indptr[passages]
+    mentions = concat_ranges(m_indptr[passages], m_len)
+    pair = np.repeat(pair_of_passage, m_len)  # (n,) the (row, article) pair of each mention
+    best = np.full(len(arts), -np.inf)
+    log_pi = np.log(np.clip(out.pi.detach().double().numpy(), 1e-30, None))
+    for t, q in enumerate(out.queries):
+        if len(mentions):
+            s = graph.pair_scores(q.detach().float(), rows[pair], mentions) / temperature + log_pi[rows[pair], t]
+            np.maximum.at(best, pair, s)
+    for r, a, v in zip(rows.tolist(), arts.tolist(), best.tolist()):
+        result[r][a] = v
+    return result
+
+
+def rank_passages(out, vkb, pages: PageRanker, top: int, temperature: float, entities: int = ENTITIES,
+                  fallback: list[np.ndarray | None] | None = None) -> list[list[RankedPassage]]:
+    """Per row of a hop-mixing model's output `out`: the best `entities` entities of Z*, their pages ranked
+    (`PageRanker.rank`, each page of several passages divided by `passage_relevance`), then the row's
+    `fallback` entities' pages (None: none), at most `top` passages."""
+    ids, probs = out.z_star.top(entities)
+    fallback = fallback if fallback is not None else [None] * len(ids)
+    relevance = passage_relevance(out, vkb, pages, temperature,
+                                  [ids[b] if fallback[b] is None else np.concatenate([ids[b], fallback[b]])
+                                   for b in range(len(ids))])
+    result = []
+    for b in range(len(ids)):
+        keep = ids[b] >= 0
+        result.append(pages.rank(ids[b][keep], probs[b][keep], top, fallback=fallback[b], relevance=relevance[b]))
+    return result
