@@ -525,27 +525,30 @@ def test_the_front_door_loads_a_hop_mixing_model_and_retrieves_typed_passages(mi
 
 
 def test_controls_single_step_and_ppr_match_literal_references(mixing_run):
-    """The single-step control scores each passage by its best mention against the question's query (a
-    loop over passages says the same); personalised PageRank equals the linear solve of its fixed point
-    and ranks the pages of the best entities."""
+    """The single-step control ranks passages by the cosine of the pretrained query transformer's mean-pooled
+    embeddings (each text embedded alone says the same); personalised PageRank equals the linear solve of
+    its fixed point and ranks the pages of the best entities."""
     import scipy.sparse as sp
+    import torch
 
+    from drkit.dense.encoder import DualEncoder
+    from drkit.index.sparse import SparseIndex
     from drkit.qa.controls import PPRRetriever, SingleStepRetriever
+    from drkit.qa.peers import article_texts
 
     d = mixing_run
     questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()][:6]
-    single = SingleStepRetriever.load(d / "index1", d / "mentions1", d / "enc", precision="fp32")
-    index = single.index
-    q = single.encoder.embed_queries(questions, "fp32")
-    vectors = np.asarray(single.vectors, dtype=np.float32)
-    for b, r in enumerate(single.retrieve(questions, 5)):
-        best = {}
-        for m in range(index.n_mentions):
-            a = int(index.passage_article[int(index.mentions[m][1])])
-            best[a] = max(best.get(a, -np.inf), float(vectors[m] @ q[b]))
-        want = sorted(best.values(), reverse=True)[:5]
-        assert r.scores == pytest.approx(want, rel=1e-5, abs=1e-5)
-        assert all(best[a] == pytest.approx(s, rel=1e-5, abs=1e-5) for a, s in zip(r.articles, r.scores))
+    single = SingleStepRetriever.load(d / "index1", d / "enc", precision="fp32")
+    index = SparseIndex.load(d / "index1")
+    dual = DualEncoder.load(d / "enc" / "encoder")
+    assert all(torch.equal(a, b) for a, b in zip(single.model.state_dict().values(), dual.query_model.state_dict().values()))
+    texts = article_texts(index)
+    passages = np.stack([single.embed([t])[0] for t in texts])
+    for q, r in zip(questions, single.retrieve(questions, 5)):
+        scores = passages @ single.embed([q])[0]
+        want = np.sort(scores)[::-1][:5]
+        assert r.scores == pytest.approx(want.tolist(), abs=1e-4)
+        assert all(scores[a] == pytest.approx(s, abs=1e-4) for a, s in zip(r.articles, r.scores))
 
     ppr = PPRRetriever.load(d / "index1")
     n = index.n_entities

@@ -247,7 +247,7 @@ def _others(config: TwoWikiConfig, encoder: Path) -> dict:
         out["bm25"] = ("peer-bm25", lambda i, m: BM25Retriever.from_index(SparseIndex.load(i)))
         out["dense"] = ("peer-dense", lambda i, m: DenseRetriever.from_index(SparseIndex.load(i)))
     if config.controls:
-        out["single_step"] = ("control-single_step", lambda i, m: SingleStepRetriever.load(i, m, encoder))
+        out["single_step"] = ("control-single_step", lambda i, m: SingleStepRetriever.load(i, encoder))
         out["ppr"] = ("control-ppr", lambda i, m: PPRRetriever.load(i))
     return out
 

@@ -21,7 +21,7 @@ from drkit.util.hardware import choose
 from drkit.util.progress import progress
 
 
-def _article_texts(index) -> list[str]:
+def article_texts(index) -> list[str]:
     """Title and text of each article of the index (its passages joined)."""
     parts: list[list[str]] = [[t] for t in index.article_titles]
     for p, a in enumerate(np.asarray(index.passage_article)):
@@ -42,7 +42,7 @@ class BM25Retriever:
 
     @classmethod
     def from_index(cls, index) -> "BM25Retriever":
-        return cls(_article_texts(index))
+        return cls(article_texts(index))
 
     def retrieve(self, questions: Sequence[str], top: int) -> list[Retrieved]:
         tokens = self._bm25s.tokenize(list(questions), stopwords="en", show_progress=False)
@@ -54,16 +54,17 @@ class DenseRetriever:
     name = "dense"
 
     def __init__(self, texts: list[str], base: str = "all-MiniLM-L6-v2", max_pieces: int = 256, batch_size: int = 32,
-                 precision: str = "auto"):
+                 precision: str = "auto", model=None, tokenizer=None):
+        """`model` and `tokenizer` (a transformer and its tokenizer) replace the `base` encoder when given."""
         from drkit.data.tokenizer import encoder_path, load_tokenizer
         from drkit.dense.encoder import load_transformer
 
-        self.tokenizer = load_tokenizer(base)
-        self.model = load_transformer(encoder_path(base)).eval()
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(base)
+        self.model = (model if model is not None else load_transformer(encoder_path(base))).eval()
         self.max_pieces, self.compute = max_pieces, choose(precision, "cpu")
         order = np.argsort([len(t) for t in texts], kind="stable")  # similar lengths batch together
         vectors = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
-        with progress(total=len(texts), desc="dense peer: encode passages", unit="passage") as bar:
+        with progress(total=len(texts), desc=f"{self.name}: encode passages", unit="passage") as bar:
             for s in range(0, len(texts), batch_size):
                 idx = order[s:s + batch_size]
                 vectors[idx] = self.embed([texts[i] for i in idx])
@@ -72,7 +73,7 @@ class DenseRetriever:
 
     @classmethod
     def from_index(cls, index, **kw) -> "DenseRetriever":
-        return cls(_article_texts(index), **kw)
+        return cls(article_texts(index), **kw)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         from drkit.dense.encoder import mean_pool
