@@ -128,7 +128,6 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     from drkit.dense.mentions import MentionIndex, build_mention_index
     from drkit.dense.pretrain import PretrainConfig, pretrain
     from drkit.experiments.twowiki_data import split_questions, train_kb
-    from drkit.index.build import build_index
     from drkit.index.sparse import SparseIndex
     from drkit.qa.retrieve import DrKITRetriever, RetrieveConfig, run_retrieval
     from drkit.reason.train_mixing import MixTrainConfig, train_mixing
@@ -143,14 +142,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     split = out / "split"
     split_questions(data / "train.jsonl", split, config.dev_fraction, config.split_seed, swap=config.fold == 1)
     train_file, dev_file = split / "train.jsonl", split / "dev.jsonl"
-    if (out / "index" / "manifest.json").exists():
-        made = json.loads((out / "index" / "manifest.json").read_text())["inputs"].get("entities")
-        if (made if isinstance(made, list) else [made]) != list(config.entities):
-            raise ConfigError(f"{out / 'index'} was indexed with --entities {made}, not {' '.join(config.entities)}; "
-                              "use another --out")
-    else:
-        timings.run("index", lambda: build_index(data / "corpus.jsonl", out / "index",
-                                                 entities=list(config.entities), overwrite=True, log=log), log)
+    _index(data / "corpus.jsonl", out / "index", config.entities, timings, "index", log)
     index = SparseIndex.load(out / "index")
     retrieve_config = RetrieveConfig(qps_sample=config.qps_sample, answers=True)
 
@@ -198,9 +190,8 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
                                                  mix_config, follow_config=follow_config, config=train_config, log=log)
         train_mixing_call() if done else timings.run(f"train-{name}", train_mixing_call, log)
         ev = out / f"retrieve-{name}"
-        made_with = {"model_sha256": file_checksum(run / "model" / "heads.safetensors")["sha256"],
-                     "base_sha256": file_checksum(run / "model" / "base" / "model.safetensors")["sha256"],
-                     "questions_sha256": file_checksum(dev_file)["sha256"], "retrieve": dataclasses.asdict(retrieve_config)}
+        made_with = {**_model_checksums(run), "questions_sha256": file_checksum(dev_file)["sha256"],
+                     "retrieve": dataclasses.asdict(retrieve_config)}
         if made_again(ev / "metrics.json", made_with, log):
             def run_eval():
                 metrics = run_retrieval(DrKITRetriever.load(out / "index", run, **retrieve_config.retriever_options()),
@@ -216,11 +207,11 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     results["drkit"] = results["retrieval"].pop("drkit")
 
     others = _others(config, encoders[config.encoder])
-    for name, (step, make) in others.items():
+    for name, (step, make, extra) in others.items():
         results["retrieval"][name] = _score(name, step, lambda: make(out / "index", mentions[config.encoder]), out / "index",
-                                            dev_file, out / step, retrieve_config, timings, log)
+                                            dev_file, out / step, retrieve_config, timings, log, extra)
     results["intervals"] = intervals(
-        {"drkit": out / "retrieve-drkit", **{n: out / step for n, (step, _) in others.items()},
+        {"drkit": out / "retrieve-drkit", **{n: out / step for n, (step, _, _) in others.items()},
          **{r: out / f"retrieve-{r}" for r in results["rows"] if (out / f"retrieve-{r}").exists()}}, [dev_file])
 
     if config.answers:
@@ -237,28 +228,53 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
 
 
 def _others(config: TwoWikiConfig, encoder: Path) -> dict:
-    """The peers and controls asked for: name -> (output step, make(index dir, mentions dir) -> Retriever)."""
+    """The peers and controls asked for: name -> (output step, make(index dir, mentions dir) -> Retriever,
+    the checksums of what else it depends on)."""
     from drkit.index.sparse import SparseIndex
     from drkit.qa.controls import PPRRetriever, SingleStepRetriever
     from drkit.qa.peers import BM25Retriever, DenseRetriever
 
     out = {}
     if config.peers:
-        out["bm25"] = ("peer-bm25", lambda i, m: BM25Retriever.from_index(SparseIndex.load(i)))
-        out["dense"] = ("peer-dense", lambda i, m: DenseRetriever.from_index(SparseIndex.load(i)))
+        out["bm25"] = ("peer-bm25", lambda i, m: BM25Retriever.from_index(SparseIndex.load(i)), {})
+        out["dense"] = ("peer-dense", lambda i, m: DenseRetriever.from_index(SparseIndex.load(i)), {})
     if config.controls:
-        out["single_step"] = ("control-single_step", lambda i, m: SingleStepRetriever.load(i, encoder))
-        out["ppr"] = ("control-ppr", lambda i, m: PPRRetriever.load(i))
+        weights = encoder / "encoder" / "model.safetensors"
+        out["single_step"] = ("control-single_step", lambda i, m: SingleStepRetriever.load(i, encoder),
+                              {"encoder_sha256": file_checksum(weights)["sha256"] if weights.exists() else None})
+        out["ppr"] = ("control-ppr", lambda i, m: PPRRetriever.load(i), {})
     return out
 
 
-def _score(name: str, step: str, make, index_dir: Path, questions: Path, ev: Path, retrieve_config, timings, log) -> dict:
-    """`run_retrieval` of the retriever `make()` into `ev` (skipped when done with the same inputs)."""
+def _index(corpus: Path, index_dir: Path, entities: tuple, timings, step: str, log) -> None:
+    """Index `corpus` into `index_dir` with `entities` unless done; an index made with other entities is refused."""
+    from drkit.index.build import build_index
+
+    if (index_dir / "manifest.json").exists():
+        made = json.loads((index_dir / "manifest.json").read_text())["inputs"].get("entities")
+        if (made if isinstance(made, list) else [made]) != list(entities):
+            raise ConfigError(f"{index_dir} was indexed with --entities {made}, not {' '.join(entities)}; "
+                              "use another --out")
+        return
+    timings.run(step, lambda: build_index(corpus, index_dir, entities=list(entities), overwrite=True, log=log), log)
+
+
+def _model_checksums(run: Path) -> dict:
+    """The checksums of a hop-mixing training run's model (its heads and its base model's weights)."""
+    return {"model_sha256": file_checksum(run / "model" / "heads.safetensors")["sha256"],
+            "base_sha256": file_checksum(run / "model" / "base" / "model.safetensors")["sha256"]}
+
+
+def _score(name: str, step: str, make, index_dir: Path, questions: Path, ev: Path, retrieve_config, timings, log,
+           extra: dict | None = None) -> dict:
+    """`run_retrieval` of the retriever `make()` into `ev`, skipped when done with the same inputs: the index's,
+    the questions', the retrieval settings and `extra` (the checksums of a model or encoder the retriever uses)."""
     from drkit.index.sparse import SparseIndex
     from drkit.qa.retrieve import run_retrieval
 
     made_with = {"index_sha256": json.loads((index_dir / "manifest.json").read_text()).get("inputs"),
-                 "questions_sha256": file_checksum(questions)["sha256"], "retrieve": dataclasses.asdict(retrieve_config)}
+                 "questions_sha256": file_checksum(questions)["sha256"], "retrieve": dataclasses.asdict(retrieve_config),
+                 **(extra or {})}
     if made_again(ev / "metrics.json", made_with, log):
         def run():
             index = SparseIndex.load(index_dir)
@@ -283,24 +299,21 @@ def _transfer(data: Path, out: Path, encoder: Path, config: TwoWikiConfig, retri
     """The trained model, not retrained, on the corpus of `data`: index it (as the 2Wiki corpus), embed its mentions with
     DrKIT's encoder, retrieve; the peers and controls on the same questions."""
     from drkit.dense.mentions import build_mention_index
-    from drkit.index.build import build_index
     from drkit.qa.retrieve import DrKITRetriever
 
     t = out / "transfer"
-    if not (t / "index" / "manifest.json").exists():
-        timings.run("transfer-index", lambda: build_index(data / "corpus.jsonl", t / "index",
-                                                          entities=list(config.entities), overwrite=True, log=log), log)
+    _index(data / "corpus.jsonl", t / "index", config.entities, timings, "transfer-index", log)
     if not (t / "mentions" / "manifest.json").exists():
         timings.run("transfer-embed", lambda: build_mention_index(t / "index", encoder, t / "mentions", overwrite=True,
                                                                   log=log), log)
     questions = data / "questions.jsonl"
     found = {"drkit": _score("drkit", "transfer-drkit", lambda: DrKITRetriever.load(
         t / "index", out / "train-drkit", t / "mentions", **retrieve_config.retriever_options()), t / "index", questions,
-        t / "retrieve-drkit", retrieve_config, timings, log)}
+        t / "retrieve-drkit", retrieve_config, timings, log, _model_checksums(out / "train-drkit"))}
     steps = {"drkit": t / "retrieve-drkit"}
-    for name, (step, make) in _others(config, encoder).items():
+    for name, (step, make, extra) in _others(config, encoder).items():
         found[name] = _score(name, f"transfer-{name}", lambda: make(t / "index", t / "mentions"), t / "index", questions,
-                             t / step, retrieve_config, timings, log)
+                             t / step, retrieve_config, timings, log, extra)
         steps[name] = t / step
     return {"data": str(data), "retrieval": found, "intervals": intervals(steps, [questions])}
 
@@ -366,9 +379,13 @@ def pool_folds(runs: list[Path], out: Path) -> dict:
             raise ConfigError(f"{r / 'results.json'} is missing: run 'drkit reproduce-2wiki --out {r}' first")
         found.append(json.loads((r / "results.json").read_text()))
     settings = [f["settings"] for f in found]
-    if sorted(s["fold"] for s in settings) != [0, 1] or len({(s["split_seed"], s["dev_fraction"]) for s in settings}) != 1:
-        raise ConfigError("--runs must be a --fold 0 run and a --fold 1 run of the same split (split seed and dev "
-                          f"fraction); got {[(s['fold'], s['split_seed'], s['dev_fraction']) for s in settings]}")
+    if sorted(s["fold"] for s in settings) != [0, 1]:
+        raise ConfigError(f"--runs must be a --fold 0 run and a --fold 1 run; got folds {[s['fold'] for s in settings]}")
+    # what the figures depend on must be the same (the rows, peers, controls and transfer asked for may differ)
+    same = [k for k in settings[0] if k not in ("fold", "rows", "peers", "controls", "answers", "transfer", "qps_sample")]
+    differ = [f"{k}: {settings[0].get(k)} / {settings[1].get(k)}" for k in same if settings[0].get(k) != settings[1].get(k)]
+    if differ:
+        raise ConfigError(f"--runs were made with other settings ({'; '.join(differ)}); pool two folds of one recipe")
     questions = [r / "split" / "dev.jsonl" for r in runs]
     names = [n for n, d in RETRIEVAL_DIRS.items() if all((r / d / "predictions.jsonl").exists() for r in runs)]
     names += [f"row:{n}" for n in found[0]["rows"] if all((r / f"retrieve-{n}" / "predictions.jsonl").exists() for r in runs)]
@@ -382,12 +399,15 @@ def pool_folds(runs: list[Path], out: Path) -> dict:
                 ranked += [[x["id"] for x in json.loads(line)["passages"]] for line in f]
         pooled["retrieval"][n] = recall_metrics(ranked, [q.supporting or [] for q in items], [q.type for q in items])
     pooled["intervals"] = intervals(dirs, questions)
-    answers = {}
-    for f in found:
-        for t, c in f["drkit"].get("answers", {}).items():
-            a = answers.setdefault(t, [0, 0.0])
-            a[0] += c["questions"]
-            a[1] += c["hits@1"] * c["questions"]
+    answers: dict[str, list] = {}  # type -> [questions, hits], from the predictions of both folds
+    for d, qs in zip(dirs["drkit"], questions):
+        with open(d / "predictions.jsonl", encoding="utf-8") as f:
+            for line, q in zip(f, read_questions(qs)[0]):
+                if q.answers:
+                    said = json.loads(line).get("answer")
+                    a = answers.setdefault(q.type or "untyped", [0, 0])
+                    a[0] += 1
+                    a[1] += said is not None and said.strip().casefold() in {x.strip().casefold() for x in q.answers}
     comp = [answers[t] for t in ("compositional", "inference") if t in answers]
     pooled["answers"] = {"by_type": {t: {"questions": n, "hits@1": round(h / n, 4)} for t, (n, h) in answers.items()},
                          "compositional+inference": {"questions": sum(n for n, _ in comp),

@@ -56,8 +56,8 @@ def _ends_sentence(raw: str) -> bool:
 
 
 def _starts_sentence(text: str, start: int) -> bool:
-    before = text[:start].rstrip()
-    return not before or bool(_SENTENCE_END.search(before[-2:]))
+    before = text[max(0, start - 64):start].rstrip()  # a bounded look back: linear in the text's length
+    return (not before and start - 64 <= 0) or bool(_SENTENCE_END.search(before[-2:]))
 
 
 def word_case_counts(texts: Iterable[str]) -> tuple[Counter, Counter]:

@@ -67,6 +67,9 @@ def evaluate(kit: DrKIT, questions: str | Path, out: str | Path | None = None, q
     """Hits@1/5 of `kit` on a MetaQA-format file; writes metrics.json and predictions.jsonl to `out`.
 
     `question_entity`: "bracketed" or "linked" (see `drkit.data.questions`); None: as the model was trained."""
+    if kit.retriever is not None:
+        raise ConfigError("drkit evaluate scores a multi-hop model (drkit train) on MetaQA-format questions; a "
+                          "hop-mixing model is scored by 'drkit retrieve' (R@k, and Hits@1 of its answers with --answers)")
     model, vkb = kit.model, kit.vkb
     mode = question_entity or question_entity_of(model.manifest)
     if mode not in QUESTION_ENTITY:

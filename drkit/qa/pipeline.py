@@ -144,7 +144,7 @@ class Passage:
 
 @dataclass(frozen=True)
 class Hop:
-    hop: int  # 1-based
+    hop: int  # a multi-hop model's from 1; a hop-mixing model's from 0 (Z_0, the linked entities rescored)
     n_entities: int  # entities with non-zero probability in Z_t
     top: tuple[HopEntity, ...]  # the most probable, best first
 
@@ -266,6 +266,8 @@ class DrKIT:
         """`retrieve` for many questions at once (one forward pass)."""
         if k < 1:
             raise ConfigError(f"k must be at least 1, got {k}")
+        if not questions:
+            return []
         if self.kind == HOP_MIXING:
             self._check_plain(questions)
             found = self.retriever.retrieve(list(questions), k, chain_top=0, answers=False,
@@ -295,6 +297,8 @@ class DrKIT:
         if query.hops is not None:
             raise ConfigError(f"hops: this hop-mixing model weighs 0..{self.max_hops} hops itself (pi); leave hops out")
         fc = query.follow_config(self.model.follow_config)
+        if query.retrieval is None and self.vkb.searcher_kind != "exact":
+            fc = dataclasses.replace(fc, retrieval="global")  # an approximate searcher is for global retrieval
         return None if fc is self.model.follow_config else fc
 
     def _passages(self, r, k: int) -> list[Passage]:
@@ -334,6 +338,8 @@ class DrKIT:
             raise ConfigError(f"top must be at least 1, got {top}")
         if passages < 0:
             raise ConfigError(f"passages must be at least 0, got {passages}")
+        if not questions:
+            return []
         if self.kind == HOP_MIXING:
             return self._mixing_batch(questions, top, chain_top, query, passages)
         parsed = [q if isinstance(q, ParsedQuestion) else self.parse(q) for q in questions]

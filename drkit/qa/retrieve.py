@@ -8,11 +8,16 @@ scores down), asks a `Retriever` for the best passages of each, and writes:
   "entity", "hop"}, ...], "pi", "chain", "answer"}`` per question, best passage first; ``reached`` is false
   for a passage the model did not reach (the question linker's ranking, listed after the reached ones),
   ``entity`` is the title entity that placed it and ``hop`` the hop that gave it most of its score;
-* ``metrics.json`` (when gold is given): R@k (the mean over questions of the share of their supporting
+* ``run.trec``: the ranking as a TREC run file (``qid Q0 docid rank score name``; the score column is
+  ``n - rank + 1``, so that trec_eval and ir_measures read the ranking as written), and, with gold,
+  ``qrels.trec``: the supporting passages as TREC qrels (``qid 0 docid 1``);
+* ``metrics.json`` (when gold or answers are given): R@k (the mean over questions of the share of their supporting
   passages in the top k, HippoRAG's "passage recall") and AR@k (the share of questions with every
   supporting passage in the top k, the DrKIT paper's HotpotQA "accuracy@k") for each k up to ``top``,
   overall and per question type, with questions/s at batch 1 and at the batch size, and ``unreached``:
-  per k, the mean number of unreached passages in the top k (they count in R@k as any other);
+  per k, the mean number of unreached passages in the top k (they count in R@k as any other), and
+  ``ir_measures``: R@k, nDCG@10 and MRR (``RR``) of the same rankings computed by ir_measures
+  (pytrec_eval), which a test checks against drkit's own R@k;
 * ``bad_lines.txt``: every line that could not be read, with file, line and reason (counted in
   metrics.json; a bad line never stops the run and is never silently dropped).
 
@@ -85,9 +90,8 @@ class Retrieved:
     answer: str | None = None  # the last hop's best entity the question does not name (multi-hop slot filling)
     answers: list[tuple[int, float]] | None = None  # the last hop's best entities the question does not name,
     # (entity id, probability), best first: `answer` and those after it
-    ranked: int | None = None  # articles[:ranked] were reached by the model; the rest (the linker's ranking,
-    # below them) were not
-    reached: list[bool] | None = None  # per article: reached by the model (False: a linker fallback)
+    reached: list[bool] | None = None  # per article: reached by the model (False: the question linker's ranking,
+    # listed after the reached ones); None: all reached (a peer)
     entities: list[int] | None = None  # per article: the title entity that placed it
     hops: list[int | None] | None = None  # per reached article: the hop t whose pi_t Z_t gave its entity the most
     hop_sizes: list[int] | None = None  # per hop t = 0..T: the entities of Z_t with non-zero probability
@@ -389,7 +393,8 @@ class DrKITRetriever:
                  answer_top: int | None = None, follow_config=None) -> list[Retrieved]:
         """The best `top` passages of each question (at most: only reached ones, and the linker's when
         `fill`), with pi, the chain and, when `answers`, the entity answer. `chain_top`, `answers`,
-        `answer_top` and `follow_config` (the follows' settings) override the retriever's for this call."""
+        `answer_top` and `follow_config` (the follows' settings, used as given) override the retriever's for
+        this call; without `follow_config`, an approximate searcher implies global retrieval."""
         from drkit.reason.train_mixing import linked_entity_set, named_entity_set
 
         if top < 1:
@@ -400,10 +405,10 @@ class DrKITRetriever:
         linked = self.linker.link(list(questions))
         fill = self.linker.link(list(questions), top=top) if self.linker.config.top < top else linked
         fc = follow_config
-        if self.vkb.searcher_kind != "exact":  # an approximate searcher is for global retrieval
+        if fc is None and self.vkb.searcher_kind != "exact":  # an approximate searcher is for global retrieval
             import dataclasses
 
-            fc = dataclasses.replace(fc or self.model.follow_config, retrieval="global")
+            fc = dataclasses.replace(self.model.follow_config, retrieval="global")
         trace = self.evidence and chain_top > 0
         with torch.no_grad():
             named_ids = linked.named()
@@ -436,13 +441,13 @@ class DrKITRetriever:
             if answer_z is not None:
                 found = [(int(e), float(p)) for e, p in zip(last_ids[b], last_probs[b])
                          if e >= 0 and int(e) not in named[b]]
-            results.append(Retrieved([p.article for p in ranked], [p.score for p in ranked],
-                                     [round(float(x), 4) for x in pi[b]], chain,
-                                     self.names[found[0][0]] if found else None,
-                                     found[:answer_top] if found is not None else None,
-                                     sum(p.reached for p in ranked), [p.reached for p in ranked],
-                                     [p.entity for p in ranked], [hop_of.get(p.entity) if p.reached else None for p in ranked],
-                                     sizes[b].tolist(), [(int(e), float(p)) for e, p in zip(z0_ids[b], z0_probs[b]) if e >= 0]))
+            results.append(Retrieved(
+                [p.article for p in ranked], [p.score for p in ranked], pi=[round(float(x), 4) for x in pi[b]],
+                chain=chain, answer=self.names[found[0][0]] if found else None,
+                answers=found[:answer_top] if found is not None else None, reached=[p.reached for p in ranked],
+                entities=[p.entity for p in ranked], hops=[hop_of.get(p.entity) if p.reached else None for p in ranked],
+                hop_sizes=sizes[b].tolist(),
+                question_entities=[(int(e), float(p)) for e, p in zip(z0_ids[b], z0_probs[b]) if e >= 0]))
         return results
 
     @staticmethod

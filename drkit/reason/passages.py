@@ -33,7 +33,7 @@ class RankedPassage:
     key: str  # the corpus id
     title: str
     score: float  # reached: the title entity's score times the passage's share of its page (>= 0);
-    # a fallback passage: minus its rank among the fallback passages (-1, -2, ...)
+    # unreached (placed by the fallback ranking): minus its rank among those (-1, -2, ...)
     entity: int  # the title entity whose score placed it
     reached: bool  # placed by the entity ranking (False: by the fallback ranking)
 

@@ -8,8 +8,10 @@ paper trains "from the answers where these are entities"). Z_0 is the question l
 entities (``objective="pages"``: Z* ranks passages, so only entities with a page are its targets), plus
 (``answer_weight``) the same loss on the last hop Z_T for the answer entities alone, so that Z_T's best
 entity is the answer (``objective="pages+answers"``, the earlier objective: answers are Z*'s targets too).
-Every `eval_every` steps the passage R@5 on dev (the share of the gold passages in the top 5 that
-`drkit.qa.retrieve.DrKITRetriever` ranks, the metric reported) is logged.
+Every `eval_every` steps the passage R@5 on dev is logged: the share of the gold passages in the top 5
+passages the model reaches, ranked as `drkit retrieve` ranks them (`drkit.reason.passages.rank_passages`;
+without the linker's unreached passages after them, which `drkit retrieve` lists when a question has
+fewer than its --top reached ones).
 
 The run directory holds ``run.json`` (settings: a rerun with the same ones finds the run done, with
 others it is refused, naming the setting), ``train_log.jsonl``, ``dev_log.jsonl``, ``model/`` and

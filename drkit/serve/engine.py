@@ -159,9 +159,21 @@ class Engine:
             except QuestionError as exc:
                 errors[i] = str(exc)
         order = sorted(parsed)
-        results = self.kit.answer_batch([parsed[i] for i in order], top=request.top_k,
-                                        chain_top=self.chain_top if request.chain else 0,
-                                        query=QueryConfig(hops=request.hops))
+
+        def run(batch: list):
+            return self.kit.answer_batch(batch, top=request.top_k, chain_top=self.chain_top if request.chain else 0,
+                                         query=QueryConfig(hops=request.hops))
+
+        try:
+            results = run([parsed[i] for i in order])
+        except DrkitError:  # a question of the batch fails: each alone, so that only it gets the error
+            results = []
+            for i in order:
+                try:
+                    results.append(run([parsed[i]])[0])
+                except DrkitError as exc:
+                    errors[i] = str(exc)
+                    results.append(None)
         by_row = dict(zip(order, results))
         out = []
         for i, q in enumerate(questions):
