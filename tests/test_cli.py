@@ -150,7 +150,7 @@ def test_every_command_has_a_flag_for_every_field_of_its_settings():
         "evaluate": [EvaluateConfig, LoadConfig, QueryConfig], "ask": [AskConfig, LoadConfig, QueryConfig],
         "reproduce-metaqa": [ReproduceConfig], "retrieve": [RetrieveConfig], "reproduce-2wiki": [TwoWikiConfig],
         "train-mixing": [FollowConfig, MixConfig, MixTrainConfig, ModelConfig, QuestionLinkConfig],
-        "serve": [LoadConfig, ServeConfig], "add": [], "remove": [], "compact": [],
+        "serve": [LoadConfig, ServeConfig], "add": [], "remove": [], "compact": [], "pool-2wiki": [],
     }
     unflagged = {("train-mixing", "ModelConfig.hops")}  # the hop count is MixConfig's --hops
     commands = build_parser()._subparsers._group_actions[0].choices
