@@ -140,8 +140,8 @@ class Engine:
         and ``entities``, each with ``entity``, ``entity_id``, ``score``, ``via`` (the previous hop's entity
         that led to its passage, when known) and ``evidence``: ``mention_id``, ``passage_id``, ``title``,
         ``text`` and the mention's character offsets ``start``, ``end`` in ``text`` (null for an entity with
-        no mention in that hop, e.g. the bracketed question entity). A hop-mixing model's results add ``pi`` and ``passages`` (``id``: the corpus id, ``title``,
-        ``score``)."""
+        no mention in that hop, e.g. the bracketed question entity). A hop-mixing model's results add ``pi`` and ``passages``: those
+        it reached, best first, each with ``id`` (the corpus id), ``title``, ``score``, ``hop`` and ``entity``."""
         self.check(request)
         if self.kind == ANSWERS:
             return self._run_kit(list(questions), request)
