@@ -14,8 +14,12 @@ __all__ = ["DrKIT", "LoadConfig", "Passage", "QueryConfig", "Result", "__version
 
 
 def __getattr__(name):  # the front door is imported on first use: `import drkit` stays light
-    if name in ("DrKIT", "LoadConfig", "Passage", "QueryConfig", "Result"):
+    if name in ("DrKIT", "LoadConfig", "QueryConfig"):
         from drkit.qa import pipeline
 
         return getattr(pipeline, name)
+    if name in ("Passage", "Result"):
+        from drkit.qa import results
+
+        return getattr(results, name)
     raise AttributeError(f"module 'drkit' has no attribute {name!r}")

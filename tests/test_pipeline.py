@@ -10,7 +10,8 @@ from test_model import SMALL, films_kb  # noqa: F401  (films_kb is a fixture)
 
 from drkit.errors import ConfigError
 from drkit.qa.ask import format_result
-from drkit.qa.pipeline import DrKIT, QueryConfig, Result
+from drkit.qa.pipeline import DrKIT, QueryConfig
+from drkit.qa.results import Result
 from drkit.reason.follow import FollowConfig, best_mention_of_slot
 from drkit.reason.model import ModelConfig
 from drkit.reason.train import TrainConfig, train

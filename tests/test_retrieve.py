@@ -9,7 +9,8 @@ import pytest
 
 from drkit.cli import main
 from drkit.errors import ConfigError
-from drkit.qa.retrieve import Retrieved, read_questions, recall_metrics, run_retrieval
+from drkit.qa.metrics import recall_metrics
+from drkit.qa.retrieve import Retrieved, read_questions, run_retrieval
 
 
 def test_recall_metrics_by_hand():
@@ -44,7 +45,7 @@ def test_recall_metrics_match_a_loop(seed):
 def test_ir_measures_agree_with_our_recall_and_give_ndcg_and_mrr(seed):
     """R@k by ir_measures (pytrec_eval) equals recall_metrics' on the same rankings, ties and empty
     rankings included; nDCG@10 and MRR equal literal formulas."""
-    from drkit.qa.retrieve import ir_measures_metrics
+    from drkit.qa.metrics import ir_measures_metrics
 
     rng = np.random.default_rng(seed)
     ranked = [[f"d{x}" for x in rng.permutation(30)[:int(rng.integers(0, 20))]] for _ in range(40)]
@@ -489,7 +490,8 @@ def test_the_front_door_loads_a_hop_mixing_model_and_retrieves_typed_passages(mi
     and the retriever's entity answers; a question that names no entity gets its own QuestionError."""
     from drkit import DrKIT
     from drkit.errors import QuestionError
-    from drkit.qa.pipeline import HOP_MIXING, Passage
+    from drkit.qa.pipeline import HOP_MIXING
+    from drkit.qa.results import Passage
     from drkit.qa.retrieve import DrKITRetriever
 
     d = mixing_run

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from drkit.errors import ConfigError
-from drkit.qa.pipeline import Result
+from drkit.qa.results import Result
 
 
 @dataclass(frozen=True)

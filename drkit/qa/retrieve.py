@@ -38,11 +38,10 @@ import numpy as np
 import torch
 
 from drkit.errors import ConfigError
+from drkit.qa.metrics import KS, answer_hits, ir_measures_metrics, question_ids, recall_metrics, write_trec_qrels, write_trec_run
 from drkit.reason.passages import ENTITIES, rank_passages
 from drkit.util.hardware import precision_field
 from drkit.util.progress import progress
-
-KS = (2, 5, 10, 20)
 
 
 @dataclass(frozen=True)
@@ -146,80 +145,6 @@ def read_questions(path: str | Path) -> tuple[list[Question], list[str]]:
         items.append(Question(str(obj.get("id", line_no)), q.strip(), [str(s) for s in sup] if sup is not None else None,
                               qtype if isinstance(qtype, str) else None, line_no, answers or None))
     return items, bad
-
-
-def recall_metrics(ranked: list[list[str]], gold: list[list[str]], types: list[str | None],
-                   ks: Sequence[int] = KS) -> dict:
-    """R@k and AR@k (module docstring) of ranked corpus ids against gold ones, overall and by type. A
-    question with no gold id is not scored (counted as ``without_gold``)."""
-
-    def block(idx: list[int]) -> dict:
-        out: dict = {"questions": len(idx)}
-        for k in ks:
-            shares = [len(set(ranked[i][:k]) & set(gold[i])) / len(set(gold[i])) for i in idx]
-            out[f"R@{k}"] = round(float(np.mean(shares)), 4) if idx else None
-            out[f"AR@{k}"] = round(float(np.mean([s == 1.0 for s in shares])), 4) if idx else None
-        return out
-
-    scored = [i for i in range(len(gold)) if gold[i]]
-    by_type: dict[str, list[int]] = {}
-    for i in scored:
-        by_type.setdefault(types[i] or "untyped", []).append(i)
-    return {"overall": block(scored), "by_type": {t: block(v) for t, v in sorted(by_type.items())},
-            "without_gold": len(gold) - len(scored)}
-
-
-def answer_hits(results: list[Retrieved], items: list[Question]) -> dict:
-    """Hits@1 of the retriever's answer (the last hop's best entity) on the questions that have answers,
-    by type: right when it equals one of them, ignoring case and surrounding space."""
-    by_type: dict[str, list[bool]] = {}
-    for r, q in zip(results, items):
-        if q.answers:
-            gold = {a.strip().casefold() for a in q.answers}
-            by_type.setdefault(q.type or "untyped", []).append(r.answer is not None and r.answer.strip().casefold() in gold)
-    return {t: {"questions": len(v), "hits@1": round(float(np.mean(v)), 4)} for t, v in sorted(by_type.items())}
-
-
-def question_ids(items: list[Question]) -> list[str]:
-    """The TREC query ids of `items`: their ids, or their line numbers ("line-N") when ids repeat."""
-    ids = [q.id for q in items]
-    return ids if len(set(ids)) == len(ids) else [f"line-{q.line}" for q in items]
-
-
-def write_trec_run(path: Path, qids: list[str], ranked: list[list[str]], name: str) -> None:
-    """A TREC run file: ``qid Q0 docid rank score name`` per passage. The score column is ``n - rank + 1``
-    (n passages listed), not the retriever's score: trec_eval and ir_measures sort by it, and the
-    retriever's own scores may tie; those are in predictions.jsonl."""
-    with open(path, "w", encoding="utf-8") as f:
-        for qid, docs in zip(qids, ranked):
-            for rank, doc in enumerate(docs, 1):
-                f.write(f"{qid} Q0 {doc} {rank} {len(docs) - rank + 1} {name}\n")
-
-
-def write_trec_qrels(path: Path, gold: dict[str, list[str]]) -> None:
-    """The gold passages as TREC qrels: ``qid 0 docid 1``."""
-    with open(path, "w", encoding="utf-8") as f:
-        for qid, docs in gold.items():
-            for doc in dict.fromkeys(docs):
-                f.write(f"{qid} 0 {doc} 1\n")
-
-
-def ir_measures_metrics(gold: dict[str, list[str]], ranked: dict[str, list[str]], ks: Sequence[int] = KS) -> dict:
-    """R@k, nDCG@10 and MRR (RR) of `ranked` against `gold` (binary relevance), computed by ir_measures
-    (pytrec_eval), averaged over every question with gold (one the retriever gave nothing counts 0, as in
-    `recall_metrics`)."""
-    import ir_measures
-    from ir_measures import RR, R, nDCG
-
-    qrels = [ir_measures.Qrel(qid, doc, 1) for qid, docs in gold.items() for doc in dict.fromkeys(docs)]
-    run = [ir_measures.ScoredDoc(qid, doc, float(len(docs) - i)) for qid, docs in ranked.items() if qid in gold
-           for i, doc in enumerate(docs)]
-    measures = [R @ k for k in ks] + [nDCG @ 10, RR]
-    per: dict[str, dict[str, float]] = {str(m): {} for m in measures}
-    for row in ir_measures.iter_calc(measures, qrels, run):
-        per[str(row.measure)][row.query_id] = float(row.value)
-    out = {name: round(float(np.mean([v.get(q, 0.0) for q in gold])), 4) if gold else None for name, v in per.items()}
-    return {"library": f"ir_measures {ir_measures.__version__}", "questions": len(gold), **out}
 
 
 def passage_dicts(r: Retrieved, keys: list[str], titles: list[str], names: list[str] | None = None,

@@ -26,7 +26,8 @@ from typing import Sequence
 import numpy as np
 
 from drkit.errors import ConfigError, DrkitError, QuestionError
-from drkit.qa.pipeline import HOP_MIXING, DrKIT, Evidence, LoadConfig, QueryConfig
+from drkit.qa.pipeline import HOP_MIXING, DrKIT, LoadConfig, QueryConfig
+from drkit.qa.results import Evidence
 
 ANSWERS = "answers"  # a multi-hop model: answers and chain
 PASSAGES = "passages"  # a hop-mixing model: also the ranked passages and pi

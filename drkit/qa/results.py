@@ -1,0 +1,102 @@
+"""What the front door (`drkit.qa.pipeline.DrKIT`) returns: typed answers, reasoning chains with their
+evidence, and retrieved passages, each JSON-ready."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Answer:
+    entity: str
+    entity_id: int
+    prob: float
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The mention that supports an entity of a hop, in its passage."""
+
+    mention_id: int
+    passage_id: int
+    title: str  # title of the passage's article
+    text: str  # the passage text
+    start: int  # character offsets of the mention in `text`
+    end: int
+    via: str | None  # the Z_{t-1} entity whose row of A weighs most at this passage
+
+    def snippet(self, width: int = 110) -> str:
+        """The passage around the mention, the mention marked ``[[...]]``, on one line."""
+        lo, hi = max(0, self.start - width), min(len(self.text), self.end + width)
+        return (("..." if lo else "") + self.text[lo:self.start] + "[[" + self.text[self.start:self.end] + "]]"
+                + self.text[self.end:hi] + ("..." if hi < len(self.text) else "")).replace("\n", " ")
+
+
+def evidence_of(index, mention: int, via: str | None = None) -> Evidence:
+    """Mention `mention` of a `SparseIndex` in its passage."""
+    _, passage, _, _, c0, c1 = (int(x) for x in index.mentions[mention])
+    title = index.article_titles[int(index.passage_article[passage])]
+    return Evidence(int(mention), passage, title, index.passage_text(passage), c0, c1, via)
+
+
+@dataclass(frozen=True)
+class HopEntity:
+    entity: str
+    entity_id: int
+    prob: float
+    evidence: Evidence | None  # None: no mention of it scored in this hop (e.g. a linked entity never mentioned)
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A retrieved passage: one line of the corpus."""
+
+    id: str  # the corpus id
+    title: str
+    text: str
+    score: float
+    reached: bool  # reached by the model's hops (False: the question linker's ranking, listed after them)
+    hop: int | None  # the hop that gave it most of its score (0: the question's own entities), when reached
+    entity: str | None  # the entity that placed it (its title entity, or the entity whose mention it holds)
+    article: int  # the index's article id
+
+    def to_dict(self, text: bool = True) -> dict:
+        out = dataclasses.asdict(self)
+        if not text:
+            out.pop("text")
+        return out
+
+
+@dataclass(frozen=True)
+class Hop:
+    hop: int  # a multi-hop model's from 1; a hop-mixing model's from 0 (Z_0, the linked entities rescored)
+    n_entities: int  # entities with non-zero probability in Z_t
+    top: tuple[HopEntity, ...]  # the most probable, best first
+
+
+@dataclass(frozen=True)
+class Result:
+    question: str  # as asked
+    text: str  # what the encoder read (brackets removed)
+    question_entity: str
+    question_entity_id: int
+    found_by: str  # "bracketed", or "linked ..." for a plain question
+    hops: int
+    answers: tuple[Answer, ...]  # best first
+    chain: tuple[Hop, ...]  # empty when not asked for
+    pi: tuple[float, ...] | None = None  # a hop-mixing model's weights of 0..T hops
+    passages: tuple[Passage, ...] = ()  # when asked for: the best passages (a hop-mixing model's ranking; a
+    # multi-hop model's: those holding its chain's supporting mentions)
+
+    def to_dict(self) -> dict:
+        """JSON-ready, with each mention's passage shortened to a snippet (and the passages' texts left out)."""
+        out = dataclasses.asdict(self)
+        for hop, hop_out in zip(self.chain, out["chain"]):
+            for entity, entity_out in zip(hop.top, hop_out["top"]):
+                ev = entity_out.pop("evidence")
+                if ev is not None:
+                    entity_out.update(mention_id=ev["mention_id"], passage_id=ev["passage_id"], title=ev["title"],
+                                      start=ev["start"], end=ev["end"], via=ev["via"], snippet=entity.evidence.snippet())
+        out["passages"] = [p.to_dict(text=False) for p in self.passages]
+        return out
