@@ -263,14 +263,13 @@ class DrKITRetriever:
         from drkit.dense.mentions import MentionIndex
         from drkit.index.question_linking import QuestionLinkConfig, QuestionLinker
         from drkit.index.sparse import SparseIndex
-        from drkit.reason.mixing import HopMixingModel, is_mixing_model
+        from drkit.reason.mixing import HopMixingModel, is_mixing_model, mixing_model_dir
         from drkit.reason.vkb import VirtualKB
 
         model = Path(model)
         if not is_mixing_model(model):
             raise ConfigError(f"{model} is not a hop-mixing model (made by 'drkit reproduce-2wiki' or train_mixing)")
-        if not (model / "manifest.json").exists():
-            model = model / "model"
+        model = mixing_model_dir(model)
         m = HopMixingModel.load(model)
         if mentions is None:
             mentions = m.manifest.get("mentions", {}).get("path")

@@ -209,3 +209,9 @@ def is_mixing_model(path: str | Path) -> bool:
             except ValueError:
                 return False
     return False
+
+
+def mixing_model_dir(path: str | Path) -> Path:
+    """The hop-mixing model directory of `path`: itself, or the ``model/`` of the training run it is."""
+    path = Path(path)
+    return path if (path / "manifest.json").exists() else path / "model"

@@ -39,6 +39,30 @@ def evidence_dict(ev: Evidence) -> dict:
             "start": ev.start, "end": ev.end}
 
 
+def chain_dicts(result) -> list[dict]:
+    """The reasoning chain of a `drkit.qa.results.Result` as the API returns it."""
+    return [{"hop": h.hop, "n_entities": h.n_entities, "entities": [
+        {"entity": e.entity, "entity_id": e.entity_id, "score": e.prob,
+         "via": e.evidence.via if e.evidence is not None else None,
+         "evidence": evidence_dict(e.evidence) if e.evidence is not None else None} for e in h.top]}
+        for h in result.chain]
+
+
+def answered_alone_on_error(run, items: list) -> list:
+    """``run(items)``; when it raises a `DrkitError`, each item alone, so that only the failing ones get
+    their error (the exception, in the item's place)."""
+    try:
+        return list(run(items))
+    except DrkitError:
+        results: list = []
+        for item in items:
+            try:
+                results.append(run([item])[0])
+            except DrkitError as exc:
+                results.append(exc)
+        return results
+
+
 def _sha256(path: Path) -> str | None:
     if not path.is_file():
         return None
@@ -113,7 +137,7 @@ class Engine:
              config: LoadConfig = LoadConfig(), chain_top: int = 3) -> "Engine":
         """The model of `model` (a ``drkit train`` or ``drkit train-mixing`` run, or its model directory) on the
         index `index`; the mention index defaults to the one the model was trained with."""
-        from drkit.reason.mixing import is_mixing_model
+        from drkit.reason.mixing import is_mixing_model, mixing_model_dir
         from drkit.reason.model import model_dir_of
 
         if chain_top < 1:
@@ -123,10 +147,7 @@ class Engine:
         if not Path(model).exists():
             raise ConfigError(f"the model {model} does not exist")
         kit = DrKIT.load(index, model, mentions, config)
-        if is_mixing_model(model):
-            model_dir = Path(model) if (Path(model) / "manifest.json").exists() else Path(model) / "model"
-        else:
-            model_dir = Path(model_dir_of(model))
+        model_dir = mixing_model_dir(model) if is_mixing_model(model) else Path(model_dir_of(model))
         return cls(Path(index), model_dir, kit, chain_top=chain_top)
 
     # -- the API's answers -------------------------------------------------------------------------
@@ -160,53 +181,29 @@ class Engine:
             except QuestionError as exc:
                 errors[i] = str(exc)
         order = sorted(parsed)
-
-        def run(batch: list):
-            return self.kit.answer_batch(batch, top=request.top_k, chain_top=self.chain_top if request.chain else 0,
-                                         query=QueryConfig(hops=request.hops))
-
-        try:
-            results = run([parsed[i] for i in order])
-        except DrkitError:  # a question of the batch fails: each alone, so that only it gets the error
-            results = []
-            for i in order:
-                try:
-                    results.append(run([parsed[i]])[0])
-                except DrkitError as exc:
-                    errors[i] = str(exc)
-                    results.append(None)
+        results = answered_alone_on_error(
+            lambda batch: self.kit.answer_batch(batch, top=request.top_k, chain_top=self.chain_top if request.chain else 0,
+                                                query=QueryConfig(hops=request.hops)), [parsed[i] for i in order])
         by_row = dict(zip(order, results))
         out = []
         for i, q in enumerate(questions):
-            if i in errors:
-                out.append({"question": q, "error": errors[i]})
+            r = by_row.get(i)
+            if i in errors or isinstance(r, Exception):
+                out.append({"question": q, "error": errors.get(i) or str(r)})
                 continue
-            r = by_row[i]
             item = {"question": q, "text": r.text, "found_by": r.found_by,
                     "question_entities": [{"entity": r.question_entity, "entity_id": r.question_entity_id}],
                     "hops": r.hops,
                     "answers": [{"entity": a.entity, "entity_id": a.entity_id, "score": a.prob} for a in r.answers]}
             if request.chain:
-                item["chain"] = [{"hop": h.hop, "n_entities": h.n_entities, "entities": [
-                    {"entity": e.entity, "entity_id": e.entity_id, "score": e.prob, "via": e.evidence.via,
-                     "evidence": evidence_dict(e.evidence)} for e in h.top]} for h in r.chain]
+                item["chain"] = chain_dicts(r)
             out.append(item)
         return out
 
     def _run_retriever(self, questions: list[str], request: Request) -> list[dict]:
-        def run(batch: list[str]):
-            return self.kit.answer_batch(batch, top=request.top_k, chain_top=self.chain_top if request.chain else 0,
-                                         passages=request.top_k)
-
-        try:
-            results: list = run(questions)
-        except DrkitError:  # a question of the batch fails: each alone, so that only it gets the error
-            results = []
-            for q in questions:
-                try:
-                    results.append(run([q])[0])
-                except DrkitError as exc:
-                    results.append(exc)
+        results = answered_alone_on_error(
+            lambda batch: self.kit.answer_batch(batch, top=request.top_k, chain_top=self.chain_top if request.chain else 0,
+                                                passages=request.top_k), questions)
         out = []
         for q, r in zip(questions, results):
             if isinstance(r, Exception):
@@ -221,10 +218,7 @@ class Engine:
                     "passages": [{"id": p.id, "title": p.title, "score": p.score, "hop": p.hop, "entity": p.entity}
                                  for p in r.passages if p.reached]}
             if request.chain:
-                item["chain"] = [{"hop": h.hop, "n_entities": h.n_entities, "entities": [
-                    {"entity": e.entity, "entity_id": e.entity_id, "score": e.prob, "via": None,
-                     "evidence": evidence_dict(e.evidence) if e.evidence is not None else None}
-                    for e in h.top]} for h in r.chain]
+                item["chain"] = chain_dicts(r)
             out.append(item)
         return out
 
