@@ -327,7 +327,8 @@ class DrKITRetriever:
         answers = self.answers if answers is None else answers
         answer_top = self.answer_top if answer_top is None else answer_top
         linked = self.linker.link(list(questions))
-        fill = self.linker.link(list(questions), top=top) if self.linker.config.top < top else linked
+        # the fallback ranking: the linker's, long enough for `top` (a second linking only when it is asked for)
+        fill = self.linker.link(list(questions), top=top) if self.fill and self.linker.config.top < top else linked
         fc = follow_config
         if fc is None and self.vkb.searcher_kind != "exact":  # an approximate searcher is for global retrieval
             import dataclasses
