@@ -142,6 +142,10 @@ def test_every_command_has_a_flag_for_every_field_of_its_settings():
     from drkit.reason.model import ModelConfig
     from drkit.reason.train import TrainConfig
     from drkit.reason.train_mixing import MixTrainConfig
+    from drkit.qa.answer import AnswerConfig
+    from drkit.reader.examples import OrderConfig
+    from drkit.reader.model import ReaderConfig
+    from drkit.reader.train import ReaderTrainConfig
     from drkit.serve.app import ServeConfig
 
     expected = {  # command -> its settings dataclasses, and fields deliberately without a flag
@@ -151,8 +155,11 @@ def test_every_command_has_a_flag_for_every_field_of_its_settings():
         "reproduce-metaqa": [ReproduceConfig], "retrieve": [RetrieveConfig], "reproduce-2wiki": [TwoWikiConfig],
         "train-mixing": [FollowConfig, MixConfig, MixTrainConfig, ModelConfig, QuestionLinkConfig],
         "serve": [LoadConfig, ServeConfig], "add": [], "remove": [], "compact": [], "pool-2wiki": [],
+        "train-reader": [OrderConfig, ReaderConfig, ReaderTrainConfig],
+        "answer": [AnswerConfig, LoadConfig, QueryConfig],
     }
-    unflagged = {("train-mixing", "ModelConfig.hops")}  # the hop count is MixConfig's --hops
+    unflagged = {("train-mixing", "ModelConfig.hops"),  # the hop count is MixConfig's --hops
+                 ("answer", "AnswerConfig.precision")}  # LoadConfig's --precision sets both
     commands = build_parser()._subparsers._group_actions[0].choices
     assert set(commands) == set(expected)
     for name, sub in commands.items():
@@ -177,6 +184,6 @@ def test_evaluate_passes_question_entity(monkeypatch, tmp_path, flag, expected):
         return {"hits@1": 0.0, "hits@5": 0.0, "scored": 0, "lines": 0}
 
     monkeypatch.setattr(ev, "evaluate", fake_evaluate)
-    monkeypatch.setattr(cli, "_load_kit", lambda args: (None, None))
+    monkeypatch.setattr(cli, "load_kit", lambda args: (None, None))
     assert cli.main(["evaluate", "--index", "i", "--model", "m", "--questions", "q.txt", "--out", str(tmp_path)] + flag) == 0
     assert seen == {"question_entity": expected}

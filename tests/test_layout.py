@@ -7,7 +7,7 @@ from pathlib import Path
 import drkit
 
 # Lowest first. A module's stage is its subpackage; top-level modules are named explicitly.
-STAGES = ["errors", "util", "data", "index", "dense", "reason", "qa", "serve", "experiments", "cli"]
+STAGES = ["errors", "util", "data", "index", "dense", "reason", "reader", "qa", "serve", "experiments", "cli"]
 PACKAGE = Path(drkit.__file__).parent
 
 

@@ -5,6 +5,7 @@ everything done, and a run with other settings is refused, naming the setting.""
 import json
 
 import numpy as np
+import pytest
 
 from drkit.cli import main
 
@@ -51,7 +52,7 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     (other / "train.jsonl").rename(other / "questions.jsonl")
     args = ["reproduce-2wiki", "--data", str(data), "--out", str(out), "--steps", "2", "--pretrain-steps", "2",
             "--answer-steps", "2", "--rows", "fixed_1", "no_pretraining", "kb_qa_pretrained", "--qps-sample", "2",
-            "--transfer", str(other)]
+            "--transfer", str(other), "--reader-epochs", "1"]
     assert main(args) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["split"] == {"comparison": {"train": 4, "dev": 4}, "compositional": {"train": 4, "dev": 4}}
@@ -77,8 +78,17 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     a = results["answers"]
     assert a["questions"] == 4 and a["fixed_2hop_bracketed_lines"] == 4
     assert 0 <= a["drkit_mixing_hits@1"] <= 1 and 0 <= a["fixed_2hop_bracketed_hits@1"] <= 1
+    reader = results["reader"]
+    assert set(reader["rows"]) == {"gold", "drkit", "bm25"} and reader["training"]["questions"] == 8
+    for name, m in reader["rows"].items():
+        rows = [json.loads(line) for line in (out / f"read-{name}" / "predictions.jsonl").read_text().splitlines()]
+        assert len(rows) == m["questions"] == 8 and m["em"] == pytest.approx(np.mean([r["em"] for r in rows]), abs=1e-4)
+        assert set(m["by_type"]) == {"comparison", "compositional"}
+    assert reader["rows"]["gold"]["passage_recall_read"] == 1.0 and "entity_answer" in reader["rows"]["drkit"]
+    assert set(reader["transfer"]["rows"]) == {"drkit", "bm25"} and reader["transfer"]["rows"]["drkit"]["questions"] == 16
     md = (out / "results.md").read_text()
     assert "| **drkit** (hop mixing) |" in md and "BM25" in md and "Entity answers" in md
+    assert "| **drkit** top N + reader |" in md
     assert (out / "recall_at_k.png").stat().st_size > 0
     timings = json.loads((out / "timings.json").read_text())
     assert {"index", "pretrain-kb_qa", "embed-kb_qa", "train-drkit", "retrieve-drkit", "peer-bm25"} <= set(timings)
@@ -99,4 +109,5 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     assert abs(pooled["retrieval"]["drkit"]["overall"]["R@5"] - both) < 1e-3
     assert [t["fold"] for t in pooled["transfer"]] == [0, 1]
     assert "both folds pooled (16 questions" in (tmp_path / "pooled" / "results.md").read_text()
+    assert pooled["reader"]["rows"]["drkit"]["questions"] == 16 and len(pooled["reader"]["transfer"]) == 2
     assert main(["pool-2wiki", "--runs", str(out), str(out), "--out", str(tmp_path / "bad")]) == 2

@@ -14,6 +14,7 @@ pytest.importorskip("fastapi", reason="the serve extra is not installed: pip ins
 pytest.importorskip("selenium", reason="selenium is not installed (the test extra)")
 
 from serve_fixtures import QUESTIONS, live_server, sample_run  # noqa: E402,F401
+from test_reader import reader_run  # noqa: E402,F401  (a fixture)
 from test_retrieve import mixing_run  # noqa: E402,F401  (a fixture)
 
 from drkit.data.text import fold  # noqa: E402
@@ -168,3 +169,29 @@ def test_the_page_shows_pi_and_passages_of_a_hop_mixing_model(mixing_run, browse
         hops = result.find_elements(By.CSS_SELECTOR, "section.hop strong")
         assert [h.text for h in hops] == ["Z₀: the entities linked in the question"] + [
             f"Hop {t}" for t in range(1, len(want["chain"]))]
+
+
+def test_the_page_shows_the_readers_answer_with_its_sentences_marked(mixing_run, reader_run, browser):  # noqa: F811
+    import json
+
+    from selenium.webdriver.common.by import By
+
+    d = mixing_run
+    engine = Engine.load(d / "index1", d / "run", reader=reader_run)
+    question = json.loads((d / "questions1.jsonl").read_text().splitlines()[1])["question"]
+    want = engine.run([question], Request(top_k=5))[0]["reading"]
+    with live_server(create_app(engine, ServeConfig())) as url:
+        browser.get(url + "/")
+        wait(browser, lambda d: "Hop-mixing model" in d.find_element(By.ID, "model-info").text)
+        ask(browser, question)
+        box = browser.find_element(By.CSS_SELECTOR, ".result section.reading")
+        assert box.find_element(By.CSS_SELECTOR, ".reader-answer").text == (want["answer"] or "(no answer)")
+        passages = box.find_elements(By.CSS_SELECTOR, ".passage")
+        assert [p.find_element(By.CSS_SELECTOR, ".title").text for p in passages] == [
+            f"{p['title']} ({p['id']}):" for p in want["evidence"]]
+        marked = [m.text for m in box.find_elements(By.TAG_NAME, "mark")]
+        # each supporting sentence is marked (cut where the answer's span starts or ends inside it)
+        assert "".join(marked).replace(" ", "") == "".join(
+            s["text"] for p in want["evidence"] for s in want["supporting"] if s["passage_id"] == p["id"]).replace(" ", "")
+        if want["type"] == "span" and not want["in_title"]:
+            assert box.find_element(By.CSS_SELECTOR, "strong.answer-span").text == want["answer"]

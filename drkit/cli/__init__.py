@@ -1,7 +1,8 @@
 """The ``drkit`` command. Each stage's flags are generated from its settings dataclass (`drkit.cli.flags`), so
 ``drkit <stage> --help`` and the Python API always agree. The commands that build the index, the encoder
 and the mention index are in `drkit.cli.artifacts`; those of plain questions over title-entity corpora in
-`drkit.cli.passages`; `drkit serve` in `drkit.cli.serve`."""
+`drkit.cli.passages`; the reader's (``train-reader``, ``answer``) in `drkit.cli.reader`; `drkit serve` in
+`drkit.cli.serve`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from typing import Sequence
 
 from drkit import __version__
-from drkit.cli import artifacts, passages, serve, update
+from drkit.cli import artifacts, passages, reader, serve, update
 from drkit.cli.flags import add_config_flags, config_from_args
 from drkit.errors import DrkitError
 
@@ -58,7 +59,7 @@ def _run_train(args) -> int:
     return 0
 
 
-def _model_flags(p) -> None:
+def model_flags(p) -> None:
     from drkit.qa.pipeline import LoadConfig, QueryConfig
 
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index")
@@ -69,7 +70,7 @@ def _model_flags(p) -> None:
     add_config_flags(p, QueryConfig, "question time (overrides of the model's settings)")
 
 
-def _load_kit(args):
+def load_kit(args):
     from drkit.qa.pipeline import DrKIT, LoadConfig, QueryConfig
 
     return DrKIT.load(args.index, args.model, args.mentions, config_from_args(args, LoadConfig)), \
@@ -86,7 +87,7 @@ def _evaluate_parser(sub) -> None:
         "be scored counts as a miss and is reported with its reason), per question type when --qtypes is given, and "
         "questions/s at batch 64 and batch 1. Writes OUT/metrics.json and OUT/predictions.jsonl.",
     )
-    _model_flags(p)
+    model_flags(p)
     p.add_argument("--questions", required=True, metavar="FILE", help="questions, 'text with [entity]<TAB>a1|a2|...' per line (the brackets may be left out)")
     p.add_argument("--qtypes", metavar="FILE", default=None, help="question type of each line of FILE")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for metrics.json and predictions.jsonl")
@@ -97,7 +98,7 @@ def _evaluate_parser(sub) -> None:
 def _run_evaluate(args) -> int:
     from drkit.qa.evaluate import EvaluateConfig, evaluate
 
-    kit, query = _load_kit(args)
+    kit, query = load_kit(args)
     config = config_from_args(args, EvaluateConfig)
     metrics = evaluate(kit, args.questions, args.out, args.qtypes, config.batch_size, config.qps_sample, query,
                        log=lambda line: print(line, file=sys.stderr), question_entity=config.question_entity)
@@ -118,7 +119,7 @@ def _ask_parser(sub) -> None:
         "hop-mixing model (drkit reproduce-2wiki), prints the mixing weights pi, the best entities of each hop and "
         "the best passages.",
     )
-    _model_flags(p)
+    model_flags(p)
     p.add_argument("questions", nargs="+", metavar="QUESTION")
     add_config_flags(p, AskConfig, "output")
     p.set_defaults(run=_run_ask)
@@ -130,7 +131,7 @@ def _run_ask(args) -> int:
     from drkit.qa.ask import AskConfig, format_result
 
     config = config_from_args(args, AskConfig)
-    kit, query = _load_kit(args)
+    kit, query = load_kit(args)
     from drkit.qa.pipeline import HOP_MIXING
 
     passages = config.passages if config.passages is not None else (5 if kit.kind == HOP_MIXING else 0)
@@ -192,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     _ask_parser(sub)
     _reproduce_parser(sub)
     passages.add_parsers(sub)
+    reader.add_parsers(sub)
     serve.add_parsers(sub)
     return parser
 

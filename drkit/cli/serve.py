@@ -34,6 +34,9 @@ def _serve_parser(sub) -> None:
                    help="trained model: a 'drkit train' or 'drkit train-mixing' run, or its model/ directory")
     p.add_argument("--mentions", metavar="DIR", default=None,
                    help="mention index (default: the one the model was trained with)")
+    p.add_argument("--reader", metavar="DIR", default=None,
+                   help="a reader trained by 'drkit train-reader': every result then carries its answer read from the "
+                   "top 5 passages, with the supporting sentences (shown highlighted on the page)")
     add_config_flags(p, LoadConfig, "virtual KB")
     add_config_flags(p, ServeConfig, "server")
     p.set_defaults(run=_run_serve)
@@ -75,10 +78,12 @@ def _run_serve(args) -> int:
     load_config = config_from_args(args, LoadConfig)
     if config.model_process:
         configure_threads(1, what="the HTTP process")  # it only parses, queues and formats: the model has the cores
-        engine = ModelProcess(args.index, args.model, args.mentions, load_config, config.chain_top, config.threads)
+        engine = ModelProcess(args.index, args.model, args.mentions, load_config, config.chain_top, config.threads,
+                              reader=args.reader)
     else:
         configure_threads(config.threads)
-        engine = Engine.load(args.index, args.model, args.mentions, load_config, chain_top=config.chain_top)
+        engine = Engine.load(args.index, args.model, args.mentions, load_config, chain_top=config.chain_top,
+                             reader=args.reader)
     try:
         return _serve(engine, config)
     finally:

@@ -62,14 +62,15 @@ def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden * m).sum(1) / m.sum(1).clamp_min(1)
 
 
-def load_transformer(path: Path):
+def load_transformer(path: Path, **overrides):
+    """The safetensors transformer in `path`; `overrides`: settings of its config to change (e.g. a dropout)."""
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # drkit shows its own progress
     try:
         # safetensors only: a folder holding just pytorch_model.bin (a pickle) is refused, not unpickled
-        return AutoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True)
+        return AutoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True, **overrides)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot load a transformer from {path}: {exc}") from exc
 

@@ -106,13 +106,9 @@ class QASupervision:
 
     def _bm25(self, texts: list[str], k: int) -> list[np.ndarray]:
         """The top `k` passages of each question by BM25 that mention none of its gold entities."""
-        import bm25s
+        from drkit.index.bm25 import BM25
 
-        passages = [self.index.passage_text(p) for p in range(self.index.n_passages)]
-        model = bm25s.BM25()
-        model.index(bm25s.tokenize(passages, stopwords="en", show_progress=False), show_progress=False)
-        docs, _ = model.retrieve(bm25s.tokenize(texts, stopwords="en", show_progress=False),
-                                 k=min(k, len(passages)), show_progress=False, n_threads=1)
+        docs, _ = BM25([self.index.passage_text(p) for p in range(self.index.n_passages)]).top(texts, k)
         return [np.array([int(p) for p in row if self.label(q, int(p)) == NEGATIVE], dtype=np.int64)
                 for q, row in enumerate(docs)]
 

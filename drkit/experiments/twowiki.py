@@ -10,7 +10,9 @@ evaluation made with other settings is refused, naming the setting, or made agai
     single-step dense retriever; personalised PageRank from the linked Z_0) -> entity answers: Hits@1 of the
     last hop's top entity against a fixed 2-hop model given the bracketed question entity (same encoder) ->
     transfer: the trained model, not retrained, on a second corpus (``--transfer``, musique100 beside the
-    data by default: index, embed with DrKIT's encoder, retrieve), with the peers and controls on it
+    data by default: index, embed with DrKIT's encoder, retrieve), with the peers and controls on it -> reader:
+    trained on the train part, answer EM/F1 reading the gold passages, drkit's and BM25's top N, on dev and on
+    the transfer corpus (`drkit.experiments.twowiki_reader`)
 
 DrKIT's encoder (``--encoder``, default ``kb_qa``) is pretrained as the paper does, here on both the KB of
 the train split's evidence triples (distant supervision) and the train split's questions with their gold
@@ -108,6 +110,10 @@ class TwoWikiConfig:
                 "retraining; auto: musique100 beside --data when it is there; none: skip"})
     answers: bool = field(default=True, metadata={"help": "compare entity answers with a fixed 2-hop bracketed model"})
     qps_sample: int = field(default=100, metadata={"help": "questions timed one at a time (batch-1 questions/s)"})
+    reader: bool = field(default=True, metadata={"help": "train the reader on the train part and score answer EM/F1 "
+                                                         "reading the gold passages, drkit's and BM25's top N"})
+    reader_epochs: int = field(default=2, metadata={"help": "the reader's training epochs"})
+    reader_passages: int = field(default=5, metadata={"help": "passages the reader reads (N)"})
 
     def __post_init__(self):
         unknown = [r for r in self.rows if r not in ROWS]
@@ -217,6 +223,10 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     transfer = _transfer_dir(data, config.transfer)
     if transfer is not None:
         results["transfer"] = _transfer(transfer, out, encoders[config.encoder], config, retrieve_config, timings, log)
+    if config.reader:
+        from drkit.experiments.twowiki_reader import reader_step
+
+        results["reader"] = reader_step(data, out, split, transfer, config, timings, log)
     results["timings_s"] = json.loads((out / "timings.json").read_text())
     write_json(out / "results.json", results)
     (out / "results.md").write_text("\n".join(results_markdown(results)) + "\n", encoding="utf-8")

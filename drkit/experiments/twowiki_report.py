@@ -109,6 +109,9 @@ def pool_folds(runs: list[Path], out: Path) -> dict:
     pooled["answers"] = {"by_type": {t: {"questions": n, "hits@1": round(h / n, 4)} for t, (n, h) in answers.items()},
                          "compositional+inference": {"questions": sum(n for n, _ in comp),
                                                      "hits@1": round(sum(h for _, h in comp) / max(1, sum(n for n, _ in comp)), 4)}}
+    from drkit.experiments.twowiki_reader import pool_reader
+
+    pooled["reader"] = pool_reader(runs)
     pooled["transfer"] = [{"fold": s["fold"], **{k: f["transfer"][k] for k in ("data", "retrieval", "intervals")}}
                           for s, f in zip(settings, found) if f.get("transfer")]
     out.mkdir(parents=True, exist_ok=True)
@@ -130,6 +133,13 @@ def pooled_markdown(pooled: dict) -> list[str]:
     a = pooled["answers"]["compositional+inference"]
     lines += ["", "## Entity answers", "", f"drkit, compositional + inference questions: Hits@1 {a['hits@1']:.3f} on "
               f"{a['questions']} questions (the last hop's best entity the question does not name)."]
+    if pooled.get("reader"):
+        from drkit.experiments.twowiki_reader import reader_markdown
+
+        lines += [""] + reader_markdown(pooled["reader"], "## Answers: the reader (answer EM / F1, every question type)")
+        for where, rows in pooled["reader"]["transfer"].items():
+            lines += ["", f"Transfer ({where}, not trained on): " + "; ".join(
+                f"{n} top N + reader EM {m['em']:.3f} F1 {m['f1']:.3f}" for n, m in rows.items() if "em" in m) + "."]
     for t in pooled["transfer"]:
         lines += ["", f"## Transfer: the fold {t['fold']} model, not retrained, on {t['data']}", ""]
         lines += interval_lines(t["intervals"], "")[2:]
@@ -215,6 +225,14 @@ def results_markdown(results: dict) -> list[str]:
         for name, m in t["retrieval"].items():
             lines.append(row("**drkit** (trained on 2Wiki)" if name == "drkit" else NAMES.get(name, name), m))
         lines += [""] + interval_lines(t["intervals"], "### Intervals and paired tests (transfer)")
+    if results.get("reader"):
+        from drkit.experiments.twowiki_reader import reader_markdown
+
+        lines += [""] + reader_markdown(results["reader"], "## Answers: the reader (answer EM / F1, every question type)")
+        lines.append("")
+        for name, m in results["reader"].get("transfer", {}).get("rows", {}).items():
+            lines.append(f"* transfer ({results['reader']['transfer']['data']}, not trained on): {name} top N + reader "
+                         f"EM {m['em']:.3f} F1 {m['f1']:.3f}")
     lines += ["", "## Wall time (s)", "", "| step | s |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in results["timings_s"].items()]
     lines.append(f"| total | {round(sum(results['timings_s'].values()), 1)} |")

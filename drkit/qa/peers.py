@@ -33,11 +33,9 @@ class BM25Retriever:
     name = "bm25"
 
     def __init__(self, texts: list[str]):
-        import bm25s
+        from drkit.index.bm25 import BM25
 
-        self._bm25s = bm25s
-        self.model = bm25s.BM25()
-        self.model.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+        self.bm25 = BM25(texts)
         self.n = len(texts)
 
     @classmethod
@@ -45,8 +43,7 @@ class BM25Retriever:
         return cls(article_texts(index))
 
     def retrieve(self, questions: Sequence[str], top: int) -> list[Retrieved]:
-        tokens = self._bm25s.tokenize(list(questions), stopwords="en", show_progress=False)
-        docs, scores = self.model.retrieve(tokens, k=min(top, self.n), show_progress=False, n_threads=1)
+        docs, scores = self.bm25.top(questions, top)
         return [Retrieved([int(a) for a in d], [float(s) for s in sc]) for d, sc in zip(docs, scores)]
 
 

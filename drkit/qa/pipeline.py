@@ -18,6 +18,9 @@ return typed `Passage` lists: a hop-mixing model's ranked passages (`drkit.reaso
 multi-hop model the passages that hold each hop's best entities' supporting mentions. ``drkit ask``,
 ``drkit retrieve``, ``drkit evaluate``, ``drkit serve`` and the demo go through it.
 
+With a reader (``DrKIT.load(..., reader=DIR)``, `drkit.reader`), every answered question's top passages are
+also read: `Result.reading` holds the reader's answer (a span, "yes" or "no") with its supporting sentences.
+
 Per-call knobs (hops, how many answers, the follow's K, min_weight and retrieval) are arguments; nothing
 is stored between calls, so the same question gets the same answer whatever came before it.
 """
@@ -33,7 +36,7 @@ import numpy as np
 import torch
 
 from drkit.dense.mips import MIPS_KINDS
-from drkit.errors import ConfigError, QuestionError
+from drkit.errors import ConfigError, DrkitError, QuestionError
 from drkit.qa.results import Answer, Hop, HopEntity, Passage, Result, evidence_of
 from drkit.reason.follow import RETRIEVALS, FollowConfig
 from drkit.reason.model import MultiHopModel, model_dir_of
@@ -82,6 +85,21 @@ class QueryConfig:
         return dataclasses.replace(base, **overrides) if overrides else base
 
 
+def answered_alone_on_error(run, items: list) -> list:
+    """``run(items)``; when it raises a `DrkitError`, each item alone, so that only the failing ones get
+    their error (the exception, in the item's place)."""
+    try:
+        return list(run(items))
+    except DrkitError:
+        results: list = []
+        for item in items:
+            try:
+                results.append(run([item])[0])
+            except DrkitError as exc:
+                results.append(exc)
+        return results
+
+
 MULTI_HOP = "multi-hop"  # `DrKIT.kind` of a `drkit train` model
 HOP_MIXING = "hop-mixing"  # of a `drkit train-mixing` / `drkit reproduce-2wiki` model
 
@@ -89,11 +107,15 @@ HOP_MIXING = "hop-mixing"  # of a `drkit train-mixing` / `drkit reproduce-2wiki`
 class DrKIT:
     """A trained model over its virtual KB, ready to answer. Build with `DrKIT.load`."""
 
-    def __init__(self, model, vkb: VirtualKB, retriever=None):
+    def __init__(self, model, vkb: VirtualKB, retriever=None, reader=None, read_passages: int = 5):
         """`model`: a `MultiHopModel` on `vkb`; or a hop-mixing model, with `retriever` (its
-        `drkit.qa.retrieve.DrKITRetriever` on `vkb`)."""
+        `drkit.qa.retrieve.DrKITRetriever` on `vkb`); `reader`: a `drkit.reader.model.Reader` that reads the top
+        `read_passages` passages of each answered question."""
+        if read_passages < 1:
+            raise ConfigError(f"read_passages must be at least 1, got {read_passages}")
         self.retriever = retriever
         self.vkb = vkb
+        self.reader, self.read_passages = reader, read_passages
         if retriever is not None:
             self.kind, self.model = HOP_MIXING, retriever.model.eval()
             return
@@ -103,22 +125,29 @@ class DrKIT:
 
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None,
-             config: LoadConfig = LoadConfig(), retriever_options: dict | None = None) -> "DrKIT":
+             config: LoadConfig = LoadConfig(), retriever_options: dict | None = None,
+             reader: str | Path | None = None, read_passages: int = 5) -> "DrKIT":
         """`index`: a ``drkit index`` directory; `model`: a model, or the run that trained it (``drkit train``:
         its best model; ``drkit train-mixing``: its model); `mentions`: the dense mention index, by default the
         one the model was trained with (give it for another corpus); `retriever_options`: a hop-mixing
-        model's `drkit.qa.retrieve.DrKITRetriever` arguments (`RetrieveConfig.retriever_options`)."""
+        model's `drkit.qa.retrieve.DrKITRetriever` arguments (`RetrieveConfig.retriever_options`); `reader`: a
+        ``drkit train-reader`` reader (or run), which then reads the top `read_passages` passages of every
+        answered question (`Result.reading`)."""
         from drkit.reason.mixing import is_mixing_model
 
         search = cls._search_settings(config)
         if not Path(model).exists():
             raise ConfigError(f"the model {model} does not exist")
+        if reader is not None:
+            from drkit.reader.model import Reader
+
+            reader = Reader.load(reader)
         if is_mixing_model(model):
             from drkit.qa.retrieve import DrKITRetriever
 
             r = DrKITRetriever.load(index, model, mentions, precision=config.precision, searcher=config.mips,
                                     search=search, **(retriever_options or {}))
-            return cls(r.model, r.vkb, r)
+            return cls(r.model, r.vkb, r, reader, read_passages)
         model_dir = model_dir_of(model)
         net = MultiHopModel.load(model_dir)
         mentions = mentions or net.manifest.get("mentions", {}).get("path")
@@ -127,7 +156,8 @@ class DrKIT:
         if not Path(mentions).exists():
             raise ConfigError(f"the mention index {mentions} the model was trained with does not exist; "
                               "pass the mentions directory")
-        return cls(net, VirtualKB.load(index, mentions, config.mips, config.precision, **search))
+        return cls(net, VirtualKB.load(index, mentions, config.mips, config.precision, **search), reader=reader,
+                   read_passages=read_passages)
 
     @staticmethod
     def _search_settings(config: LoadConfig) -> dict:
@@ -246,6 +276,25 @@ class DrKIT:
             raise ConfigError(f"passages must be at least 0, got {passages}")
         if not questions:
             return []
+        if self.reader is not None:
+            results = self._answer_batch(questions, top, chain_top, query, max(passages, self.read_passages))
+            return self._read(results, passages)
+        return self._answer_batch(questions, top, chain_top, query, passages)
+
+    def _read(self, results: list[Result], passages: int) -> list[Result]:
+        """`results` with the reader's answer from each one's top passages, and their first `passages` passages.
+        Each question is read alone: its answer does not depend on its batch, and at 512 word pieces batch 1 was
+        the faster (126.8 against 137.6 ms a question at batch 8, `benchmarks/bench_reader.py`)."""
+        from drkit.qa.results import reader_answer
+        from drkit.reader.examples import ReaderExample, ReaderPassage
+
+        read = [tuple(ReaderPassage(p.id, p.title, p.text) for p in r.passages[: self.read_passages]) for r in results]
+        readings = self.reader.read([ReaderExample(str(i), r.text, ps) for i, (r, ps) in enumerate(zip(results, read))],
+                                    batch_size=1, compute=self.vkb.compute)
+        return [dataclasses.replace(r, passages=r.passages[:passages], reading=reader_answer(reading, ps))
+                for r, ps, reading in zip(results, read, readings)]
+
+    def _answer_batch(self, questions, top: int, chain_top: int, query: QueryConfig, passages: int) -> list[Result]:
         if self.kind == HOP_MIXING:
             return self._mixing_batch(questions, top, chain_top, query, passages)
         parsed = [q if isinstance(q, ParsedQuestion) else self.parse(q) for q in questions]

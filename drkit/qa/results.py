@@ -76,6 +76,52 @@ class Hop:
 
 
 @dataclass(frozen=True)
+class SupportingSentence:
+    """A sentence the reader marked as evidence."""
+
+    passage_id: str  # the corpus id of its passage
+    title: str
+    sentence: int  # its number in the passage's sentences (`drkit.reader.text.split_sentences`)
+    text: str
+    prob: float
+    start: int  # its character offsets in the passage's text
+    end: int
+
+
+@dataclass(frozen=True)
+class ReaderAnswer:
+    """The reader's answer (`drkit.reader`), read from the top passages."""
+
+    text: str  # the span, or "yes" / "no"
+    type: str  # span | yes | no
+    prob: float  # the reader's probability of that type
+    passage_id: str | None  # the passage the span is in (None for yes / no)
+    in_title: bool  # the span is in that passage's title (else in its text)
+    start: int | None  # character offsets of the span in the title or text
+    end: int | None
+    supporting: tuple[SupportingSentence, ...]
+    evidence: tuple  # the passages read that hold the span or a supporting sentence (`ReaderPassage`: id, title, text)
+
+
+def reader_answer(reading, passages) -> ReaderAnswer:
+    """A `drkit.reader.model.Reading` of `passages` (what was read, in order) as a `ReaderAnswer`."""
+    from drkit.reader.model import TITLE
+    from drkit.reader.text import split_sentences
+
+    span = reading.span if reading.answer_type == "span" else None
+    support = []
+    for s in reading.supporting:
+        a, b = split_sentences(passages[s.passage].text)[s.sentence]
+        support.append(SupportingSentence(s.passage_id, passages[s.passage].title, s.sentence, s.text, round(s.prob, 4),
+                                          a, b))
+    held = {s.passage for s in reading.supporting} | ({span.passage} if span else set())
+    return ReaderAnswer(reading.answer, reading.answer_type, round(reading.type_prob, 4),
+                        passages[span.passage].id if span else None, bool(span and span.sentence == TITLE),
+                        span.start if span else None, span.end if span else None, tuple(support),
+                        tuple(passages[i] for i in sorted(held)))
+
+
+@dataclass(frozen=True)
 class Result:
     question: str  # as asked
     text: str  # what the encoder read (brackets removed)
@@ -88,6 +134,7 @@ class Result:
     pi: tuple[float, ...] | None = None  # a hop-mixing model's weights of 0..T hops
     passages: tuple[Passage, ...] = ()  # when asked for: the best passages (a hop-mixing model's ranking; a
     # multi-hop model's: those holding its chain's supporting mentions)
+    reading: ReaderAnswer | None = None  # with a reader: its answer from the top passages, with its evidence
 
     def to_dict(self) -> dict:
         """JSON-ready, with each mention's passage shortened to a snippet (and the passages' texts left out)."""

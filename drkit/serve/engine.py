@@ -17,6 +17,7 @@ fails the other questions of its batch.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -25,8 +26,8 @@ from typing import Sequence
 
 import numpy as np
 
-from drkit.errors import ConfigError, DrkitError, QuestionError
-from drkit.qa.pipeline import HOP_MIXING, DrKIT, LoadConfig, QueryConfig
+from drkit.errors import ConfigError, QuestionError
+from drkit.qa.pipeline import HOP_MIXING, DrKIT, LoadConfig, QueryConfig, answered_alone_on_error
 from drkit.qa.results import Evidence
 
 ANSWERS = "answers"  # a multi-hop model: answers and chain
@@ -48,19 +49,15 @@ def chain_dicts(result) -> list[dict]:
         for h in result.chain]
 
 
-def answered_alone_on_error(run, items: list) -> list:
-    """``run(items)``; when it raises a `DrkitError`, each item alone, so that only the failing ones get
-    their error (the exception, in the item's place)."""
-    try:
-        return list(run(items))
-    except DrkitError:
-        results: list = []
-        for item in items:
-            try:
-                results.append(run([item])[0])
-            except DrkitError as exc:
-                results.append(exc)
-        return results
+def reading_dict(reading) -> dict:
+    """The reader's answer of a result as the API returns it: ``answer``, ``type`` (span, yes, no), ``prob``, the
+    span's ``passage_id``, ``in_title``, ``start``, ``end``; ``supporting`` sentences (``passage_id``, ``title``,
+    ``sentence``, ``text``, ``prob``, ``start``, ``end`` in the passage text); ``evidence``: the passages read that
+    hold the span or a supporting sentence (``id``, ``title``, ``text``)."""
+    out = dataclasses.asdict(reading)
+    out["answer"] = out.pop("text")
+    out["evidence"] = [{"id": p.id, "title": p.title, "text": p.text} for p in reading.evidence]
+    return out
 
 
 def _sha256(path: Path) -> str | None:
@@ -134,9 +131,10 @@ class Engine:
 
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None,
-             config: LoadConfig = LoadConfig(), chain_top: int = 3) -> "Engine":
+             config: LoadConfig = LoadConfig(), chain_top: int = 3, reader: str | Path | None = None) -> "Engine":
         """The model of `model` (a ``drkit train`` or ``drkit train-mixing`` run, or its model directory) on the
-        index `index`; the mention index defaults to the one the model was trained with."""
+        index `index`; the mention index defaults to the one the model was trained with; `reader`: a ``drkit
+        train-reader`` reader, whose answer every result then carries (``reading``)."""
         from drkit.reason.mixing import is_mixing_model, mixing_model_dir
         from drkit.reason.model import model_dir_of
 
@@ -146,7 +144,7 @@ class Engine:
             raise ConfigError(f"the index {index} does not exist")
         if not Path(model).exists():
             raise ConfigError(f"the model {model} does not exist")
-        kit = DrKIT.load(index, model, mentions, config)
+        kit = DrKIT.load(index, model, mentions, config, reader=reader)
         model_dir = mixing_model_dir(model) if is_mixing_model(model) else Path(model_dir_of(model))
         return cls(Path(index), model_dir, kit, chain_top=chain_top)
 
@@ -197,6 +195,8 @@ class Engine:
                     "answers": [{"entity": a.entity, "entity_id": a.entity_id, "score": a.prob} for a in r.answers]}
             if request.chain:
                 item["chain"] = chain_dicts(r)
+            if r.reading is not None:
+                item["reading"] = reading_dict(r.reading)
             out.append(item)
         return out
 
@@ -219,6 +219,8 @@ class Engine:
                                  for p in r.passages if p.reached]}
             if request.chain:
                 item["chain"] = chain_dicts(r)
+            if r.reading is not None:
+                item["reading"] = reading_dict(r.reading)
             out.append(item)
         return out
 
@@ -241,6 +243,11 @@ class Engine:
             manifests[name] = {"path": str(self.dirs[name]), **{k: v for k, v in m.items() if k != "files"}}
         weights = self.dirs["model"] / "model.safetensors"
         manifests["model"]["weights_sha256"] = _sha256(weights)
+        reader = self.kit.reader
+        if reader is not None:
+            manifests["reader"] = {"path": str(reader.path), **{k: v for k, v in reader.manifest.items()
+                                                                  if k not in ("files", "settings")},
+                                   "weights_sha256": _sha256(reader.path / "model.safetensors")}
         index = self.index
         return {"drkit_version": __version__, "kind": self.kind, "max_hops": self.max_hops,
                 "counts": {"entities": index.n_entities, "mentions": index.n_mentions,

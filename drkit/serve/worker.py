@@ -35,7 +35,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _child(conn, index, model, mentions, load_config, chain_top: int, threads: int) -> None:
+def _child(conn, index, model, mentions, load_config, chain_top: int, threads: int, reader=None) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us once its requests are answered
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -44,7 +44,7 @@ def _child(conn, index, model, mentions, load_config, chain_top: int, threads: i
         from drkit.util.hardware import configure_threads
 
         configure_threads(threads, what="the model process")
-        engine = Engine.load(index, model, mentions, load_config, chain_top=chain_top)
+        engine = Engine.load(index, model, mentions, load_config, chain_top=chain_top, reader=reader)
         conn.send(("ready", {"kind": engine.kind, "max_hops": engine.max_hops, "info": engine.info()}))
     except Exception as exc:  # reported to the parent, which raises it as a one-line error
         conn.send(("failed", (isinstance(exc, ConfigError), f"{type(exc).__name__}: {exc}" if not isinstance(
@@ -69,7 +69,8 @@ class ModelProcess:
     `entity`, `info`) with `run_json` computed in a child process. `close` stops the child."""
 
     def __init__(self, index: str | Path, model: str | Path, mentions: str | Path | None = None, load_config=None,
-                 chain_top: int = 3, threads: int = 0, timeout_s: float = 600.0, batch_timeout_s: float = 300.0):
+                 chain_top: int = 3, threads: int = 0, timeout_s: float = 600.0, batch_timeout_s: float = 300.0,
+                 reader: str | Path | None = None):
         from drkit.index.sparse import SparseIndex
         from drkit.qa.pipeline import LoadConfig
 
@@ -79,7 +80,7 @@ class ModelProcess:
         self._conn, child_conn = context.Pipe()
         self._process = context.Process(target=_child, name="drkit-model", daemon=True, args=(
             child_conn, str(index), str(model), str(mentions) if mentions else None, load_config or LoadConfig(),
-            chain_top, threads))
+            chain_top, threads, str(reader) if reader else None))
         self.batch_timeout_s = batch_timeout_s
         self._process.start()
         child_conn.close()

@@ -126,6 +126,42 @@ function hopEntity(e) {
   return node;
 }
 
+// `text` with the `sentences` ([start, end] code-point offsets) in <mark> and the `answer` span (or null) in <strong>,
+// which may lie inside a marked sentence: the text is cut at every boundary and each piece wrapped as it falls.
+function markedText(text, sentences, answer) {
+  const chars = Array.from(text);
+  const spans = answer ? [...sentences, answer] : sentences;
+  const cuts = [...new Set([0, chars.length, ...spans.flat()])].filter((x) => x >= 0 && x <= chars.length).sort((a, b) => a - b);
+  const out = el("span", { class: "text" });
+  for (let i = 0; i + 1 < cuts.length; i++) {
+    const [a, b] = [cuts[i], cuts[i + 1]];
+    let node = chars.slice(a, b).join("");
+    if (answer && a >= answer[0] && b <= answer[1]) node = el("strong", { class: "answer-span", text: node });
+    if (sentences.some(([s, e]) => a >= s && b <= e)) node = el("mark", {}, node);
+    out.append(node);
+  }
+  return out;
+}
+
+// The reader's answer, then each passage it read that holds the answer or a supporting sentence, the supporting
+// sentences marked and the answer's span in bold.
+function readingBox(reading) {
+  const kind = reading.type === "span" ? "read from the passages" : "a yes/no question";
+  const node = el("section", { class: "reading" },
+    el("div", {}, el("span", { class: "reader-answer", text: reading.answer || "(no answer)" }),
+      el("span", { class: "muted", text: ` · ${kind}, p = ${fmt(reading.prob)}` })));
+  for (const p of reading.evidence) {
+    const spans = reading.supporting.filter((s) => s.passage_id === p.id).map((s) => [s.start, s.end]);
+    const text = el("div", { class: "passage" }, el("span", { class: "title", text: `${p.title} (${p.id}): ` }));
+    const answer = reading.passage_id === p.id && !reading.in_title && reading.start !== null ? [reading.start, reading.end] : null;
+    const body = markedText(p.text, spans, answer);
+    text.append(body);
+    node.append(text);
+  }
+  if (!reading.supporting.length) node.append(el("div", { class: "muted", text: "no sentence scored above 0.5 as evidence" }));
+  return node;
+}
+
 function renderResult(r) {
   const box = el("article", { class: "result" }, el("h2", { text: r.question }));
   if (r.error) {
@@ -138,7 +174,8 @@ function renderResult(r) {
     box.append(el("h3", { text: "Hop weights π (how many hops the question needs)" }),
       el("div", { class: "pi" }, ...r.pi.map((p, t) => el("div", { text: `${t} hop(s): ${fmt(p)}` }))));
   }
-  box.append(el("h3", { text: "Answers" }));
+  if (r.reading) box.append(el("h3", { text: "Answer (the reader, from the top passages)" }), readingBox(r.reading));
+  box.append(el("h3", { text: r.reading ? "Entity answers (the last hop)" : "Answers" }));
   if (r.answers.length) box.append(scoreTable(r.answers.map((a) => ({ label: a.entity, score: a.score })), "answers"));
   else box.append(el("div", { class: "muted", text: "no entity reached" }));
   if (r.passages) {

@@ -1,0 +1,140 @@
+"""The reader's step of ``drkit reproduce-2wiki`` and its pooling over the two folds.
+
+The reader is trained on the fold's train questions (with their gold passages and BM25 distractors) and the
+templated questions of the train part's KB (`drkit.reader.train`); it never reads a dev question in training.
+Rows, all the same reader on the same dev questions, each reading N passages:
+
+* ``gold``: the gold passages (an upper bound that isolates the reader);
+* ``drkit``: drkit's top N (the retrieval step's own ranking, ``retrieve-drkit``), with drkit's entity answer
+  (the last hop's best entity not named in the question) scored beside the reader's;
+* ``bm25``: BM25's top N (``peer-bm25``).
+
+On the transfer corpus (musique100, not trained on) the same reader reads drkit's and BM25's top N of the
+transfer step. Each row's predictions and metrics are in OUT/read-{row} (OUT/transfer/read-{row}).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from drkit.experiments.steps import made_again, write_json
+from drkit.util.artifact import file_checksum
+
+ROWS = {"gold": None, "drkit": "retrieve-drkit", "bm25": "peer-bm25"}
+ROW_NAMES = {"gold": "reader on the gold passages (upper bound)", "drkit": "**drkit** top N + reader",
+             "bm25": "BM25 top N + reader", "entity": "drkit's entity answer alone (last hop)"}
+
+
+def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, config, timings, log) -> dict:
+    """Train the reader unless done, read each row (module docstring), return the rows' metrics."""
+    from drkit.reader.examples import read_passages
+    from drkit.reader.model import Reader
+    from drkit.reader.train import ReaderTrainConfig, train_reader
+
+    run = out / "train-reader"
+    call = lambda: train_reader(data / "corpus.jsonl", split / "train.jsonl", run, out / "kb-train.txt",  # noqa: E731
+                                config=ReaderTrainConfig(epochs=config.reader_epochs), log=log)
+    call() if (run / "done.json").exists() else timings.run("train-reader", call, log)
+    reader = Reader.load(run / "reader")
+    found = {"training": json.loads((run / "done.json").read_text()),
+             "rows": _rows(reader, read_passages(data / "corpus.jsonl"), split / "dev.jsonl", out, out, config,
+                           ("gold", "drkit", "bm25"), timings, "read", log)}
+    if transfer is not None and (out / "transfer" / "retrieve-drkit" / "predictions.jsonl").exists():
+        found["transfer"] = {"data": str(transfer), "rows": _rows(
+            reader, read_passages(transfer / "corpus.jsonl"), transfer / "questions.jsonl", out / "transfer",
+            out / "transfer", config, ("drkit", "bm25"), timings, "transfer-read", log)}
+    return found
+
+
+def _rows(reader, passages, questions: Path, retrieved: Path, out: Path, config, rows, timings, step, log) -> dict:
+    from drkit.qa.answer import AnswerConfig, passages_from_predictions, read_and_score
+    from drkit.reader.examples import read_questions
+
+    corpus = {p.id: p for p in passages}
+    records = read_questions(questions)
+    answer_config = AnswerConfig(passages=config.reader_passages)
+    reader_sha = file_checksum(reader.path / "model.safetensors")["sha256"]
+    found = {}
+    for name in rows:
+        ev = out / f"read-{name}"
+        source = retrieved / ROWS[name] / "predictions.jsonl" if ROWS[name] else None
+        made_with = {"reader": reader_sha, "questions_sha256": file_checksum(questions)["sha256"],
+                     "passages_sha256": file_checksum(source)["sha256"] if source else "gold",
+                     "passages": answer_config.passages}
+        if made_again(ev / "metrics.json", made_with, log):
+            def run(name=name, source=source, ev=ev, made_with=made_with):
+                if source is None:
+                    read = [[corpus[str(s)] for s in r["supporting"]] for r in records]
+                    extra = None
+                else:
+                    by_id = passages_from_predictions(source, corpus, answer_config.passages)
+                    read = [by_id[r["id"]] for r in records]
+                    extra = _entity_answers(source) if name == "drkit" else None
+                    extra = [{"entity_answer": extra.get(r["id"])} for r in records] if extra else None
+                metrics = read_and_score(reader, records, read, ev, answer_config, extra, log)
+                write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
+            timings.run(f"{step}-{name}", run, log)
+        found[name] = json.loads((ev / "metrics.json").read_text())
+    return found
+
+
+def _entity_answers(predictions: Path) -> dict:
+    """Question id -> the retriever's entity answer, where its predictions have one."""
+    out = {}
+    with open(predictions, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                row = json.loads(line)
+                if row.get("answer") is not None:
+                    out[row["id"]] = row["answer"]
+    return out
+
+
+def pool_reader(runs: list[Path]) -> dict | None:
+    """The reader's rows over both folds' dev questions (each read by the reader of the fold that did not train on
+    it): EM/F1 overall and by type with bootstrap intervals; None when a run has no reader step."""
+    from drkit.qa.answer import score
+    from drkit.reader.examples import read_questions
+
+    if not all((r / "read-gold" / "metrics.json").exists() for r in runs):
+        return None
+    records = [q for r in runs for q in read_questions(r / "split" / "dev.jsonl")]
+    out: dict = {"rows": {}}
+    for name in ROWS:
+        if not all((r / f"read-{name}" / "predictions.jsonl").exists() for r in runs):
+            continue
+        rows = [json.loads(line) for r in runs for line in open(r / f"read-{name}" / "predictions.jsonl", encoding="utf-8")]
+        if [x["id"] for x in rows] != [q["id"] for q in records]:
+            raise ValueError(f"read-{name}: predictions are not in the order of the dev questions")
+        out["rows"][name] = score(records, rows)
+        out["rows"][name]["reader_ms_per_question_batch1"] = [
+            json.loads((r / f"read-{name}" / "metrics.json").read_text()).get("reader_ms_per_question_batch1") for r in runs]
+    transfer = [r / "transfer" for r in runs if (r / "transfer" / "read-drkit" / "metrics.json").exists()]
+    out["transfer"] = {str(t): {n: json.loads((t / f"read-{n}" / "metrics.json").read_text())
+                                for n in ("drkit", "bm25") if (t / f"read-{n}" / "metrics.json").exists()}
+                       for t in transfer}
+    return out
+
+
+def reader_markdown(found: dict, title: str) -> list[str]:
+    """Rows of answer EM / F1 (with intervals) by type, from `pool_reader` or `reader_step`."""
+    rows = found["rows"]
+    if not rows:
+        return []
+    types = list(next(iter(rows.values())).get("by_type", {}))
+    lines = [title, "", "| row | EM [95% CI] | F1 [95% CI] | " + " | ".join(f"EM {t}" for t in types) + " |",
+             "|---|---|---|" + "---|" * len(types)]
+
+    def line(label, m):
+        return (f"| {label} | {m['em']:.3f} [{m['em_ci95'][0]:.3f}, {m['em_ci95'][1]:.3f}] | {m['f1']:.3f} "
+                f"[{m['f1_ci95'][0]:.3f}, {m['f1_ci95'][1]:.3f}] | "
+                + " | ".join(f"{m['by_type'][t]['em']:.3f}" for t in types) + " |")
+
+    for name, m in rows.items():
+        lines.append(line(ROW_NAMES[name], m))
+        if name == "drkit" and m.get("entity_answer"):
+            lines.append(line(ROW_NAMES["entity"], m["entity_answer"]))
+    ms = "; ".join(f"{name} {m.get('reader_ms_per_question_batch1')}" for name, m in rows.items())
+    lines += ["", f"The reader's milliseconds a question at batch 1, reading N passages (per fold where pooled): {ms}."]
+    return lines

@@ -1,0 +1,179 @@
+"""Retrieve, then read (``drkit answer``), and the scoring of a reader's answers.
+
+`answer_questions` asks a `drkit.qa.pipeline.DrKIT` for each question's top-N passages (and its entity
+answer: the last hop's best entity the question does not name), has the reader read them, and writes
+OUT/predictions.jsonl, one line per question::
+
+    {"id", "question", "answer", "answer_type": "span" | "yes" | "no", "type_prob",
+     "supporting": [{"passage_id", "sentence", "text", "prob"}], "passages": [{"id", "title"}],
+     "entity_answer", "error"}
+
+("error": why a question got no passages, e.g. no entity of the index is named in it; it is then answered
+with nothing and counted as a miss). With gold answers in the question file, OUT/metrics.json holds answer
+EM and F1 (HotpotQA's normalisation, best over a question's answers), overall and by question type, each
+with a 95% bootstrap interval; the same for the entity answer; the share of gold passages among those
+read (passage recall at N); the share of predicted supporting sentences that lie in a gold passage; and the
+speed: questions/s of the whole pipeline, and the reader's own milliseconds a question at batch 1 on a sample.
+
+`read_and_score` is the same reading and scoring for passages given by anything (the gold passages, a
+peer's ranking): the experiment's rows (`drkit.experiments.twowiki`) all go through it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from drkit.errors import ConfigError, DrkitError
+from drkit.reader.examples import ReaderExample, ReaderPassage, read_questions
+from drkit.reader.text import best_scores
+from drkit.util.hardware import precision_field
+
+
+@dataclass(frozen=True)
+class AnswerConfig:
+    """Settings of `drkit answer`."""
+
+    passages: int = field(default=5, metadata={"help": "passages retrieved and read per question (N)"})
+    batch_size: int = field(default=8, metadata={"help": "questions per batch (retrieval and reading)"})
+    support_threshold: float = field(default=0.5, metadata={"help": "a sentence whose supporting probability is "
+                                                                    "above this is evidence"})
+    qps_sample: int = field(default=50, metadata={"help": "questions read one at a time for the reader's ms a "
+                                                          "question at batch 1 (0: skip)"})
+    max_pieces: int | None = field(default=None, metadata={
+        "help": "word pieces the reader reads (fewer: faster, passages cut shorter)", "type": int,
+        "default_help": "the reader's, 512"})
+    precision: str = precision_field("the reader's transformer")
+
+    def __post_init__(self):
+        if self.passages < 1 or self.batch_size < 1 or self.qps_sample < 0:
+            raise ConfigError("passages and batch_size must be at least 1, qps_sample at least 0")
+        if not 0 < self.support_threshold < 1:
+            raise ConfigError(f"support_threshold must be in (0, 1), got {self.support_threshold}")
+
+
+def reading_dict(reading) -> dict:
+    """The JSON of a `drkit.reader.model.Reading` (passage numbers replaced by corpus ids)."""
+    return {"answer": reading.answer, "answer_type": reading.answer_type, "type_prob": round(reading.type_prob, 4),
+            "supporting": [{"passage_id": s.passage_id, "sentence": s.sentence, "text": s.text,
+                            "prob": round(s.prob, 4)} for s in reading.supporting]}
+
+
+def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[ReaderPassage]], out: str | Path,
+                   config: AnswerConfig = AnswerConfig(), extra: Sequence[dict] | None = None, log=print,
+                   timing: dict | None = None) -> dict:
+    """Read `passages[i]` (at most N) for question `records[i]`; write OUT/predictions.jsonl (with `extra[i]`
+    merged into each line) and, when the records have answers, OUT/metrics.json. Returns the metrics."""
+    from drkit.util.hardware import choose
+    from drkit.util.progress import progress
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    compute = choose(config.precision, "cpu" if reader.device.type == "cpu" else "auto")
+    examples = [ReaderExample(r["id"], r["question"], tuple(p[: config.passages])) for r, p in zip(records, passages)]
+    readings: list = []
+    t0 = time.perf_counter()
+    for i in progress(range(0, len(examples), config.batch_size), desc="reading"):
+        readings += reader.read(examples[i : i + config.batch_size], config.batch_size, config.support_threshold, compute,
+                                config.max_pieces)
+    read_s = time.perf_counter() - t0
+    rows = []
+    with open(out / "predictions.jsonl", "w", encoding="utf-8") as f:
+        for i, (r, e, reading) in enumerate(zip(records, examples, readings)):
+            row = {"id": r["id"], "question": r["question"], **reading_dict(reading),
+                   "passages": [{"id": p.id, "title": p.title} for p in e.passages], **((extra or [{}] * len(records))[i])}
+            if r.get("answers"):
+                row["em"], row["f1"] = best_scores(row["answer"], r["answers"])
+            rows.append(row)
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    metrics: dict = {"questions": len(records), "passages_read": config.passages, "read_seconds": round(read_s, 2)}
+    if all(r.get("answers") for r in records) and records:
+        metrics.update(score(records, rows))
+    if config.qps_sample and examples:
+        sample = examples[: config.qps_sample]
+        reader.read(sample[:2], 1, config.support_threshold, compute, config.max_pieces)  # warm-up
+        t = time.perf_counter()
+        reader.read(sample, 1, config.support_threshold, compute, config.max_pieces)
+        metrics["reader_ms_per_question_batch1"] = round(1000 * (time.perf_counter() - t) / len(sample), 1)
+        metrics["reader_batch1_sample"] = len(sample)
+    metrics["reader"] = {"compute": compute.describe(), **{k: reader.manifest.get(k) for k in ("format", "created")}}
+    metrics.update(timing or {})
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    if "em" in metrics:
+        log(f"{out}: answer EM {metrics['em']:.4f} F1 {metrics['f1']:.4f} over {len(records)} questions")
+    return metrics
+
+
+def score(records: Sequence[dict], rows: Sequence[dict]) -> dict:
+    """Answer EM/F1 (overall and by type, with bootstrap intervals), the entity answer's, passage recall of what was
+    read, and the share of supporting sentences in gold passages."""
+    from drkit.qa.stats import bootstrap_ci
+
+    def block(idx: list[int], key: str = "") -> dict:
+        em = np.array([rows[i][f"{key}em"] for i in idx])
+        f1 = np.array([rows[i][f"{key}f1"] for i in idx])
+        return {"questions": len(idx), "em": round(float(em.mean()), 4), "f1": round(float(f1.mean()), 4),
+                "em_ci95": [round(x, 4) for x in bootstrap_ci(em)], "f1_ci95": [round(x, 4) for x in bootstrap_ci(f1)]}
+
+    everyone = list(range(len(rows)))
+    types = sorted({str(r.get("type", "")) for r in records} - {""})
+    out = {**block(everyone), "by_type": {t: block([i for i in everyone if records[i].get("type") == t]) for t in types}}
+    if any("entity_answer" in r for r in rows):
+        for r, rec in zip(rows, records):
+            r["entity_em"], r["entity_f1"] = best_scores(r.get("entity_answer") or "", rec["answers"])
+        out["entity_answer"] = {**block(everyone, "entity_"),
+                                "by_type": {t: block([i for i in everyone if records[i].get("type") == t], "entity_")
+                                            for t in types}}
+    with_gold = [i for i in everyone if records[i].get("supporting")]
+    if with_gold:
+        recall = [len({p["id"] for p in rows[i]["passages"]} & {str(s) for s in records[i]["supporting"]})
+                  / len(records[i]["supporting"]) for i in with_gold]
+        out["passage_recall_read"] = round(float(np.mean(recall)), 4)
+        sup = [(s["passage_id"] in {str(x) for x in records[i]["supporting"]}) for i in with_gold
+               for s in rows[i]["supporting"]]
+        out["supporting_in_gold_passages"] = round(float(np.mean(sup)), 4) if sup else None
+        out["supporting_per_question"] = round(len(sup) / len(with_gold), 2)
+    return out
+
+
+def answer_questions(kit, reader, questions: str | Path, out: str | Path, config: AnswerConfig = AnswerConfig(),
+                     log=print) -> dict:
+    """``drkit answer`` (module docstring): retrieve with `kit`, read with `reader`, write and score."""
+    from drkit.qa.pipeline import answered_alone_on_error
+    from drkit.util.progress import progress
+
+    records = read_questions(questions)
+    passages, extra = [], []
+    t0 = time.perf_counter()
+    for i in progress(range(0, len(records), config.batch_size), desc="retrieving"):
+        chunk = [r["question"] for r in records[i : i + config.batch_size]]
+        found = answered_alone_on_error(lambda qs: kit.answer_batch(qs, 1, 0, passages=config.passages), chunk)
+        for res in found:
+            if isinstance(res, DrkitError):
+                passages.append([])
+                extra.append({"entity_answer": None, "error": str(res)})
+                continue
+            passages.append([ReaderPassage(p.id, p.title, p.text) for p in res.passages])
+            extra.append({"entity_answer": res.answers[0].entity if res.answers else None})
+    retrieve_s = time.perf_counter() - t0
+    metrics = read_and_score(reader, records, passages, out, config, extra, log,
+                             timing={"retrieve_seconds": round(retrieve_s, 2), "errors": sum("error" in e for e in extra)})
+    total = retrieve_s + metrics["read_seconds"]
+    metrics["questions_per_s"] = round(len(records) / total, 2) if total else None
+    (Path(out) / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    return metrics
+
+
+def passages_from_predictions(path: str | Path, corpus: dict, k: int) -> dict[str, list[ReaderPassage]]:
+    """Question id -> its first `k` passages in a ``drkit retrieve`` predictions.jsonl (ids of `corpus`: id -> passage)."""
+    out = {}
+    for line in open(path, encoding="utf-8"):
+        if line.strip():
+            row = json.loads(line)
+            out[row["id"]] = [corpus[str(p["id"])] for p in row["passages"][:k]]
+    return out

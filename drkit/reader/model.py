@@ -1,0 +1,399 @@
+"""The reader model (the paper's appendix "HotpotQA answer extraction", on this project's encoders).
+
+Input, at most `max_pieces` word pieces::
+
+    [CLS] question [SEP] <p> title <s> sentence <s> sentence ... <p> title <s> ... [SEP]
+
+with <p> and <s> two unused vocabulary tokens (BERT's ``[unused0]`` and ``[unused1]``; the separator where
+a vocabulary has none). When the passages do not fit, each gets an equal share of the room, a short passage
+giving what it leaves to the others (`allot`), and a passage is cut at its end. Heads on the transformer's
+last hidden states H:
+
+* answer type: a 3-way classifier on H[CLS] (span, yes, no);
+* span: start and end logits on every title or sentence piece; the best span maximises start + end over
+  pairs in one title or sentence, at most `max_answer_pieces` long;
+* supporting sentences: a binary logit on each <s>; sentences above 0.5 are the evidence.
+
+Loss = (L_type + L_support + L_start + L_end) / 4, with L_start = -log of the start probability mass on every
+occurrence of the answer (likewise L_end), over the span examples that have one in what was read.
+
+A reader is saved as a directory (format ``drkit.reader``): ``model.safetensors``, the transformer's
+``config.json``, the tokenizer and ``manifest.json`` (settings, training record).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from drkit.data.tokenizer import DEFAULT_ENCODER, encoder_path
+from drkit.errors import ConfigError
+from drkit.reader.examples import ANSWER_TYPES, SPAN, ReaderExample
+from drkit.reader.text import find_all, split_sentences
+from drkit.util.artifact import ArtifactWriter, read_manifest
+
+FORMAT = "drkit.reader"
+FORMAT_VERSION = 1
+TITLE = -1  # the sentence number of a passage's title
+
+
+@dataclass(frozen=True)
+class ReaderConfig:
+    """Shape of the reader's input and output."""
+
+    base: str = field(default=DEFAULT_ENCODER, metadata={"help": "pretrained transformer: the packaged all-MiniLM-L6-v2 "
+                                                                 "or a folder with config.json, safetensors weights and tokenizer"})
+    max_pieces: int = field(default=512, metadata={"help": "word pieces the reader reads (question and passages)"})
+    max_question_pieces: int = field(default=64, metadata={"help": "longest question in word pieces (longer ones are cut)"})
+    max_answer_pieces: int = field(default=30, metadata={"help": "longest answer span in word pieces"})
+
+    def __post_init__(self):
+        if self.max_question_pieces < 1 or self.max_pieces < self.max_question_pieces + 8:
+            raise ConfigError(f"max_pieces ({self.max_pieces}) must leave room for passages beyond max_question_pieces "
+                              f"({self.max_question_pieces})")
+        if self.max_answer_pieces < 1:
+            raise ConfigError(f"max_answer_pieces must be at least 1, got {self.max_answer_pieces}")
+
+
+def allot(costs: Sequence[int], room: int) -> list[int]:
+    """Pieces for each passage: all it needs when everything fits; otherwise equal shares of `room`, each
+    passage needing less than its share giving the rest to the others (water filling). Sums to at most `room`."""
+    out = [0] * len(costs)
+    left, order = room, sorted(range(len(costs)), key=lambda i: costs[i])
+    for n, i in enumerate(order):
+        share = left // (len(costs) - n)
+        out[i] = min(costs[i], share)
+        left -= out[i]
+    return out
+
+
+@dataclass
+class Features:
+    """One example as the reader reads it. Per piece: `segment` (-1: not passage text; else the number of the
+    title or sentence it is in), `chars` (its character span in that title, or in its passage's text)."""
+
+    ids: list[int]
+    segment: np.ndarray  # (L,) int
+    chars: np.ndarray  # (L, 2) int
+    segments: list[tuple[int, int]]  # segment number -> (passage number, sentence number or TITLE)
+    sentence_spans: list[list[tuple[int, int]]]  # per passage, its sentences' character spans in its text
+    markers: list[int]  # positions of the sentence markers
+    marker_of: list[tuple[int, int]]  # (passage, sentence) of each marker
+    start_targets: list[int] = field(default_factory=list)  # training: positions where an answer starts
+    end_targets: list[int] = field(default_factory=list)
+    support_labels: list[float] = field(default_factory=list)  # per marker
+    type_label: int = 0
+
+
+class Reader(nn.Module):
+    """Transformer + answer-type, span and supporting-sentence heads (module docstring)."""
+
+    def __init__(self, config: ReaderConfig, transformer: nn.Module, tokenizer):
+        super().__init__()
+        self.config = config
+        self.transformer = transformer
+        self.tokenizer = tokenizer
+        hidden = transformer.config.hidden_size
+        self.answer_type = nn.Linear(hidden, len(ANSWER_TYPES))
+        self.span = nn.Linear(hidden, 2)
+        self.support = nn.Linear(hidden, 1)
+        vocab = tokenizer.get_vocab()
+        self.passage_marker = vocab.get("[unused0]", tokenizer.sep_token_id)
+        self.sentence_marker = vocab.get("[unused1]", tokenizer.sep_token_id)
+        limit = transformer.config.max_position_embeddings
+        if config.max_pieces > limit:
+            raise ConfigError(f"max_pieces {config.max_pieces} exceeds what the transformer takes ({limit})")
+        self.manifest: dict = {}
+        self.path: Path | None = None  # where it was loaded from
+
+    # -- construction and persistence -------------------------------------------------------
+    @classmethod
+    def from_base(cls, config: ReaderConfig = ReaderConfig(), seed: int = 0) -> "Reader":
+        from drkit.data.tokenizer import load_tokenizer
+        from drkit.dense.encoder import load_transformer
+
+        # No dropout on the attention probabilities: with it, torch's CPU attention leaves its fused kernel and a
+        # training step of 8 x 512 pieces took 3.7 s instead of 1.0 s (forward, 2 AVX2 cores); the hidden
+        # states' dropout stays.
+        transformer = load_transformer(encoder_path(config.base), attention_probs_dropout_prob=0.0)
+        torch.manual_seed(seed)
+        return cls(config, transformer, load_tokenizer(config.base))
+
+    def save(self, out: str | Path, overwrite: bool = False, extra_manifest: dict | None = None) -> None:
+        from safetensors.torch import save_file
+
+        with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
+            state = {k: v.detach().contiguous().cpu().clone() for k, v in self.state_dict().items()}
+            save_file(state, str(w.path("model.safetensors")))
+            w.path("transformer").mkdir()
+            self.transformer.config.to_json_file(str(w.path("transformer/config.json")))
+            self.tokenizer.save_pretrained(str(w.path("tokenizer")))
+            w.manifest.update(config=asdict(self.config), parameters=sum(p.numel() for p in self.parameters()),
+                              **(extra_manifest or {}))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Reader":
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        from drkit.dense.encoder import load_weights
+
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError(f"the reader {path} does not exist")
+        if not (path / "manifest.json").exists() and (path / "reader" / "manifest.json").exists():
+            path = path / "reader"  # a `drkit train-reader` run: its reader
+        manifest = read_manifest(path, FORMAT, FORMAT_VERSION)
+        config = ReaderConfig(**manifest["config"])
+        cfg = AutoConfig.from_pretrained(str(path / "transformer"), local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"), local_files_only=True)
+        reader = cls(config, AutoModel.from_config(cfg), tokenizer)
+        load_weights(reader, path / "model.safetensors", "the reader")
+        reader.manifest, reader.path = manifest, path
+        return reader.eval()
+
+    @property
+    def device(self) -> torch.device:
+        return self.span.weight.device
+
+    # -- input ----------------------------------------------------------------------------------
+    def featurize(self, example: ReaderExample, labels: bool = False, max_pieces: int | None = None) -> Features:
+        """The word pieces of `example` (module docstring), at most `max_pieces` (default: the reader's);
+        `labels`: with the training targets."""
+        cfg, tok = self.config, self.tokenizer
+        limit = max_pieces or cfg.max_pieces
+        if not cfg.max_question_pieces + 8 <= limit <= self.transformer.config.max_position_embeddings:
+            raise ConfigError(f"max_pieces must be between {cfg.max_question_pieces + 8} and "
+                              f"{self.transformer.config.max_position_embeddings}, got {limit}")
+        sentence_spans = [split_sentences(p.text) for p in example.passages]
+        strings = [example.question] + [s for p, spans in zip(example.passages, sentence_spans)
+                                        for s in [p.title] + [p.text[a:b] for a, b in spans]]
+        enc = tok(strings, add_special_tokens=False, return_offsets_mapping=True)
+        pieces, offsets = enc["input_ids"], enc["offset_mapping"]
+        question = pieces[0][: cfg.max_question_pieces]
+        ids = [tok.cls_token_id] + question + [tok.sep_token_id]
+        segment, chars = [-1] * len(ids), [(0, 0)] * len(ids)
+        # per passage: [(sentence number, pieces, char offsets shifted into the passage text)], title first
+        units, k = [], 1
+        for p, spans in zip(example.passages, sentence_spans):
+            u = [(TITLE, pieces[k], offsets[k])]
+            for s, (a, _) in enumerate(spans):
+                u.append((s, pieces[k + 1 + s], [(c0 + a, c1 + a) for c0, c1 in offsets[k + 1 + s]]))
+            units.append(u)
+            k += 1 + len(spans)
+        costs = [1 + sum(len(x[1]) + (x[0] != TITLE) for x in u) for u in units]
+        shares = allot(costs, limit - len(ids) - 1)
+        segments, markers, marker_of = [], [], []
+        for p, (u, share) in enumerate(zip(units, shares)):
+            if share < 2:
+                continue
+            ids.append(self.passage_marker)
+            segment.append(-1)
+            chars.append((0, 0))
+            left = share - 1
+            for s, piece_ids, offs in u:
+                if s != TITLE:
+                    if left < 2:
+                        break
+                    markers.append(len(ids))
+                    marker_of.append((p, s))
+                    ids.append(self.sentence_marker)
+                    segment.append(-1)
+                    chars.append((0, 0))
+                    left -= 1
+                take = min(len(piece_ids), left)
+                if take:
+                    segments.append((p, s))
+                    ids += piece_ids[:take]
+                    segment += [len(segments) - 1] * take
+                    chars += [tuple(o) for o in offs[:take]]
+                    left -= take
+        ids.append(tok.sep_token_id)
+        segment.append(-1)
+        chars.append((0, 0))
+        f = Features(ids, np.asarray(segment), np.asarray(chars, dtype=np.int64).reshape(-1, 2), segments,
+                     sentence_spans, markers, marker_of)
+        if labels:
+            self._label(example, f)
+        return f
+
+    @staticmethod
+    def _label(example: ReaderExample, f: Features) -> None:
+        """Training targets of `f` (module docstring of `drkit.reader.examples`)."""
+        f.type_label = ANSWER_TYPES.index(example.answer_type)
+        passages = example.passages
+        if example.answer_type == SPAN:
+            for only_gold in (True, False):
+                spans = set()
+                for p, passage in enumerate(passages):
+                    if only_gold and passage.id not in example.gold:
+                        continue
+                    for a in example.answers:
+                        spans |= {(p, TITLE, c0, c1) for c0, c1 in find_all(passage.title, a)}
+                        spans |= {(p, None, c0, c1) for c0, c1 in find_all(passage.text, a)}
+                starts, ends = _positions(f, spans)
+                if starts:
+                    f.start_targets, f.end_targets = starts, ends
+                    break
+        keys = tuple(example.answers) + tuple(example.support)
+        for p, s in f.marker_of:
+            passage = passages[p]
+            a, b = f.sentence_spans[p][s]
+            hit = passage.id in example.gold and any(find_all(passage.text[a:b], key) for key in keys)
+            f.support_labels.append(float(hit))
+
+    # -- model ----------------------------------------------------------------------------------
+    def batch(self, features: Sequence[Features]) -> dict:
+        """Right-padded tensors of `features` on the reader's device."""
+        longest = max(len(f.ids) for f in features)
+        ids = torch.full((len(features), longest), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        content = torch.zeros((len(features), longest), dtype=torch.bool)
+        for r, f in enumerate(features):
+            ids[r, : len(f.ids)] = torch.tensor(f.ids)
+            mask[r, : len(f.ids)] = 1
+            content[r, : len(f.ids)] = torch.from_numpy(f.segment >= 0)
+        dev = self.device
+        return {"input_ids": ids.to(dev), "attention_mask": mask.to(dev), "content": content.to(dev)}
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, content: torch.Tensor) -> dict:
+        """Logits: answer type (B, 3); start, end and support (B, L), start and end -inf off passage text."""
+        h = self.transformer(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        h = h.float()
+        span = self.span(h).masked_fill(~content.unsqueeze(-1), float("-inf"))
+        return {"type": self.answer_type(h[:, 0]), "start": span[..., 0], "end": span[..., 1],
+                "support": self.support(h).squeeze(-1)}
+
+    def loss(self, out: dict, features: Sequence[Features]) -> tuple[torch.Tensor, dict]:
+        """(L_type + L_support + L_start + L_end) / 4 over a batch, and its parts."""
+        dev = out["type"].device
+        type_loss = F.cross_entropy(out["type"], torch.tensor([f.type_label for f in features], device=dev))
+        rows = [(r, m, lab) for r, f in enumerate(features) for m, lab in zip(f.markers, f.support_labels)]
+        if rows:
+            r, m, lab = (torch.tensor(x, device=dev) for x in zip(*rows))
+            support_loss = F.binary_cross_entropy_with_logits(out["support"][r, m], lab.float())
+        else:
+            support_loss = out["support"].sum() * 0
+        span_losses = {"start": [], "end": []}
+        for r, f in enumerate(features):
+            for name, targets in (("start", f.start_targets), ("end", f.end_targets)):
+                if targets:
+                    row = out[name][r]
+                    span_losses[name].append(torch.logsumexp(row, 0) - torch.logsumexp(row[targets], 0))
+        parts = {"type": type_loss, "support": support_loss}
+        for name, losses in span_losses.items():
+            parts[name] = torch.stack(losses).mean() if losses else out[name].new_zeros(())
+        total = sum(parts.values()) / 4
+        return total, {k: float(v.detach()) for k, v in parts.items()}
+
+    @torch.no_grad()
+    def read(self, examples: Sequence[ReaderExample], batch_size: int = 8, support_threshold: float = 0.5,
+             compute=None, max_pieces: int | None = None) -> list["Reading"]:
+        """The answer of each example, with its type, span and supporting sentences; `max_pieces`: read at most
+        that many word pieces (default: what the reader was trained with)."""
+        import contextlib
+
+        self.eval()
+        out = []
+        for i in range(0, len(examples), batch_size):
+            chunk = examples[i : i + batch_size]
+            features = [self.featurize(e, max_pieces=max_pieces) for e in chunk]
+            with compute.autocast() if compute is not None else contextlib.nullcontext():
+                logits = self(**self.batch(features))
+            logits = {k: v.float().cpu() for k, v in logits.items()}
+            for r, (e, f) in enumerate(zip(chunk, features)):
+                out.append(self._decode(e, f, {k: v[r] for k, v in logits.items()}, support_threshold))
+        return out
+
+    def _decode(self, example: ReaderExample, f: Features, logits: dict, support_threshold: float) -> "Reading":
+        type_probs = torch.softmax(logits["type"], 0)
+        kind = ANSWER_TYPES[int(type_probs.argmax())]
+        n = len(f.ids)
+        start, end = logits["start"][:n], logits["end"][:n]
+        seg = torch.from_numpy(f.segment)
+        best = (float("-inf"), -1, -1)
+        for d in range(min(self.config.max_answer_pieces, n)):
+            ok = (seg[: n - d] >= 0) & (seg[: n - d] == seg[d:])
+            if not bool(ok.any()):
+                continue
+            scores = (start[: n - d] + end[d:]).masked_fill(~ok, float("-inf"))
+            i = int(scores.argmax())
+            if float(scores[i]) > best[0]:
+                best = (float(scores[i]), i, i + d)
+        span = None
+        if best[1] >= 0:
+            p, s = f.segments[int(f.segment[best[1]])]
+            passage = example.passages[p]
+            c0, c1 = int(f.chars[best[1], 0]), int(f.chars[best[2], 1])
+            text = passage.title[c0:c1] if s == TITLE else passage.text[c0:c1]
+            span = Span(text, p, s, c0, c1, best[0])
+        if kind == SPAN:
+            answer = span.text if span is not None else ""
+        else:
+            answer = kind
+        probs = torch.sigmoid(logits["support"][f.markers]).tolist() if f.markers else []
+        support = tuple(Supporting(p, s, example.passages[p].id, _sentence(example, f, p, s), prob)
+                        for (p, s), prob in zip(f.marker_of, probs) if prob > support_threshold)
+        return Reading(answer, kind, float(type_probs.max()), span, support,
+                       {t: float(x) for t, x in zip(ANSWER_TYPES, type_probs)})
+
+
+def _sentence(example: ReaderExample, f: Features, p: int, s: int) -> str:
+    a, b = f.sentence_spans[p][s]
+    return example.passages[p].text[a:b]
+
+
+def _positions(f: Features, spans) -> tuple[list[int], list[int]]:
+    """Start and end piece positions of character spans ``(passage, sentence or TITLE or None, c0, c1)`` (None:
+    in the passage text, whichever sentence) that lie inside one title or sentence read in `f`."""
+    starts, ends = set(), set()
+    by_segment: dict[tuple[int, int], list[int]] = {}
+    for pos, seg in enumerate(f.segment):
+        if seg >= 0:
+            by_segment.setdefault(f.segments[int(seg)], []).append(pos)
+    for p, where, c0, c1 in spans:
+        for (sp, ss), positions in by_segment.items():
+            if sp != p or (where == TITLE) != (ss == TITLE):
+                continue
+            over = [q for q in positions if f.chars[q, 0] < c1 and f.chars[q, 1] > c0]
+            if over and f.chars[over[0], 0] <= c0 and f.chars[over[-1], 1] >= c1:  # all of it was read
+                starts.add(over[0])
+                ends.add(over[-1])
+                break
+    return sorted(starts), sorted(ends)
+
+
+@dataclass(frozen=True)
+class Span:
+    text: str
+    passage: int  # its passage's number in the example
+    sentence: int  # its sentence's number in the passage (TITLE: in the title)
+    start: int  # character offsets in the title or in the passage text
+    end: int
+    score: float  # start + end logit
+
+
+@dataclass(frozen=True)
+class Supporting:
+    passage: int  # the passage's number in the example
+    sentence: int  # the sentence's number in the passage
+    passage_id: str
+    text: str
+    prob: float
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the reader read from one example."""
+
+    answer: str  # the span's text, or "yes" / "no"
+    answer_type: str  # span | yes | no
+    type_prob: float
+    span: Span | None  # the best span (also when the type is yes or no)
+    supporting: tuple[Supporting, ...]
+    type_probs: dict

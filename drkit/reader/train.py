@@ -1,0 +1,162 @@
+"""Train the reader (``drkit train-reader``): distant supervision from training questions and KB triples
+(`drkit.reader.examples`), AdamW with a linear schedule, checkpoints every `checkpoint_every` steps;
+rerunning the same command resumes. Writes OUT/run.json, OUT/train_log.jsonl, OUT/curve.png,
+OUT/done.json and the reader in OUT/reader (format ``drkit.reader``).
+
+No dev set is read: with a few hundred training questions, a fixed number of epochs is chosen beforehand,
+so the questions a reader is scored on never steer its training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from drkit.errors import ConfigError
+from drkit.reader.examples import (
+    Distractors,
+    OrderConfig,
+    composed_sources,
+    epoch_examples,
+    kb_sources,
+    question_sources,
+    read_passages,
+    read_questions,
+)
+from drkit.reader.model import Reader, ReaderConfig
+from drkit.util.artifact import file_checksum
+from drkit.util.hardware import choose, device_field, precision_field
+from drkit.util.progress import progress
+from drkit.util.runs import adamw, append_log, optimizer_step, prepare_run, resume, save_checkpoint
+from drkit.util.sampling import step_rows
+
+
+@dataclass(frozen=True)
+class ReaderTrainConfig:
+    """Settings of reader training."""
+
+    epochs: int = field(default=2, metadata={"help": "passes over the training examples (each draws its passages again)"})
+    batch_size: int = field(default=8, metadata={"help": "examples per step"})
+    lr: float = field(default=1e-4, metadata={"help": "peak learning rate of the transformer"})
+    head_lr: float = field(default=1e-3, metadata={"help": "peak learning rate of the heads"})
+    warmup: float = field(default=0.1, metadata={"help": "share of the steps with a rising learning rate"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})
+    compose: bool = field(default=True, metadata={"help": "with --kb, also questions composed from pairs and chains of "
+                                                          "triples: same object (yes/no), earlier/later date, two hops"})
+    distractors: int = field(default=8, metadata={"help": "BM25 distractors kept per training question"})
+    seed: int = field(default=0, metadata={"help": "seed of the heads, the passage draws and the batches"})
+    checkpoint_every: int = field(default=50, metadata={"help": "steps between checkpoints"})
+    log_every: int = field(default=10, metadata={"help": "steps between lines of train_log.jsonl"})
+    precision: str = precision_field("the reader's transformer")
+    device: str = device_field("training")
+
+    def __post_init__(self):
+        for name in ("epochs", "batch_size", "checkpoint_every", "log_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.lr <= 0 or self.head_lr <= 0 or not 0 <= self.warmup < 1:
+            raise ConfigError("lr and head_lr must be positive and warmup in [0, 1)")
+
+
+def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb: str | Path | None = None,
+                 reader_config: ReaderConfig = ReaderConfig(), order: OrderConfig = OrderConfig(),
+                 config: ReaderTrainConfig = ReaderTrainConfig(), overwrite: bool = False, log=print) -> Path:
+    """Train a reader on `questions` (with ``answers`` and ``supporting`` corpus ids of `corpus`) and, with
+    `kb`, the triples' templated questions; return the reader's directory (OUT/reader)."""
+    from drkit.data.kb import read_kb
+
+    out = Path(out)
+    settings = {"reader": dataclasses.asdict(reader_config), "order": dataclasses.asdict(order),
+                "train": dataclasses.asdict(config),
+                "inputs": {"corpus": file_checksum(corpus), "questions": file_checksum(questions),
+                           "kb": file_checksum(kb) if kb else None}}
+    prepare_run(out, settings, overwrite, "reader training",
+                paths=("inputs.corpus.path", "inputs.questions.path", "inputs.kb.path"))
+    if (out / "done.json").exists() and (out / "reader" / "manifest.json").exists():
+        log(f"{out}: already trained")
+        return out / "reader"
+    compute = choose(config.precision, config.device, training=True)
+    passages = read_passages(corpus)
+    records = read_questions(questions, need_gold=True)
+    distractors = Distractors(passages)
+    sources = question_sources(records, passages, distractors, config.distractors, str(questions))
+    kb_count = 0
+    if kb:
+        extra = kb_sources(list(read_kb(kb)), passages, distractors, config.distractors)
+        if config.compose:
+            extra += composed_sources(extra, config.seed, config.distractors)
+        kb_count = len(extra)
+        sources += extra
+    log(f"reader training: {len(records):,} questions and {kb_count:,} KB questions, {len(passages):,} passages")
+    per_epoch = max(1, len(sources) // config.batch_size)
+    steps = per_epoch * config.epochs
+
+    reader = Reader.from_base(reader_config, config.seed).to(compute.device)
+    heads = [p for n, p in reader.named_parameters() if not n.startswith("transformer.")]
+    opt, sched = adamw([{"params": list(reader.transformer.parameters()), "lr": config.lr},
+                        {"params": heads, "lr": config.head_lr}], config.weight_decay, steps, config.warmup)
+    state = resume(out, reader, opt, sched, log)
+    start = state["step"] if state else 0
+    if start:
+        log(f"{out}: resuming at step {start} of {steps}")
+    reader.train()
+    epoch_cache: dict[int, list] = {}
+    t0, seen = time.perf_counter(), 0
+    for step in progress(range(start, steps), desc="reader", initial=start, total=steps):
+        epoch = step // per_epoch
+        if epoch not in epoch_cache:
+            epoch_cache = {epoch: epoch_examples(sources, order, config.seed, epoch)}
+        batch = [epoch_cache[epoch][i] for i in step_rows(len(sources), config.batch_size, step, config.seed)]
+        features = [reader.featurize(e, labels=True) for e in batch]
+        with compute.autocast():
+            logits = reader(**reader.batch(features))
+        loss, parts = reader.loss(logits, features)
+        if not math.isfinite(float(loss.detach())):
+            raise ConfigError(f"the reader's loss is {float(loss.detach())} at step {step}; try a lower --lr")
+        norm = optimizer_step(opt, loss)
+        sched.step()
+        seen += len(batch)
+        if (step + 1) % config.log_every == 0 or step + 1 == steps:
+            append_log(out / "train_log.jsonl", {"step": step + 1, "loss": round(float(loss.detach()), 4),
+                                                 **{k: round(v, 4) for k, v in parts.items()},
+                                                 "grad_norm": round(norm, 3), "lr": sched.get_last_lr()[0]})
+        if (step + 1) % config.checkpoint_every == 0 and step + 1 < steps:
+            save_checkpoint(out, step + 1, reader, opt, sched, {})
+    seconds = time.perf_counter() - t0
+    record = {"steps": steps, "questions": len(records), "kb_questions": kb_count, "examples_per_epoch": len(sources),
+              "seconds_this_session": round(seconds, 1), "examples_per_s": round(seen / seconds, 2) if seconds else None,
+              "compute": compute.describe()}
+    reader.save(out / "reader", overwrite=True, extra_manifest={"training": record, "settings": settings})
+    save_checkpoint(out, steps, reader, opt, sched, {})
+    _plot(out)
+    (out / "done.json").write_text(json.dumps(record, indent=2) + "\n")
+    log(f"reader trained: {steps} steps in {seconds:.0f} s this session; wrote {out / 'reader'}")
+    return out / "reader"
+
+
+def _plot(out: Path) -> None:
+    """OUT/curve.png: the loss and its parts against the step."""
+    from drkit.util.runs import read_log
+
+    rows = read_log(out / "train_log.jsonl")
+    if not rows:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for key in ("loss", "type", "support", "start", "end"):
+        ax.plot([r["step"] for r in rows], [r[key] for r in rows], label=key, lw=2 if key == "loss" else 1)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_title("reader training")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "curve.png", dpi=120)
+    plt.close(fig)

@@ -1,0 +1,352 @@
+"""The reader (drkit.reader): answer scoring, input layout, labels, decoding, training and `drkit answer`."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from test_retrieve import mixing_run, title_corpus, write_jsonl  # noqa: F401  (mixing_run: a fixture)
+
+from drkit.cli import main
+from drkit.reader.examples import OrderConfig, ReaderExample, ReaderPassage, arrange
+from drkit.reader.model import TITLE, Reader, ReaderConfig, allot
+from drkit.reader.text import best_scores, exact_match, f1, find_all, normalize_answer, split_sentences
+
+
+def test_hotpot_normalisation_and_scores_by_hand():
+    assert normalize_answer("The  Eiffel-Tower!") == "eiffeltower"
+    assert normalize_answer("an Apple a day") == "apple day"
+    assert exact_match("the Iran", "Iran") == 1.0 and exact_match("Iran.", "Irán") == 0.0
+    # F1 over words: "walter lang" vs "lang" -> precision 1/2, recall 1 -> 2/3
+    assert f1("Walter Lang", "Lang") == pytest.approx(2 / 3)
+    assert f1("yes", "no") == 0.0 and f1("no", "no") == 1.0 and f1("yes it is", "yes") == 0.0
+    assert best_scores("Lang", ["Walter Lang", "Lang"]) == (1.0, 1.0)
+    assert best_scores("x", []) == (0.0, 0.0)
+
+
+def test_sentences_and_occurrences():
+    text = "Kismet is a 1944 film by Dr. Who. It stars J. Smith in Iran. \"Quoted.\" Then 1990."
+    spans = split_sentences(text)
+    assert [text[a:b] for a, b in spans] == ["Kismet is a 1944 film by Dr. Who.", "It stars J. Smith in Iran.",
+                                             "\"Quoted.\"", "Then 1990."]
+    assert split_sentences("   ") == [] and split_sentences("no full stop") == [(0, 12)]
+    assert find_all("Iran and Iranian; iran.", "IRAN") == [(0, 4), (18, 22)]  # not inside "Iranian"
+    assert find_all("C++ is", "c++") == [(0, 3)] and find_all("abc", " ") == []
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_allot_is_water_filling(seed):
+    rng = np.random.default_rng(seed)
+    costs = [int(c) for c in rng.integers(0, 200, rng.integers(1, 7))]
+    room = int(rng.integers(0, 700))
+    got = allot(costs, room)
+    assert sum(got) <= room and all(0 <= g <= c for g, c in zip(got, costs))
+    if sum(costs) <= room:
+        assert got == costs
+    else:  # the level L: the largest with sum(min(c, L)) <= room; each gets min(c, L) or one more piece at most
+        level = max(x for x in range(max(costs) + 1) if sum(min(c, x) for c in costs) <= room)
+        assert all(min(c, level) <= g <= min(c, level + 1) for g, c in zip(got, costs))
+        assert room - sum(got) < len(costs)
+
+
+def test_arrange_keeps_the_gold_and_puts_it_first_in_the_asked_share():
+    gold = [ReaderPassage(str(i), f"g{i}", "t") for i in range(2)]
+    dist = [ReaderPassage(f"d{i}", f"d{i}", "t") for i in range(6)]
+    rng = np.random.default_rng(0)
+    first = 0
+    for _ in range(2000):
+        got = arrange(gold, dist, OrderConfig(passages=5, gold_first=0.6), rng)
+        assert len(got) == 5 and set(gold) <= set(got) and set(got) - set(gold) == set(dist[:3])
+        first += list(got[:2]) == gold
+    # gold first: 60% by rule, plus the shuffles that happen to put them first (2/5 * 1/4 = 1/10 of 40%)
+    assert abs(first / 2000 - (0.6 + 0.4 * 0.1)) < 0.04
+
+
+@pytest.fixture(scope="module")
+def tiny_reader(tiny_base):
+    return Reader.from_base(ReaderConfig(base=str(tiny_base), max_pieces=96, max_question_pieces=12, max_answer_pieces=6))
+
+
+def example(answers=("Walter Lang",), support=()):
+    passages = (ReaderPassage("a", "Moon Over Miami", "Moon Over Miami is a 1941 film. It was directed by Walter Lang."),
+                ReaderPassage("b", "Walter Lang", "Walter Lang was born in Memphis. He directed State Fair."),
+                ReaderPassage("c", "Kismet", "Kismet is a 1944 film directed by William Dieterle."))
+    return ReaderExample("q1", "Who directed Moon Over Miami?", passages, answers, frozenset({"a", "b"}), support)
+
+
+def test_featurize_lays_out_markers_and_maps_pieces_back_to_the_text(tiny_reader):
+    e = example()
+    f = tiny_reader.featurize(e, labels=True)
+    tok = tiny_reader.tokenizer
+    assert len(f.ids) <= 96 and f.ids[0] == tok.cls_token_id and f.ids[-1] == tok.sep_token_id
+    assert f.ids.count(tiny_reader.passage_marker) == 3
+    assert [f.ids[m] for m in f.markers] == [tiny_reader.sentence_marker] * len(f.markers)
+    assert f.marker_of == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0)]
+    for pos in np.flatnonzero(f.segment >= 0):  # each piece is the word piece of the characters it points to
+        p, s = f.segments[int(f.segment[pos])]
+        source = e.passages[p].title if s == TITLE else e.passages[p].text
+        c0, c1 = f.chars[pos]
+        piece = tok.convert_ids_to_tokens(f.ids[pos]).removeprefix("##")
+        assert source[c0:c1].lower() == piece
+    # the answer occurs in passage a's text and in passage b's title and text: all three are targets
+    got = {(int(f.chars[s, 0]), int(f.chars[t, 1]), f.segments[int(f.segment[s])])
+           for s, t in zip(f.start_targets, f.end_targets)}
+    assert {(s[2][0], s[2][1]) for s in got} == {(0, 1), (1, TITLE), (1, 0)}
+    assert f.type_label == 0
+    # supporting: the gold passages' sentences that hold the answer
+    assert f.support_labels == [0.0, 1.0, 1.0, 0.0, 0.0]
+    assert tiny_reader.featurize(example(answers=("yes",)), labels=True).type_label == 1
+
+
+def test_a_long_input_is_cut_to_max_pieces_with_a_share_for_each_passage(tiny_reader):
+    long = ReaderPassage("x", "Long", " ".join(f"Sentence number {i} is here." for i in range(60)))
+    e = ReaderExample("q", "Who?", (long, example().passages[2]))
+    f = tiny_reader.featurize(e)
+    assert 95 <= len(f.ids) <= 96  # a last piece of room too small for a sentence marker and a piece stays empty
+    assert f.ids.count(tiny_reader.passage_marker) == 2
+    assert any(p == 1 for p, _ in f.marker_of)  # the short passage was read whole
+    assert max(int(c) for c in f.chars[:, 1]) <= len(long.text)
+
+
+def brute_force_span(f, start, end, longest):
+    best = (-np.inf, -1, -1)
+    n = len(f.ids)
+    for i in range(n):
+        for j in range(i, min(n, i + longest)):
+            if f.segment[i] >= 0 and f.segment[i] == f.segment[j] and start[i] + end[j] > best[0]:
+                best = (start[i] + end[j], i, j)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_span_decoding_matches_a_brute_force_search(tiny_reader, seed):
+    e = example()
+    f = tiny_reader.featurize(e)
+    g = torch.Generator().manual_seed(seed)
+    n = len(f.ids)
+    logits = {"type": torch.tensor([3.0, 0.0, 0.0]), "start": torch.randn(n, generator=g),
+              "end": torch.randn(n, generator=g), "support": torch.randn(n, generator=g)}
+    r = tiny_reader._decode(e, f, logits, 0.5)
+    score, i, j = brute_force_span(f, logits["start"].numpy(), logits["end"].numpy(), 6)
+    assert r.span.score == pytest.approx(score, abs=1e-5)
+    p, s = f.segments[int(f.segment[i])]
+    source = e.passages[p].title if s == TITLE else e.passages[p].text
+    assert r.answer == source[f.chars[i, 0] : f.chars[j, 1]] and r.answer_type == "span"
+    probs = torch.sigmoid(logits["support"][f.markers])
+    assert [(x.passage, x.sentence) for x in r.supporting] == [f.marker_of[k] for k in range(len(probs)) if probs[k] > 0.5]
+
+
+def test_loss_by_hand(tiny_reader):
+    f1_ = tiny_reader.featurize(example(), labels=True)
+    f2 = tiny_reader.featurize(example(answers=("no",)), labels=True)
+    batch = tiny_reader.batch([f1_, f2])
+    g = torch.Generator().manual_seed(0)
+    B, L = batch["input_ids"].shape
+    out = {"type": torch.randn(B, 3, generator=g), "support": torch.randn(B, L, generator=g),
+           "start": torch.randn(B, L, generator=g).masked_fill(~batch["content"], float("-inf")),
+           "end": torch.randn(B, L, generator=g).masked_fill(~batch["content"], float("-inf"))}
+    total, parts = tiny_reader.loss(out, [f1_, f2])
+    lt = -(torch.log_softmax(out["type"][0], 0)[0] + torch.log_softmax(out["type"][1], 0)[2]) / 2
+    pairs = [(0, m, y) for m, y in zip(f1_.markers, f1_.support_labels)] + \
+        [(1, m, y) for m, y in zip(f2.markers, f2.support_labels)]
+    ls = -sum(y * torch.log(torch.sigmoid(out["support"][b, m])) + (1 - y) * torch.log(1 - torch.sigmoid(out["support"][b, m]))
+              for b, m, y in pairs) / len(pairs)
+    p_start = torch.softmax(out["start"][0], 0)
+    lstart = -torch.log(p_start[f1_.start_targets].sum())  # only the span example counts
+    p_end = torch.softmax(out["end"][0], 0)
+    lend = -torch.log(p_end[f1_.end_targets].sum())
+    assert parts["type"] == pytest.approx(float(lt), rel=1e-5)
+    assert parts["support"] == pytest.approx(float(ls), rel=1e-5)
+    assert parts["start"] == pytest.approx(float(lstart), rel=1e-5) and parts["end"] == pytest.approx(float(lend), rel=1e-5)
+    assert float(total) == pytest.approx(float(lt + ls + lstart + lend) / 4, rel=1e-5)
+
+
+def test_score_by_type_by_hand():
+    from drkit.qa.answer import score
+
+    records = [{"id": "1", "answers": ["Oslo"], "type": "a", "supporting": ["p1", "p2"]},
+               {"id": "2", "answers": ["yes"], "type": "b", "supporting": ["p3"]},
+               {"id": "3", "answers": ["Walter Lang"], "type": "a", "supporting": ["p4"]}]
+    rows = [{"answer": "oslo", "supporting": [{"passage_id": "p1"}], "passages": [{"id": "p1"}, {"id": "p9"}],
+             "entity_answer": "Oslo"},
+            {"answer": "no", "supporting": [], "passages": [{"id": "p3"}], "entity_answer": None},
+            {"answer": "Lang", "supporting": [{"passage_id": "p9"}], "passages": [{"id": "p4"}], "entity_answer": "X"}]
+    for r, rec in zip(rows, records):
+        r["em"], r["f1"] = best_scores(r["answer"], rec["answers"])
+    got = score(records, rows)
+    assert got["em"] == pytest.approx(1 / 3, abs=1e-4) and got["f1"] == pytest.approx((1 + 0 + 2 / 3) / 3, abs=1e-4)
+    assert got["by_type"]["a"]["em"] == 0.5 and got["by_type"]["b"]["questions"] == 1
+    assert got["entity_answer"]["em"] == pytest.approx(1 / 3, abs=1e-4)
+    assert got["passage_recall_read"] == pytest.approx((0.5 + 1 + 1) / 3, abs=1e-4)
+    assert got["supporting_in_gold_passages"] == 0.5
+    lo, hi = got["em_ci95"]
+    assert lo <= got["em"] <= hi
+
+
+@pytest.fixture(scope="module")
+def reader_run(mixing_run, tiny_base):  # noqa: F811
+    from drkit.reader.train import ReaderTrainConfig, train_reader
+
+    d = mixing_run
+    config = ReaderTrainConfig(epochs=2, batch_size=4, checkpoint_every=3, log_every=1, precision="fp32")
+    path = train_reader(d / "corpus1.jsonl", d / "questions1.jsonl", d / "reader-run", None,
+                        ReaderConfig(base=str(tiny_base), max_pieces=128), OrderConfig(passages=3), config,
+                        log=lambda *a: None)
+    return path
+
+
+def test_training_writes_a_reader_that_loads_and_reads_the_same(reader_run):
+    log = [json.loads(line) for line in (reader_run.parent / "train_log.jsonl").read_text().splitlines()]
+    steps = json.loads((reader_run.parent / "done.json").read_text())["steps"]
+    assert [r["step"] for r in log] == list(range(1, steps + 1))
+    assert all(np.isfinite(r["loss"]) for r in log)
+    assert (reader_run.parent / "curve.png").stat().st_size > 0
+    reader = Reader.load(reader_run.parent)  # the run directory is accepted too
+    again = Reader.load(reader_run)
+    e = example()
+    a, b = reader.read([e]), again.read([e])
+    assert a == b and a[0].answer_type in ("span", "yes", "no")
+    assert reader.manifest["format"] == "drkit.reader" and reader.manifest["training"]["questions"] == 32
+
+
+def test_training_resumes_from_its_last_checkpoint(mixing_run, tiny_base, tmp_path):  # noqa: F811
+    from safetensors.torch import load_file
+
+    from drkit.reader.train import ReaderTrainConfig, train_reader
+
+    d = mixing_run
+    config = ReaderTrainConfig(epochs=1, batch_size=8, checkpoint_every=2, log_every=1, precision="fp32")
+    args = (d / "corpus1.jsonl", d / "questions1.jsonl")
+    kw = dict(reader_config=ReaderConfig(base=str(tiny_base), max_pieces=96), order=OrderConfig(passages=2),
+              config=config, log=lambda *a: None)
+    whole = train_reader(*args, tmp_path / "whole", **kw)
+    cut = train_reader(*args, tmp_path / "cut", **kw)
+    import shutil  # a crash after the step-2 checkpoint: the finished reader and the later checkpoints are gone
+
+    shutil.rmtree(cut)
+    (cut.parent / "done.json").unlink()
+    for c in (cut.parent / "checkpoints").glob("step-*"):
+        if c.name != "step-2":
+            shutil.rmtree(c)
+    said = []
+    train_reader(*args, tmp_path / "cut", **{**kw, "log": said.append})
+    assert any("resuming at step 2" in s for s in said)
+    a, b = load_file(str(whole / "model.safetensors")), load_file(str(cut / "model.safetensors"))
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    with pytest.raises(Exception, match="other settings"):
+        train_reader(*args, tmp_path / "cut", **{**kw, "config": ReaderTrainConfig(epochs=2, precision="fp32")})
+
+
+def test_answer_cli_and_the_front_door_agree(mixing_run, reader_run, tmp_path, capsys):  # noqa: F811
+    from drkit.qa.pipeline import DrKIT
+    from drkit.reader.text import best_scores
+
+    d = mixing_run
+    out = tmp_path / "answers"
+    assert main(["answer", "--index", str(d / "index1"), "--model", str(d / "run"), "--reader", str(reader_run),
+                 "--questions", str(d / "questions1.jsonl"), "--out", str(out), "--passages", "3",
+                 "--qps-sample", "2", "--precision", "fp32"]) == 0
+    assert "answer EM" in capsys.readouterr().out
+    questions = [json.loads(line) for line in (d / "questions1.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == [q["id"] for q in questions]
+    for r, q in zip(rows, questions):
+        assert r["answer_type"] in ("span", "yes", "no") and len(r["passages"]) <= 3
+        assert {s["passage_id"] for s in r["supporting"]} <= {p["id"] for p in r["passages"]}
+        assert (r["em"], r["f1"]) == best_scores(r["answer"], q["answers"])
+        assert "entity_answer" in r
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["em"] == pytest.approx(np.mean([r["em"] for r in rows]), abs=1e-4)
+    assert set(metrics["by_type"]) == {"comparison", "compositional"}
+    assert metrics["reader_ms_per_question_batch1"] > 0 and metrics["questions_per_s"] > 0
+    # the front door with the reader reads the same passages and gives the same answer
+    kit = DrKIT.load(d / "index1", d / "run", reader=reader_run, read_passages=3)
+    result = kit.answer(questions[0]["question"], passages=2)
+    assert len(result.passages) == 2 and result.reading is not None
+    assert result.reading.text == rows[0]["answer"] and result.reading.type == rows[0]["answer_type"]
+    assert [s.passage_id for s in result.reading.supporting] == [s["passage_id"] for s in rows[0]["supporting"]]
+    if result.reading.type == "span":
+        passage = next(p for p in kit.retrieve(questions[0]["question"], 3) if p.id == result.reading.passage_id)
+        source = passage.title if result.reading.in_title else passage.text
+        assert source[result.reading.start : result.reading.end] == result.reading.text
+    assert json.loads(json.dumps(result.to_dict()))["reading"]["text"] == result.reading.text
+
+
+def test_answer_cli_names_a_bad_line_and_a_missing_reader(mixing_run, reader_run, tmp_path, capsys):  # noqa: F811
+    d = mixing_run
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "1", "question": "Who?"}\n{"id": "2"}\n')
+    base = ["answer", "--index", str(d / "index1"), "--model", str(d / "run"), "--out", str(tmp_path / "o")]
+    assert main(base + ["--reader", str(reader_run), "--questions", str(bad)]) == 2
+    assert f"{bad}:2 (field 'question')" in capsys.readouterr().err
+    assert main(base + ["--reader", str(tmp_path / "nope"), "--questions", str(bad)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_train_reader_cli_refuses_supporting_ids_not_in_the_corpus(mixing_run, tiny_base, tmp_path, capsys):  # noqa: F811
+    rows, questions = title_corpus(1)
+    questions[3]["supporting"] = ["nope"]
+    write_jsonl(tmp_path / "q.jsonl", questions)
+    assert main(["train-reader", "--corpus", str(mixing_run / "corpus1.jsonl"), "--questions", str(tmp_path / "q.jsonl"),
+                 "--out", str(tmp_path / "r"), "--base", str(tiny_base)]) == 2
+    assert f"{tmp_path / 'q.jsonl'}:4 (field 'supporting')" in capsys.readouterr().err
+
+
+def test_dates_are_compared_only_as_far_as_both_tell():
+    from drkit.reader.examples import earlier, parse_date
+
+    assert parse_date("December 24, 1886") == (1886, 12, 24) and parse_date("15 November 1911") == (1911, 11, 15)
+    assert parse_date("1322") == (1322, 0, 0) and parse_date("unknown") is None
+    assert earlier(parse_date("1 May 1900"), parse_date("2 May 1900")) is True
+    assert earlier(parse_date("1901"), parse_date("2 May 1900")) is False
+    assert earlier(parse_date("1900"), parse_date("2 May 1900")) is None  # the month of the first is not given
+    assert earlier(parse_date("2 May 1900"), parse_date("May 2, 1900")) is None
+
+
+def test_composed_questions_follow_from_the_triples():
+    from drkit.data.kb import Triple
+    from drkit.reader.examples import composed_sources, earlier, kb_sources, parse_date
+
+    films = [("Alpha", "Ann Lee", "1950"), ("Beta", "Ann Lee", "1961"), ("Gamma", "Bo Kim", "1944"),
+             ("Delta", "Cy Dow", "1971")]
+    born = {"Ann Lee": "3 May 1901", "Bo Kim": "7 June 1899", "Cy Dow": "1 July 1930"}
+    passages = [ReaderPassage(f"f{i}", f, f"{f} is a {y} film directed by {d}.") for i, (f, d, y) in enumerate(films)]
+    passages += [ReaderPassage(f"p{i}", p, f"{p} was born on {b}.") for i, (p, b) in enumerate(born.items())]
+    triples = [Triple(f, "director", d, i) for i, (f, d, _) in enumerate(films)]
+    triples += [Triple(f, "publication date", y, 10 + i) for i, (f, _, y) in enumerate(films)]
+    triples += [Triple(p, "date of birth", b, 20 + i) for i, (p, b) in enumerate(born.items())]
+
+    def no_distractors(questions, gold, k):
+        return [()] * len(questions)
+
+    singles = kb_sources(triples, passages, no_distractors)
+    assert len(singles) == len(triples) and singles[0].question == "What is the director of Alpha?"
+    made = composed_sources(singles, seed=0)
+    director = {f: d for f, d, _ in films}
+    year = {f: y for f, _, y in films}
+    kinds = {m.qtype for m in made}
+    assert kinds == {"kb-same", "kb-compare", "kb-chain", "kb-bridge"}
+    for m in made:
+        if m.qtype == "kb-same":  # only the director relation has a shared object (Ann Lee)
+            a, b = (g.title for g in m.gold)
+            assert m.answers == (("yes",) if director[a] == director[b] else ("no",))
+        elif m.qtype == "kb-compare":
+            a, b = (g.title for g in m.gold)
+            rel = "publication date" if a in year else "date of birth"
+            value = (lambda t: year[t]) if a in year else (lambda t: born[t])
+            first = a if earlier(parse_date(value(a)), parse_date(value(b))) else b
+            assert m.answers == (first if "earlier" in m.question else ({a, b} - {first}).pop(),)
+            assert rel in m.question
+        elif m.qtype == "kb-chain":
+            film, person = (g.title for g in m.gold)
+            assert director[film] == person and m.answers == (born[person],)
+            assert m.question == f"What is the date of birth of the director of {film}?"
+        else:
+            f1_, d1, f2, d2 = (g.title for g in m.gold)
+            first = f1_ if earlier(parse_date(born[d1]), parse_date(born[d2])) else f2
+            want = first if "earlier" in m.question else ({f1_, f2} - {first}).pop()
+            assert m.answers == (want,) and director[f1_] == d1 and director[f2] == d2
+    yes = sum(m.answers == ("yes",) for m in made)
+    assert yes == sum(m.answers == ("no",) for m in made) > 0
+    assert all(set(m.answers) <= {"yes", "no"} or any(find_all(g.title + " " + g.text, m.answers[0]) for g in m.gold)
+               for m in made)
