@@ -133,19 +133,19 @@ def test_every_command_has_a_flag_for_every_field_of_its_settings():
     from drkit.experiments.metaqa import ReproduceConfig
     from drkit.experiments.twowiki import TwoWikiConfig
     from drkit.index.question_linking import QuestionLinkConfig
+    from drkit.qa.answer import AnswerConfig
     from drkit.qa.ask import AskConfig
     from drkit.qa.evaluate import EvaluateConfig
     from drkit.qa.pipeline import LoadConfig, QueryConfig
     from drkit.qa.retrieve import RetrieveConfig
+    from drkit.reader.examples import OrderConfig
+    from drkit.reader.model import ReaderConfig
+    from drkit.reader.train import ReaderTrainConfig
     from drkit.reason.follow import FollowConfig
     from drkit.reason.mixing import MixConfig
     from drkit.reason.model import ModelConfig
     from drkit.reason.train import TrainConfig
     from drkit.reason.train_mixing import MixTrainConfig
-    from drkit.qa.answer import AnswerConfig
-    from drkit.reader.examples import OrderConfig
-    from drkit.reader.model import ReaderConfig
-    from drkit.reader.train import ReaderTrainConfig
     from drkit.serve.app import ServeConfig
 
     expected = {  # command -> its settings dataclasses, and fields deliberately without a flag

@@ -98,6 +98,34 @@ def test_featurize_lays_out_markers_and_maps_pieces_back_to_the_text(tiny_reader
     assert tiny_reader.featurize(example(answers=("yes",)), labels=True).type_label == 1
 
 
+def test_yes_no_answers_mark_no_sentence_by_their_word(tiny_reader):
+    passages = (ReaderPassage("a", "Kismet", "No one knew the film. Kismet was made in Iran."),
+                ReaderPassage("b", "Juarez", "Juarez was made in Mexico. Yes, it was."))
+    e = ReaderExample("q", "Were both made in the same country?", passages, ("no",), frozenset({"a", "b"}),
+                      ("Iran", "Mexico"))
+    f = tiny_reader.featurize(e, labels=True)
+    assert f.type_label == 2 and f.start_targets == []
+    assert f.support_labels == [0.0, 1.0, 1.0, 0.0]  # the sentences of the objects, not those that say no or yes
+
+
+def test_a_span_reading_points_into_its_passage(tiny_reader):
+    from drkit.qa.results import reader_answer
+
+    e = example()
+    f = tiny_reader.featurize(e)
+    n = len(f.ids)
+    for target in (5, 20, 40):  # whichever title or sentence a forced span falls in, the offsets point to it
+        start = torch.full((n,), -5.0)
+        end = torch.full((n,), -5.0)
+        pos = int(np.flatnonzero(f.segment >= 0)[target])
+        start[pos] = end[pos] = 5.0
+        r = tiny_reader._decode(e, f, {"type": torch.tensor([3.0, 0, 0]), "start": start, "end": end,
+                                       "support": torch.zeros(n)}, 0.5)
+        a = reader_answer(r, e.passages)
+        passage = next(p for p in e.passages if p.id == a.passage_id)
+        assert (passage.title if a.in_title else passage.text)[a.start : a.end] == a.text == r.answer != ""
+
+
 def test_a_long_input_is_cut_to_max_pieces_with_a_share_for_each_passage(tiny_reader):
     long = ReaderPassage("x", "Long", " ".join(f"Sentence number {i} is here." for i in range(60)))
     e = ReaderExample("q", "Who?", (long, example().passages[2]))
@@ -270,6 +298,21 @@ def test_answer_cli_and_the_front_door_agree(mixing_run, reader_run, tmp_path, c
         source = passage.title if result.reading.in_title else passage.text
         assert source[result.reading.start : result.reading.end] == result.reading.text
     assert json.loads(json.dumps(result.to_dict()))["reading"]["text"] == result.reading.text
+
+
+def test_a_question_without_passages_is_answered_with_nothing(mixing_run, reader_run, tmp_path):  # noqa: F811
+    d = mixing_run
+    questions = [json.loads(line) for line in (d / "questions1.jsonl").read_text().splitlines()][:2]
+    questions.append({"id": "none", "question": "Zzyzx qwv?", "answers": ["no"], "type": "comparison"})
+    write_jsonl(tmp_path / "q.jsonl", questions)
+    assert main(["answer", "--index", str(d / "index1"), "--model", str(d / "run"), "--reader", str(reader_run),
+                 "--questions", str(tmp_path / "q.jsonl"), "--out", str(tmp_path / "o"), "--qps-sample", "0"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "o" / "predictions.jsonl").read_text().splitlines()]
+    assert "no entity" in rows[2]["error"] and rows[2]["passages"] == []
+    assert (rows[2]["answer"], rows[2]["answer_type"], rows[2]["em"]) == ("", None, 0.0)
+    metrics = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert metrics["without_passages"] == 1 and metrics["errors"] == 1 and metrics["questions"] == 3
+    assert best_scores("1922", [1922]) == (1.0, 1.0)
 
 
 def test_answer_cli_names_a_bad_line_and_a_missing_reader(mixing_run, reader_run, tmp_path, capsys):  # noqa: F811

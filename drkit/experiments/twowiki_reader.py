@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from drkit.errors import InputFormatError
 from drkit.experiments.steps import made_again, write_json
 from drkit.util.artifact import file_checksum
 
@@ -59,16 +60,23 @@ def _rows(reader, passages, questions: Path, retrieved: Path, out: Path, config,
     for name in rows:
         ev = out / f"read-{name}"
         source = retrieved / ROWS[name] / "predictions.jsonl" if ROWS[name] else None
+        if source is not None and not source.exists():  # e.g. --no-peers: no BM25 ranking to read
+            log(f"{ev}: skipped, {source} is missing")
+            continue
         made_with = {"reader": reader_sha, "questions_sha256": file_checksum(questions)["sha256"],
                      "passages_sha256": file_checksum(source)["sha256"] if source else "gold",
                      "passages": answer_config.passages}
         if made_again(ev / "metrics.json", made_with, log):
             def run(name=name, source=source, ev=ev, made_with=made_with):
                 if source is None:
-                    read = [[corpus[str(s)] for s in r["supporting"]] for r in records]
+                    read = [_gold(r, corpus, questions) for r in records]
                     extra = None
                 else:
                     by_id = passages_from_predictions(source, corpus, answer_config.passages)
+                    missing = [r for r in records if r["id"] not in by_id]
+                    if missing:
+                        raise InputFormatError(questions, missing[0]["line"], f"question {missing[0]['id']!r} is not "
+                                               f"in {source}", field="id")
                     read = [by_id[r["id"]] for r in records]
                     extra = _entity_answers(source) if name == "drkit" else None
                     extra = [{"entity_answer": extra.get(r["id"])} for r in records] if extra else None
@@ -77,6 +85,15 @@ def _rows(reader, passages, questions: Path, retrieved: Path, out: Path, config,
             timings.run(f"{step}-{name}", run, log)
         found[name] = json.loads((ev / "metrics.json").read_text())
     return found
+
+
+def _gold(record: dict, corpus: dict, questions: Path) -> list:
+    """The gold passages of a question record, or an `InputFormatError` naming its line."""
+    ids = [str(s) for s in record.get("supporting") or []]
+    if not ids or any(i not in corpus for i in ids):
+        raise InputFormatError(questions, record["line"], "needs supporting passage ids of the corpus for the gold row",
+                               field="supporting")
+    return [corpus[i] for i in ids]
 
 
 def _entity_answers(predictions: Path) -> dict:

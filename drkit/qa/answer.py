@@ -8,8 +8,9 @@ OUT/predictions.jsonl, one line per question::
      "supporting": [{"passage_id", "sentence", "text", "prob"}], "passages": [{"id", "title"}],
      "entity_answer", "error"}
 
-("error": why a question got no passages, e.g. no entity of the index is named in it; it is then answered
-with nothing and counted as a miss). With gold answers in the question file, OUT/metrics.json holds answer
+("error": why a question got no passages, e.g. no entity of the index is named in it; it is then not read,
+its answer is "" with answer_type null, and it counts as a miss). Only lines with ``answers`` are scored
+(``without_answers`` counts the others). With gold answers in the question file, OUT/metrics.json holds answer
 EM and F1 (HotpotQA's normalisation, best over a question's answers), overall and by question type, each
 with a 95% bootstrap interval; the same for the entity answer; the share of gold passages among those
 read (passage recall at N); the share of predicted supporting sentences that lie in a gold passage; and the
@@ -57,6 +58,9 @@ class AnswerConfig:
             raise ConfigError(f"support_threshold must be in (0, 1), got {self.support_threshold}")
 
 
+NOTHING = {"answer": "", "answer_type": None, "type_prob": None, "supporting": []}  # a question with no passage
+
+
 def reading_dict(reading) -> dict:
     """The JSON of a `drkit.reader.model.Reading` (passage numbers replaced by corpus ids)."""
     return {"answer": reading.answer, "answer_type": reading.answer_type, "type_prob": round(reading.type_prob, 4),
@@ -76,26 +80,32 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
     out.mkdir(parents=True, exist_ok=True)
     compute = choose(config.precision, "cpu" if reader.device.type == "cpu" else "auto")
     examples = [ReaderExample(r["id"], r["question"], tuple(p[: config.passages])) for r, p in zip(records, passages)]
-    readings: list = []
+    readable = [e for e in examples if e.passages]  # a question with no passage is answered with nothing, not read
+    found: list = []
     t0 = time.perf_counter()
-    for i in progress(range(0, len(examples), config.batch_size), desc="reading"):
-        readings += reader.read(examples[i : i + config.batch_size], config.batch_size, config.support_threshold, compute,
-                                config.max_pieces)
+    for i in progress(range(0, len(readable), config.batch_size), desc="reading"):
+        found += reader.read(readable[i : i + config.batch_size], config.batch_size, config.support_threshold, compute,
+                             config.max_pieces)
     read_s = time.perf_counter() - t0
+    readings = iter(found)
     rows = []
     with open(out / "predictions.jsonl", "w", encoding="utf-8") as f:
-        for i, (r, e, reading) in enumerate(zip(records, examples, readings)):
-            row = {"id": r["id"], "question": r["question"], **reading_dict(reading),
+        for i, (r, e) in enumerate(zip(records, examples)):
+            said = reading_dict(next(readings)) if e.passages else NOTHING
+            row = {"id": r["id"], "question": r["question"], **said,
                    "passages": [{"id": p.id, "title": p.title} for p in e.passages], **((extra or [{}] * len(records))[i])}
             if r.get("answers"):
                 row["em"], row["f1"] = best_scores(row["answer"], r["answers"])
             rows.append(row)
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    metrics: dict = {"questions": len(records), "passages_read": config.passages, "read_seconds": round(read_s, 2)}
-    if all(r.get("answers") for r in records) and records:
-        metrics.update(score(records, rows))
-    if config.qps_sample and examples:
-        sample = examples[: config.qps_sample]
+    metrics: dict = {"questions": len(records), "passages_read": config.passages, "read_seconds": round(read_s, 2),
+                     "without_passages": len(examples) - len(readable)}
+    scored = [i for i, r in enumerate(records) if r.get("answers")]
+    if scored:
+        metrics.update(score([records[i] for i in scored], [rows[i] for i in scored]))
+        metrics["without_answers"] = len(records) - len(scored)  # not scored (a question line without "answers")
+    if config.qps_sample and readable:
+        sample = readable[: config.qps_sample]
         reader.read(sample[:2], 1, config.support_threshold, compute, config.max_pieces)  # warm-up
         t = time.perf_counter()
         reader.read(sample, 1, config.support_threshold, compute, config.max_pieces)
@@ -122,13 +132,13 @@ def score(records: Sequence[dict], rows: Sequence[dict]) -> dict:
 
     everyone = list(range(len(rows)))
     types = sorted({str(r.get("type", "")) for r in records} - {""})
-    out = {**block(everyone), "by_type": {t: block([i for i in everyone if records[i].get("type") == t]) for t in types}}
+    of_type = {t: [i for i in everyone if str(records[i].get("type", "")) == t] for t in types}
+    out = {**block(everyone), "by_type": {t: block(idx) for t, idx in of_type.items()}}
     if any("entity_answer" in r for r in rows):
         for r, rec in zip(rows, records):
             r["entity_em"], r["entity_f1"] = best_scores(r.get("entity_answer") or "", rec["answers"])
         out["entity_answer"] = {**block(everyone, "entity_"),
-                                "by_type": {t: block([i for i in everyone if records[i].get("type") == t], "entity_")
-                                            for t in types}}
+                                "by_type": {t: block(idx, "entity_") for t, idx in of_type.items()}}
     with_gold = [i for i in everyone if records[i].get("supporting")]
     if with_gold:
         recall = [len({p["id"] for p in rows[i]["passages"]} & {str(s) for s in records[i]["supporting"]})
@@ -170,10 +180,17 @@ def answer_questions(kit, reader, questions: str | Path, out: str | Path, config
 
 
 def passages_from_predictions(path: str | Path, corpus: dict, k: int) -> dict[str, list[ReaderPassage]]:
-    """Question id -> its first `k` passages in a ``drkit retrieve`` predictions.jsonl (ids of `corpus`: id -> passage)."""
+    """Question id -> its first `k` passages in a ``drkit retrieve`` predictions.jsonl (ids of `corpus`: id -> passage);
+    a passage id not in `corpus` is an `InputFormatError` naming the line."""
+    from drkit.data.corpus import iter_json_objects
+    from drkit.errors import InputFormatError
+
     out = {}
-    for line in open(path, encoding="utf-8"):
-        if line.strip():
-            row = json.loads(line)
-            out[row["id"]] = [corpus[str(p["id"])] for p in row["passages"][:k]]
+    for line_no, row in iter_json_objects(path, "predictions file"):
+        ids = [str(p["id"]) for p in row.get("passages", [])[:k]]
+        unknown = [i for i in ids if i not in corpus]
+        if unknown or "id" not in row:
+            raise InputFormatError(path, line_no, f"passage {unknown[0]!r} is not in the corpus" if unknown
+                                   else "no question id", field="passages" if unknown else "id")
+        out[str(row["id"])] = [corpus[i] for i in ids]
     return out

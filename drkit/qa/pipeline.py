@@ -282,17 +282,20 @@ class DrKIT:
         return self._answer_batch(questions, top, chain_top, query, passages)
 
     def _read(self, results: list[Result], passages: int) -> list[Result]:
-        """`results` with the reader's answer from each one's top passages, and their first `passages` passages.
+        """`results` with the reader's answer from each one's top passages (None where there is none), and their
+        first `passages` passages.
         Each question is read alone: its answer does not depend on its batch, and at 512 word pieces batch 1 was
         the faster (126.8 against 137.6 ms a question at batch 8, `benchmarks/bench_reader.py`)."""
         from drkit.qa.results import reader_answer
         from drkit.reader.examples import ReaderExample, ReaderPassage
 
-        read = [tuple(ReaderPassage(p.id, p.title, p.text) for p in r.passages[: self.read_passages]) for r in results]
-        readings = self.reader.read([ReaderExample(str(i), r.text, ps) for i, (r, ps) in enumerate(zip(results, read))],
-                                    batch_size=1, compute=self.vkb.compute)
-        return [dataclasses.replace(r, passages=r.passages[:passages], reading=reader_answer(reading, ps))
-                for r, ps, reading in zip(results, read, readings)]
+        out = []
+        for i, r in enumerate(results):  # a question without passages is not read (`reading` stays None)
+            ps = tuple(ReaderPassage(p.id, p.title, p.text) for p in r.passages[: self.read_passages])
+            reading = reader_answer(self.reader.read([ReaderExample(str(i), r.text, ps)], batch_size=1,
+                                                     compute=self.vkb.compute)[0], ps) if ps else None
+            out.append(dataclasses.replace(r, passages=r.passages[:passages], reading=reading))
+        return out
 
     def _answer_batch(self, questions, top: int, chain_top: int, query: QueryConfig, passages: int) -> list[Result]:
         if self.kind == HOP_MIXING:

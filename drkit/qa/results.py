@@ -137,7 +137,8 @@ class Result:
     reading: ReaderAnswer | None = None  # with a reader: its answer from the top passages, with its evidence
 
     def to_dict(self) -> dict:
-        """JSON-ready, with each mention's passage shortened to a snippet (and the passages' texts left out)."""
+        """JSON-ready, with each mention's passage shortened to a snippet and the retrieved passages' texts left out
+        (the reader's `evidence` passages keep theirs: they are what its offsets point into)."""
         out = dataclasses.asdict(self)
         for hop, hop_out in zip(self.chain, out["chain"]):
             for entity, entity_out in zip(hop.top, hop_out["top"]):

@@ -119,8 +119,9 @@ def read_questions(path: str | Path, need_gold: bool = False) -> list[dict]:
             value = obj.get(key)
             if value is None and not need_gold:
                 continue
-            if not isinstance(value, list) or not value or not all(isinstance(v, (str, int)) for v in value):
-                raise InputFormatError(path, line_no, "must be a non-empty list of strings", field=key)
+            if not isinstance(value, list) or not value or not all(
+                    isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+                raise InputFormatError(path, line_no, "must be a non-empty list of strings (or whole numbers)", field=key)
         out.append({**obj, "line": line_no})
     if not out:
         raise ConfigError(f"{path} holds no questions")

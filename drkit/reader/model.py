@@ -240,7 +240,8 @@ class Reader(nn.Module):
                 if starts:
                     f.start_targets, f.end_targets = starts, ends
                     break
-        keys = tuple(example.answers) + tuple(example.support)
+        # "yes" / "no" would mark every sentence that says no; a span answer marks the sentences that hold it
+        keys = (tuple(example.answers) if example.answer_type == SPAN else ()) + tuple(example.support)
         for p, s in f.marker_of:
             passage = passages[p]
             a, b = f.sentence_spans[p][s]

@@ -38,8 +38,8 @@ def f1(prediction: str, gold: str) -> float:
 
 
 def best_scores(prediction: str, golds) -> tuple[float, float]:
-    """(EM, F1) of `prediction` against its best gold answer (0, 0 without gold)."""
-    golds = [g for g in golds if isinstance(g, str)]
+    """(EM, F1) of `prediction` against its best gold answer (0, 0 without gold); a number is read as its text."""
+    golds = [str(g) for g in golds if isinstance(g, (str, int, float)) and not isinstance(g, bool)]
     if not golds:
         return 0.0, 0.0
     return max(exact_match(prediction, g) for g in golds), max(f1(prediction, g) for g in golds)

@@ -152,9 +152,11 @@ function readingBox(reading) {
       el("span", { class: "muted", text: ` · ${kind}, p = ${fmt(reading.prob)}` })));
   for (const p of reading.evidence) {
     const spans = reading.supporting.filter((s) => s.passage_id === p.id).map((s) => [s.start, s.end]);
-    const text = el("div", { class: "passage" }, el("span", { class: "title", text: `${p.title} (${p.id}): ` }));
-    const answer = reading.passage_id === p.id && !reading.in_title && reading.start !== null ? [reading.start, reading.end] : null;
-    const body = markedText(p.text, spans, answer);
+    const here = reading.passage_id === p.id && reading.start !== null;
+    const title = markedText(p.title, [], here && reading.in_title ? [reading.start, reading.end] : null);
+    title.className = "title";
+    const text = el("div", { class: "passage" }, title, ` (${p.id}): `);
+    const body = markedText(p.text, spans, here && !reading.in_title ? [reading.start, reading.end] : null);
     text.append(body);
     node.append(text);
   }
