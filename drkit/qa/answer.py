@@ -61,7 +61,7 @@ class AnswerConfig:
 NOTHING = {"answer": "", "answer_type": None, "type_prob": None, "supporting": []}  # a question with no passage
 
 
-def reading_dict(reading) -> dict:
+def reading_row(reading) -> dict:
     """The JSON of a `drkit.reader.model.Reading` (passage numbers replaced by corpus ids)."""
     return {"answer": reading.answer, "answer_type": reading.answer_type, "type_prob": round(reading.type_prob, 4),
             "supporting": [{"passage_id": s.passage_id, "sentence": s.sentence, "text": s.text,
@@ -88,12 +88,13 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
                              config.max_pieces)
     read_s = time.perf_counter() - t0
     readings = iter(found)
+    extra = extra or [{}] * len(records)
     rows = []
     with open(out / "predictions.jsonl", "w", encoding="utf-8") as f:
         for i, (r, e) in enumerate(zip(records, examples)):
-            said = reading_dict(next(readings)) if e.passages else NOTHING
+            said = reading_row(next(readings)) if e.passages else NOTHING
             row = {"id": r["id"], "question": r["question"], **said,
-                   "passages": [{"id": p.id, "title": p.title} for p in e.passages], **((extra or [{}] * len(records))[i])}
+                   "passages": [{"id": p.id, "title": p.title} for p in e.passages], **extra[i]}
             if r.get("answers"):
                 row["em"], row["f1"] = best_scores(row["answer"], r["answers"])
             rows.append(row)
