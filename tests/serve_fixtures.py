@@ -53,12 +53,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def live_server(app, port: int | None = None):
-    """`app` served by a real uvicorn server on 127.0.0.1 in a thread; yields its base URL."""
+def live_server(app, port: int | None = None, root_path: str = ""):
+    """`app` served by a real uvicorn server on 127.0.0.1 in a thread (`root_path`: as behind a proxy that strips
+    that prefix); yields its base URL."""
     import uvicorn
 
     port = port or free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
+                                          root_path=root_path))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -29,7 +29,7 @@ from drkit.errors import ConfigError  # noqa: E402
 from drkit.qa.pipeline import DrKIT  # noqa: E402
 from drkit.serve.app import ServeConfig, create_app  # noqa: E402
 from drkit.serve.batching import Batcher, NotRunning, QueueFull  # noqa: E402
-from drkit.serve.engine import ANSWERS, PASSAGES, Engine, Request  # noqa: E402
+from drkit.serve.engine import ANSWERS, PASSAGES, Engine, EntityLookup, Request, redacted  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def error_of(response, status: int, *fields: str) -> dict:
 
 # -- endpoints ------------------------------------------------------------------------------------------
 def test_healthz_and_readyz(engine, client):
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json() == {"status": "ok", "model": "up"}
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["status"] == "ready" and ready.json()["kind"] == ANSWERS
     # before the app's lifespan has started (index loaded, batch worker not yet running): not ready
@@ -77,14 +77,24 @@ def test_info_gives_manifests_counts_and_checksums(engine, client, sample_run): 
     assert info["counts"] == {"entities": engine.index.n_entities, "mentions": engine.index.n_mentions,
                               "passages": engine.index.n_passages, "articles": 354}
     manifests = info["manifests"]
-    assert manifests["index"]["path"] == str(index)
+    # by default no absolute path, command line or process id: each path is cut to its name
+    assert manifests["index"]["path"] == index.name and "model_process" not in info
+    assert str(index.parent) not in json.dumps(info) and '"command"' not in json.dumps(info)
     for name, m in (("index", engine.index.manifest), ("mentions", engine.vkb.mentions.manifest)):
         assert {k: v for k, v in manifests[name].items() if k != "path"} == json.loads(json.dumps(
-            {k: v for k, v in m.items() if k != "files"}))
+            redacted({k: v for k, v in m.items() if k != "files"})))
     assert manifests["model"]["drkit_version"] and manifests["index"]["inputs"]
     weights = (run / "model" / "model.safetensors").read_bytes()
     assert manifests["model"]["weights_sha256"] == hashlib.sha256(weights).hexdigest()
     assert info["limits"]["max_questions"] == 64 and info["limits"]["max_body_bytes"] == 64 * 1024
+    assert info["index_version"] == 0 and info["reloads"] == 0
+    # asked for: the paths and command lines as the manifests have them
+    with TestClient(create_app(engine, ServeConfig(expose_paths=True))) as c:
+        full = c.get("/v1/info").json()["manifests"]
+    assert full["index"]["path"] == str(index) and full["index"]["command"] == engine.index.manifest["command"]
+    for name, m in (("index", engine.index.manifest), ("mentions", engine.vkb.mentions.manifest)):
+        assert {k: v for k, v in full[name].items() if k != "path"} == json.loads(json.dumps(
+            {k: v for k, v in m.items() if k != "files"}))
 
 
 def test_ask_matches_the_front_door(engine, client, sample_run):  # noqa: F811
@@ -336,6 +346,124 @@ def test_cli_errors_are_one_line(sample_run, capsys):  # noqa: F811
     assert "does not exist" in capsys.readouterr().err
 
 
+def test_every_setting_also_comes_from_the_environment(sample_run, monkeypatch):  # noqa: F811
+    from drkit.cli import build_parser
+    from drkit.cli.flags import config_from_args
+    from drkit.qa.pipeline import LoadConfig
+
+    index, run = sample_run
+    for name, value in (("INDEX", str(index)), ("MODEL", str(run)), ("MAX_BATCH", "8"), ("MAX_WAIT_MS", "2.5"),
+                        ("ROOT_PATH", "/drkit"), ("ACCESS_LOG", "false"), ("NPROBE", "4"), ("MIPS", "faiss")):
+        monkeypatch.setenv(f"DRKIT_{name}", value)
+    args = build_parser().parse_args(["serve"])  # --index and --model from the environment
+    config, load = config_from_args(args, ServeConfig), config_from_args(args, LoadConfig)
+    assert (args.index, args.model) == (str(index), str(run))
+    assert (config.max_batch, config.max_wait_ms, config.root_path, config.access_log) == (8, 2.5, "/drkit", False)
+    assert (load.mips, load.nprobe) == ("faiss", 4)
+    args = build_parser().parse_args(["serve", "--max-batch", "16", "--access-log"])  # a flag wins
+    assert config_from_args(args, ServeConfig).max_batch == 16 and config_from_args(args, ServeConfig).access_log
+    for name, value, says in (("MAX_BATCH", "eight", "not a valid int"), ("ACCESS_LOG", "maybe", "expected one of"),
+                              ("MIPS", "fast", "must be one of"), ("MAX_WAIT_MS", "nan", "finite"),
+                              ("DRAIN_S", "inf", "finite"), ("ROOT_PATH", "drkit/", "root_path")):
+        with monkeypatch.context() as m:
+            m.setenv(f"DRKIT_{name}", value)
+            args = build_parser().parse_args(["serve"])
+            with pytest.raises(ConfigError, match=says) as err:
+                config_from_args(args, ServeConfig), config_from_args(args, LoadConfig)
+            if "valid" in says or "expected" in says or "must be one" in says:
+                assert f"DRKIT_{name}" in str(err.value)
+    monkeypatch.delenv("DRKIT_INDEX")
+    with pytest.raises(SystemExit):  # without the variable, --index is required again
+        build_parser().parse_args(["serve"])
+
+
+def test_waits_that_never_end_and_bad_timeouts_are_refused_at_start():
+    for bad in ({"max_wait_ms": float("nan")}, {"max_wait_ms": float("inf")}, {"drain_s": float("inf")},
+                {"batch_timeout_s": 0}, {"load_timeout_s": -1}, {"watch_s": float("nan")},
+                {"root_path": "/drkit/"}, {"root_path": "drkit"}, {"root_path": "/a b"}):
+        with pytest.raises(ConfigError):
+            ServeConfig(**bad)
+    with pytest.raises(ValueError):
+        Batcher(lambda k, items: items, max_wait_ms=float("inf"))
+
+
+def test_a_missing_ann_or_faiss_is_an_error_at_load(sample_run, tmp_path, monkeypatch):  # noqa: F811
+    from drkit.qa.pipeline import LoadConfig
+
+    with pytest.raises(ConfigError, match="does not exist"):
+        Engine.load(*sample_run, config=LoadConfig(mips="ivfpq", ann=str(tmp_path / "no-ann")))
+    monkeypatch.setitem(sys.modules, "faiss", None)  # faiss not installed
+    with pytest.raises(ConfigError, match="pip install faiss-cpu"):
+        Engine.load(*sample_run, config=LoadConfig(mips="faiss"))
+
+
+def test_metrics_request_ids_and_the_access_log(engine, caplog):
+    with TestClient(create_app(engine, ServeConfig(max_questions=2)), raise_server_exceptions=False) as c:
+        with caplog.at_level("INFO", logger="drkit.serve.access"):
+            ok = c.post("/v1/ask", json={"question": QUESTIONS[0]}, headers={"X-Request-ID": "abc-123"})
+        assert ok.status_code == 200 and ok.headers["x-request-id"] == "abc-123"
+        line = json.loads([r.getMessage() for r in caplog.records if r.name == "drkit.serve.access"][-1])
+        assert line["request_id"] == "abc-123" and line["path"] == "/v1/ask" and line["status"] == 200
+        assert line["method"] == "POST" and line["ms"] > 0
+        fresh = c.get("/healthz", headers={"X-Request-ID": "no spaces <allowed>"})  # not echoed: a new id
+        assert len(fresh.headers["x-request-id"]) == 32 and fresh.headers["x-request-id"] != "no spaces <allowed>"
+        error_of(c.post("/v1/ask", json={"questions": QUESTIONS[:3]}), 422, "questions")
+        error_of(c.post("/v1/ask", content=b"{", headers={"content-type": "application/json"}), 400)
+        error_of(c.post("/v1/ask", content=b"x" * (65 * 1024)), 413)
+        error_of(c.get("/v1/entities/999999"), 404, "entity_id")
+        assert c.get("/v1/entities/3").status_code == 200
+        metrics = c.get("/metrics")
+    assert metrics.status_code == 200 and metrics.headers["content-type"].startswith("text/plain")
+    text = metrics.text
+    for want in ('drkit_http_requests_total{route="/v1/ask",status="200"} 1.0',
+                 'drkit_http_requests_total{route="/v1/entities",status="200"} 1.0',
+                 'drkit_http_errors_total{cause="invalid",status="422"} 1.0',
+                 'drkit_http_errors_total{cause="bad_json",status="400"} 1.0',
+                 'drkit_http_errors_total{cause="body_too_large",status="413"} 1.0',
+                 'drkit_http_errors_total{cause="not_found",status="404"} 1.0',
+                 "drkit_questions_answered_total 3.0",  # one question, then two entity lookups
+                 "drkit_batch_size_count 3.0", "drkit_queue_depth 0.0", "drkit_index_version 0.0",
+                 "drkit_ready 1.0", "drkit_model_restarts_total 0.0", 'drkit_http_request_duration_seconds_bucket{'):
+        assert want in text, want
+
+
+def test_the_page_and_docs_work_under_a_path_prefix(engine):
+    import httpx
+
+    config = ServeConfig(root_path="/drkit")
+    # as drkit serve --root-path /drkit runs it: uvicorn's root_path; a proxy at /drkit/ strips the prefix
+    with live_server(create_app(engine, config), root_path=config.root_path) as url:
+        page = httpx.get(f"{url}/").text
+        assert 'href="static/app.css"' in page and 'src="static/app.js"' in page and '"/' not in page
+        assert "/drkit/openapi.json" in httpx.get(f"{url}/docs").text
+        assert httpx.get(f"{url}/openapi.json").status_code == 200
+        assert httpx.get(f"{url}/static/app.js").status_code == 200
+        assert httpx.post(f"{url}/v1/ask", json={"question": QUESTIONS[0]}).status_code == 200
+        assert "drkit_http_requests_total{route=\"/v1/ask\",status=\"200\"} 1.0" in httpx.get(f"{url}/metrics").text
+    js = (ROOT / "drkit" / "serve" / "static" / "app.js").read_text()
+    assert "call(\"/" not in js and "call(`/" not in js  # every URL the page asks for is relative
+
+
+def test_entity_lookups_go_through_the_bounded_queue(engine):
+    gated = _Gated(engine)
+    config = ServeConfig(max_batch=1, max_queue=2, max_questions=1, max_wait_ms=0)
+    with live_server(create_app(gated, config)) as url:
+        import httpx
+
+        with ThreadPoolExecutor(4) as pool:
+            first = pool.submit(httpx.get, f"{url}/v1/entities/3", timeout=60)  # held at the gate
+            assert gated.entered.wait(30)
+            queued = [pool.submit(httpx.get, f"{url}/v1/entities/{e}", timeout=60) for e in (4, 5)]
+            deadline = time.monotonic() + 30
+            while httpx.get(f"{url}/readyz").json()["queued"] < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            refused = httpx.get(f"{url}/v1/entities/6")
+            error_of(refused, 503)
+            assert refused.headers["retry-after"] == "1"
+            gated.gate.set()
+            assert [f.result().json()["entity_id"] for f in [first, *queued]] == [3, 4, 5]
+
+
 # -- batching --------------------------------------------------------------------------------------------
 def test_answers_do_not_depend_on_the_batch(engine):
     """Each question alone, and all of them in one batch with others: the same JSON, bit for bit."""
@@ -517,6 +645,8 @@ def test_a_hop_mixing_model_is_served_with_the_mips_asked_for(mixing_run):  # no
     d = mixing_run
     exact = Engine.load(d / "index1", d / "run")
     engine = Engine.load(d / "index1", d / "run", config=LoadConfig(mips="faiss", nprobe=2))
+    assert engine.vkb._searcher is None and engine.warm_up_s is None  # built at the first question ...
+    assert engine.warm_up() > 0 and engine.vkb._searcher is not None  # ... which the warm-up asks, not a request
     assert engine.vkb.searcher_kind == "faiss" and engine.vkb.searcher.index.nprobe == 2
     questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()[:6]]
     got, want = engine.run(questions, Request(top_k=3)), exact.run(questions, Request(top_k=3))
@@ -532,23 +662,35 @@ def test_the_model_process_answers_as_the_engine_in_process(engine, sample_run):
     remote = ModelProcess(index, run)
     try:
         assert (remote.kind, remote.max_hops) == (engine.kind, engine.max_hops)
+        assert remote.warm_up_s > 0 and remote.version == engine.version == 0
         for request in (Request(), Request(top_k=2, hops=1, chain=False)):
             assert remote.run_json(QUESTIONS, request) == engine.run_json(QUESTIONS, request)
-        assert remote.entity(3, 2) == engine.entity(3, 2)
+        assert remote.run_json([3, 5], EntityLookup(2)) == engine.run_json([3, 5], EntityLookup(2))
         info = remote.info()
         assert info["manifests"] == json.loads(json.dumps(engine.info()["manifests"], default=str))
         with TestClient(create_app(remote, ServeConfig()), raise_server_exceptions=False) as c:
-            got = c.post("/v1/ask", json={"questions": QUESTIONS}).json()["results"]
-            assert got == [json.loads(r) for r in engine.run_json(QUESTIONS, Request())]
-            os.kill(remote.pid, signal.SIGKILL)  # the model process dies: not ready, not healthy, 503 to a request
+            want = [json.loads(r) for r in engine.run_json(QUESTIONS, Request())]
+            assert c.post("/v1/ask", json={"questions": QUESTIONS}).json()["results"] == want
+            first_pid = remote.pid
+            os.kill(first_pid, signal.SIGKILL)  # the model process dies: not ready, 503 to a request ...
             remote._process.join()
             error_of(c.get("/readyz"), 503)
-            error_of(c.get("/healthz"), 503)
+            assert c.get("/healthz").json() == {"status": "ok", "model": "restarting"}  # the server heals itself
             r = c.post("/v1/ask", json={"question": QUESTIONS[0]})
             error_of(r, 503)
             assert r.headers["retry-after"]
+            deadline = time.monotonic() + 60  # ... and is started again, with no one restarting the server
+            while c.get("/readyz").status_code != 200:
+                assert time.monotonic() < deadline, "the model process was not started again within 60 s"
+                time.sleep(0.1)
+            assert remote.pid != first_pid and remote.restarts == 1
+            assert c.post("/v1/ask", json={"questions": QUESTIONS}).json()["results"] == want
+            metrics = c.get("/metrics").text
+            assert "drkit_model_restarts_total 1.0" in metrics
+            assert 'drkit_http_errors_total{cause="model_unavailable",status="503"} 1.0' in metrics
     finally:
         remote.close()
+    assert not remote._process.is_alive()
 
 
 def test_a_model_process_that_stops_answering_is_stopped(sample_run):  # noqa: F811
@@ -557,11 +699,16 @@ def test_a_model_process_that_stops_answering_is_stopped(sample_run):  # noqa: F
     remote = ModelProcess(*sample_run, batch_timeout_s=1.0)
     try:
         assert len(remote.run_json(QUESTIONS[:1])) == 1
-        os.kill(remote.pid, signal.SIGSTOP)  # hung: the batch times out, the child is killed, 503
+        hung = remote.pid
+        os.kill(hung, signal.SIGSTOP)  # hung: the batch times out, the child is killed, 503
         with TestClient(create_app(remote, ServeConfig()), raise_server_exceptions=False) as c:
             body = error_of(c.post("/v1/ask", json={"question": QUESTIONS[0]}), 503)
             assert "not available" in body["error"]
-            assert not remote.alive
+            deadline = time.monotonic() + 60  # then started again
+            while not remote.alive or remote.pid == hung:
+                assert time.monotonic() < deadline, "the model process was not started again within 60 s"
+                time.sleep(0.1)
+            assert c.post("/v1/ask", json={"question": QUESTIONS[0]}).status_code == 200
     finally:
         remote.close()
 
@@ -613,3 +760,59 @@ def test_sigterm_drains_in_flight_requests_and_exits_cleanly(sample_run):  # noq
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+# -- live updates: a new index version served without a restart -----------------------------------------------
+NEW_FILM = ("1 Zorblax Returns\n2 Zorblax Returns is a 1981 film directed by Irwin Allen.\n"
+            "3 It was written by Irwin Allen and stars James Gray.\n")
+
+
+def test_a_document_added_while_serving_is_answered_without_a_restart(sample_run, tmp_path):  # noqa: F811
+    """The default server (the model in its own process) over a copy of the sample index: `drkit add` of a film
+    that only the new document names, while a load loop runs; the next batches answer a question about it,
+    naming the new version, and no request of the loop fails."""
+    import shutil
+
+    import httpx
+
+    from drkit.dense.update import add_documents
+    from drkit.serve.worker import ModelProcess
+
+    index, run = sample_run
+    shutil.copytree(index, tmp_path / "index")
+    shutil.copytree(index.parent / "mentions", tmp_path / "mentions")
+    question = "who directed [Zorblax Returns]"
+    remote = ModelProcess(tmp_path / "index", run, tmp_path / "mentions", watch_s=0.2)
+    try:
+        assert "not an entity of the index" in json.loads(remote.run_json([question])[0])["error"]
+        with live_server(create_app(remote, ServeConfig())) as url:
+            statuses, stop = [], threading.Event()
+
+            def load():
+                with httpx.Client(timeout=60) as client:
+                    while not stop.is_set():
+                        statuses.append(client.post(f"{url}/v1/ask", json={"questions": QUESTIONS[:2]}).status_code)
+
+            loop = threading.Thread(target=load)
+            loop.start()
+            try:
+                (tmp_path / "new.txt").write_text(NEW_FILM, encoding="utf-8")
+                (tmp_path / "names.txt").write_text("Zorblax Returns\n", encoding="utf-8")
+                report = add_documents(tmp_path / "index", tmp_path / "new.txt", [tmp_path / "mentions"],
+                                       entity_lists=[tmp_path / "names.txt"], log=lambda *a: None)
+                deadline = time.monotonic() + 60
+                while (r := httpx.post(f"{url}/v1/ask", json={"question": question}, timeout=60).json()["results"][0]
+                       ).get("index_version") != report["version"] or "error" in r:
+                    assert time.monotonic() < deadline, f"the new version was not served within 60 s: {r}"
+                    time.sleep(0.1)
+            finally:
+                stop.set()
+                loop.join()
+            # the new film is the question entity, and its hop-1 evidence is the new document
+            assert r["question_entities"][0]["entity"] == "Zorblax Returns"
+            assert any(e["evidence"] and e["evidence"]["title"] == "Zorblax Returns" for e in r["chain"][0]["entities"])
+            assert httpx.get(f"{url}/v1/info").json()["index_version"] == report["version"] == 1
+            assert statuses and set(statuses) == {200}, sorted(set(statuses))
+            assert "drkit_index_version 1.0" in httpx.get(f"{url}/metrics").text
+    finally:
+        remote.close()

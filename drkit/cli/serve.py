@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import signal
 import socket
 import sys
+import time
 
 from drkit.cli.flags import add_config_flags, config_from_args
 from drkit.errors import ConfigError
+
+ENV = "DRKIT_"  # every setting of drkit serve may come from DRKIT_<FLAG NAME>, e.g. DRKIT_MAX_BATCH=32
 
 
 def _serve_parser(sub) -> None:
@@ -24,21 +28,28 @@ def _serve_parser(sub) -> None:
         "top_k, hops, chain) and returns the answers with scores and the reasoning chain: per hop, the entities and "
         "the mention supporting each (passage id, title, text, character offsets); a hop-mixing model adds the "
         "ranked passages and the hop weights pi. GET /healthz, /readyz, /v1/info (manifests, counts, checksums), "
-        "/v1/entities/ID (an entity's passages), /docs (OpenAPI) and / (the web page). Concurrent requests are "
-        "answered in one batched forward pass (--max-batch, --max-wait-ms); a question's answer does not depend on "
-        "its batch. Listens on loopback unless --allow-remote; SIGTERM or Ctrl-C finishes the requests in flight "
-        "(up to --drain-s seconds), then exits.",
+        "/v1/entities/ID (an entity's passages), /metrics (Prometheus), /docs (OpenAPI) and / (the web page). "
+        "Concurrent requests are answered in one batched forward pass (--max-batch, --max-wait-ms); a question's "
+        "answer does not depend on its batch. /readyz turns green once the model has loaded and answered a warm-up "
+        "question; a model process that dies is started again; a new version of the index (drkit add, remove) is "
+        "served from the next batch without a restart. Listens on loopback unless --allow-remote; SIGTERM or "
+        "Ctrl-C finishes the requests in flight and exits within --drain-s seconds. Every flag may also be given "
+        "as an environment variable, DRKIT_ and the flag's name in capitals with underscores (DRKIT_INDEX, "
+        "DRKIT_MAX_BATCH, DRKIT_ROOT_PATH, ...); a flag given wins.",
     )
-    p.add_argument("--index", required=True, metavar="DIR", help="sparse index")
-    p.add_argument("--model", required=True, metavar="DIR",
-                   help="trained model: a 'drkit train' or 'drkit train-mixing' run, or its model/ directory")
-    p.add_argument("--mentions", metavar="DIR", default=None,
-                   help="mention index (default: the one the model was trained with)")
-    p.add_argument("--reader", metavar="DIR", default=None,
-                   help="a reader trained by 'drkit train-reader': every result then carries its answer read from the "
-                   "top 5 passages, with the supporting sentences (shown highlighted on the page)")
-    add_config_flags(p, LoadConfig, "virtual KB")
-    add_config_flags(p, ServeConfig, "server")
+    for name, help_text in (("index", "sparse index"),
+                            ("model", "trained model: a 'drkit train' or 'drkit train-mixing' run, or its model/ "
+                                      "directory"),
+                            ("mentions", "mention index (default: the one the model was trained with)"),
+                            ("reader", "a reader trained by 'drkit train-reader': every result then carries its "
+                                       "answer read from the top 5 passages, with the supporting sentences (shown "
+                                       "highlighted on the page)")):
+        variable = ENV + name.upper()
+        required = name in ("index", "model") and not os.environ.get(variable)
+        p.add_argument(f"--{name}", required=required, metavar="DIR", default=os.environ.get(variable) or None,
+                       help=f"{help_text} (environment: {variable})")
+    add_config_flags(p, LoadConfig, "virtual KB", env_prefix=ENV)
+    add_config_flags(p, ServeConfig, "server", env_prefix=ENV)
     p.set_defaults(run=_run_serve)
 
 
@@ -73,35 +84,57 @@ def _run_serve(args) -> int:
     from drkit.util.hardware import configure_threads
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s", stream=sys.stderr)
-    print(f"drkit serve: loading {args.model} over {args.index}"
-          + (" in a model process" if config.model_process else ""), file=sys.stderr)
     load_config = config_from_args(args, LoadConfig)
+    print(f"drkit serve: loading {args.model} over {args.index}"
+          + (" in a model process" if config.model_process else "") + ", then a warm-up question", file=sys.stderr)
     if config.model_process:
         configure_threads(1, what="the HTTP process")  # it only parses, queues and formats: the model has the cores
         engine = ModelProcess(args.index, args.model, args.mentions, load_config, config.chain_top, config.threads,
-                              reader=args.reader)
+                              load_timeout_s=config.load_timeout_s, batch_timeout_s=config.batch_timeout_s,
+                              reader=args.reader, watch_s=config.watch_s, restart_backoff_s=config.restart_backoff_s)
     else:
         configure_threads(config.threads)
         engine = Engine.load(args.index, args.model, args.mentions, load_config, chain_top=config.chain_top,
                              reader=args.reader)
+        engine.warm_up()
+        engine.watch(config.watch_s)
+    print(f"drkit serve: loaded; the warm-up question took {engine.warm_up_s:.2f} s; index version "
+          f"{engine.version}", file=sys.stderr)
+    deadline = []
     try:
-        return _serve(engine, config)
+        return _serve(engine, config, deadline)
     finally:
+        left = max(0.0, deadline[0] - time.monotonic()) if deadline else config.drain_s
         if config.model_process:
-            engine.close()
+            engine.close(left)
+        else:
+            engine.stop_watching()
 
 
-def _serve(engine, config) -> int:
+def _serve(engine, config, deadline: list) -> int:
+    """Serve `engine` until a signal; `deadline` gets the `time.monotonic` time by which the whole shutdown
+    must be done (the signal's time plus --drain-s)."""
     import uvicorn
 
     from drkit.serve.app import create_app
 
     app = create_app(engine, config)
     host = f"[{config.host}]" if ":" in config.host else config.host
-    print(f"drkit serve: the page is at http://{host}:{config.port}/ and the API's documentation at "
-          f"http://{host}:{config.port}/docs", file=sys.stderr)
-    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="info",
-                                          access_log=False, timeout_graceful_shutdown=config.drain_s))
+    print(f"drkit serve: the page is at http://{host}:{config.port}{config.root_path}/ and the API's documentation "
+          f"at http://{host}:{config.port}{config.root_path}/docs", file=sys.stderr)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):  # the signal's time starts the drain's clock
+            if not deadline:
+                deadline.append(time.monotonic() + config.drain_s)
+                app.state.stop_deadline = deadline[0]
+            super().handle_exit(sig, frame)
+
+    # uvicorn's own drain (the connections in flight) gets most of --drain-s, the queue and the model process
+    # what is left of it (`create_app`'s lifespan, `_run_serve`)
+    server = Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="info", access_log=False,
+                                   root_path=config.root_path,
+                                   timeout_graceful_shutdown=max(0.1, 0.8 * config.drain_s)))
     # uvicorn handles SIGTERM and SIGINT itself (stop accepting, finish the requests in flight, stop the batch
     # worker) and then raises the signal again with the handlers it found in place: these, so that a drained
     # server exits with status 0 instead of being killed by the signal it has already handled.

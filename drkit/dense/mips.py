@@ -100,7 +100,8 @@ def _pad(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.nd
             np.pad(ids.astype(np.int64), ((0, 0), (0, pad)), constant_values=-1))
 
 
-def _faiss():
+def import_faiss():
+    """The faiss module; `ConfigError` saying how to install it when it is missing."""
     try:
         import faiss
     except ImportError as exc:
@@ -120,7 +121,7 @@ class FaissMIPS:
 
     def __init__(self, vectors: np.ndarray, nlist: int | None = None, nprobe: int = 32, train_size: int = 100_000,
                  seed: int = 0, pq_m: int | None = None, rerank: int = 4, add_block: int = 1 << 16, _index=None):
-        faiss = _faiss()
+        faiss = import_faiss()
         n, dim = vectors.shape
         self.dim, self.vectors, self.pq_m, self.rerank = dim, vectors, pq_m, rerank
         if _index is not None:  # `load`: a trained, filled index read from disk
@@ -150,12 +151,12 @@ class FaissMIPS:
 
     def save(self, path) -> None:
         """Write the trained, filled FAISS index (FAISS's own binary format) to the file `path`."""
-        _faiss().write_index(self.index, str(path))
+        import_faiss().write_index(self.index, str(path))
 
     @classmethod
     def load(cls, path, vectors: np.ndarray, nprobe: int = 32, rerank: int = 4) -> "FaissMIPS":
         """A FAISS index written by `save`, over `vectors` (which it re-scores from, for IVF-PQ)."""
-        faiss = _faiss()
+        faiss = import_faiss()
         raw = faiss.read_index(str(path))
         index = faiss.downcast_index(raw)  # the same C++ index, typed (IVF-PQ or IVF-Flat)
         if index.ntotal != len(vectors) or index.d != vectors.shape[1]:

@@ -35,7 +35,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from drkit.dense.mips import MIPS_KINDS
+from drkit.dense.mips import MIPS_KINDS, import_faiss
 from drkit.errors import ConfigError, DrkitError, QuestionError
 from drkit.qa.results import Answer, Hop, HopEntity, Passage, Result, evidence_of
 from drkit.reason.follow import RETRIEVALS, FollowConfig
@@ -170,7 +170,11 @@ class DrKIT:
             raise ConfigError(f"nprobe and rerank must be at least 1, got {config.nprobe} and {config.rerank}")
         search = {"exact": {}, "faiss": {"nprobe": config.nprobe},
                   "ivfpq": {"nprobe": config.nprobe, "rerank": config.rerank}}[config.mips]
+        if config.mips != "exact":
+            import_faiss()  # at load, not at the first question
         if config.ann:
+            if not Path(config.ann).is_dir():
+                raise ConfigError(f"the ANN index {config.ann} does not exist; build it with drkit ann")
             search["ann"] = config.ann
         return search
 

@@ -7,22 +7,30 @@ Endpoints:
   weighs its hops itself) and ``chain`` (the reasoning chain, default true). Returns ``{"results": [...],
   "took_ms"}``: one result per question, in order (`drkit.serve.engine.Engine.run`).
 * ``GET /v1/entities/{entity_id}``: the passages that mention an entity, with the mentions' offsets (the web
-  page's expandable entities).
-* ``GET /healthz`` (the process is up), ``GET /readyz`` (index and model loaded, batch worker running),
-  ``GET /v1/info`` (the manifests of the index, mentions and model), ``/docs`` (the OpenAPI page, served
-  offline) and ``/openapi.json``.
-* ``GET /``: the web page (``drkit/serve/static``: HTML, CSS and JavaScript, nothing fetched from elsewhere).
+  page's expandable entities). Through the same bounded queue as questions.
+* ``GET /healthz`` (the server is up; it stays up while a dead model process is started again),
+  ``GET /readyz`` (index and model loaded and warmed up, the model process up, not shutting down),
+  ``GET /v1/info`` (the manifests of the index, mentions and model, the index version; paths cut to their
+  names and command lines left out unless `expose_paths`), ``GET /metrics`` (Prometheus text format),
+  ``/docs`` (the OpenAPI page, served offline) and ``/openapi.json``.
+* ``GET /``: the web page (``drkit/serve/static``: HTML, CSS and JavaScript, nothing fetched from elsewhere,
+  every URL relative so that the page works under a proxy's path prefix, `root_path`).
 
 Limits: a body of at most `max_body_bytes` (413), at most `max_questions` questions of at most `max_chars`
 characters each (422 naming the field), a bounded queue (503 with Retry-After). Every error is JSON,
 ``{"error": message, "fields": [{"field", "message"}]}`` where fields are at fault, and never a stack trace.
+Every response carries ``X-Request-ID`` (the client's, if it sent a sane one, else a new one), which the
+access log (one JSON line per request, logger ``drkit.serve.access``) names too.
 """
 
 
 import asyncio
 import json
 import logging
+import math
+import re
 import time
+import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +38,14 @@ from typing import Annotated
 
 from drkit.errors import ConfigError
 from drkit.serve.batching import Batcher, NotRunning, QueueFull
-from drkit.serve.engine import MAX_TOP_K, Engine, EngineUnavailable, Request
+from drkit.serve.engine import MAX_TOP_K, Engine, EngineUnavailable, EntityLookup, InfoLookup, Request, redacted
+from drkit.serve.metrics import Metrics
 
 STATIC = Path(__file__).parent / "static"
 log = logging.getLogger("drkit.serve")
+access_log = logging.getLogger("drkit.serve.access")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 @dataclass(frozen=True)
@@ -57,7 +68,27 @@ class ServeConfig:
     model_process: bool = field(default=True, metadata={"help": "compute the model in a process of its own, so that "
                                                                 "it never waits for the HTTP side's interpreter lock "
                                                                 "(--no-model-process: in the server's process)"})
-    drain_s: float = field(default=30.0, metadata={"help": "on SIGTERM, how long in-flight requests may still take"})
+    drain_s: float = field(default=10.0, metadata={"help": "on SIGTERM, the whole shutdown (the requests in flight, "
+                                                           "the queue, the model process) ends within this many "
+                                                           "seconds"})
+    load_timeout_s: float = field(default=600.0, metadata={"help": "longest the model process may take to load and "
+                                                                   "warm up, at start and each time it is started "
+                                                                   "again"})
+    batch_timeout_s: float = field(default=60.0, metadata={"help": "longest one batch may take; a model process "
+                                                                   "over it is stopped and started again (503 "
+                                                                   "meanwhile)"})
+    restart_backoff_s: float = field(default=1.0, metadata={"help": "wait before starting a failed model process "
+                                                                    "again; it doubles, up to 30 s, while starts fail"})
+    watch_s: float = field(default=2.0, metadata={"help": "how often the index's version file (INDEX/CURRENT) is "
+                                                          "read: a new version (drkit add, remove) is loaded beside "
+                                                          "the old one and served from the next batch, no restart "
+                                                          "(0: never)"})
+    root_path: str = field(default="", metadata={"help": "the path prefix under which a reverse proxy serves the "
+                                                         "API, e.g. /drkit (the proxy strips it)"})
+    expose_paths: bool = field(default=False, metadata={"help": "let /v1/info show absolute paths, command lines "
+                                                                "and the model process id"})
+    access_log: bool = field(default=True, metadata={"help": "log one JSON line per request (request id, method, "
+                                                             "path, status, ms) on stderr"})
 
     def __post_init__(self):
         if self.host not in LOOPBACK and not self.allow_remote:
@@ -70,8 +101,19 @@ class ServeConfig:
                               "request must fit in the queue), and max_wait_ms at least 0")
         if self.max_body_bytes < 1024 or self.max_questions < 1 or self.max_chars < 1 or self.chain_top < 1:
             raise ConfigError("max_body_bytes must be at least 1024; max_questions, max_chars and chain_top at least 1")
-        if self.threads < 0 or self.drain_s < 0:
-            raise ConfigError("threads and drain_s must be at least 0")
+        for name in ("max_wait_ms", "drain_s", "load_timeout_s", "batch_timeout_s", "restart_backoff_s", "watch_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise ConfigError(f"{name} must be a finite number of at least 0, got {value}")
+        for name in ("load_timeout_s", "batch_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be more than 0, got {getattr(self, name)}")
+        if self.threads < 0:
+            raise ConfigError("threads must be at least 0")
+        if self.root_path and (not self.root_path.startswith("/") or self.root_path.endswith("/")
+                               or not re.fullmatch(r"[A-Za-z0-9._~/-]+", self.root_path)):
+            raise ConfigError(f"root_path must be empty or a path such as /drkit (a leading slash, none at the end, "
+                              f"letters, digits and ._~-), got {self.root_path!r}")
 
 
 async def _disconnected(http) -> None:
@@ -122,10 +164,50 @@ class BodyLimit:
         return await self.app(scope, replay, send)
 
 
+class RequestLog:
+    """ASGI middleware, outermost: gives each HTTP request an id (the client's ``X-Request-ID`` when it is
+    sane, else a new one) echoed in the response's ``X-Request-ID``, counts it in the metrics and, with
+    `enabled`, writes one JSON line to the access log."""
+
+    def __init__(self, app, metrics: Metrics, enabled: bool = True):
+        self.app, self.metrics, self.enabled = app, metrics, enabled
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        given = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
+        request_id = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        status = [500]
+
+        async def send_with_id(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        t0 = time.perf_counter()
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            took = time.perf_counter() - t0
+            root, path = scope.get("root_path", ""), scope["path"]
+            path = path[len(root):] or "/" if root and path.startswith(root) else path
+            self.metrics.request(path, status[0], took)
+            if status[0] == 413:
+                self.metrics.error(413, "body_too_large")
+            if self.enabled:
+                client = scope.get("client")
+                access_log.info(json.dumps({"request_id": request_id, "method": scope["method"], "path": path,
+                                            "status": status[0], "ms": round(1000 * took, 2),
+                                            "client": client[0] if client else None}))
+
+
 def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
     """The FastAPI app serving `engine` (module docstring): an `Engine`, or a `drkit.serve.worker.ModelProcess`
-    (the same interface, the model in a child process). Its batch worker runs while the app's lifespan does;
-    the engine's lifetime is the caller's."""
+    (the same interface, the model in a child process), warmed up by the caller. Its batch worker runs while
+    the app's lifespan does; the engine's lifetime is the caller's. ``app.state.stop_deadline`` (a
+    `time.monotonic` time, set by the server when a signal asks it to stop) bounds the lifespan's drain."""
     from fastapi import Request as HTTPRequest
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import FileResponse, JSONResponse, Response
@@ -157,45 +239,77 @@ def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
                 raise ValueError("give either 'question' (one) or 'questions' (a list), not both and not neither")
             return self
 
-    batcher = Batcher(lambda request, questions: engine.run_json(questions, request), config.max_batch,
-                      config.max_wait_ms, config.max_queue)
+    metrics: Metrics | None = None
+    batcher = Batcher(lambda key, items: engine.run_json(items, key), config.max_batch, config.max_wait_ms,
+                      config.max_queue, observe=lambda size, seconds: metrics.batch(size, seconds))
 
     @asynccontextmanager
     async def lifespan(app):
         await batcher.start()
         app.state.ready = True
-        log.info("drkit serve: %s model, %s entities, ready", engine.kind, f"{engine.index.n_entities:,}")
+        n_entities = getattr(engine, "n_entities", None) or engine.index.n_entities
+        log.info("drkit serve: %s model, %s entities, index version %s, ready", engine.kind, f"{n_entities:,}",
+                 engine.version)
         try:
             yield
         finally:
             app.state.ready = False
-            await batcher.stop(config.drain_s)
+            deadline = app.state.stop_deadline
+            await batcher.stop(config.drain_s if deadline is None else max(0.0, deadline - time.monotonic()))
 
     app = FastAPIOffline(title="drkit", version=__version__, lifespan=lifespan,
                          description="DrKIT: multi-hop questions answered over a text corpus used as a virtual "
                                      "knowledge base. The reasoning chain gives, hop by hop, the entities reached and "
                                      "the mention in a passage that supports each.")
-    app.state.ready, app.state.batcher, app.state.engine = False, batcher, engine
+    app.state.ready, app.state.batcher, app.state.engine, app.state.stop_deadline = False, batcher, engine, None
+
+    def ready() -> bool:
+        return app.state.ready and getattr(engine, "alive", True)
+
+    metrics = Metrics(engine, batcher, ready)
+    app.state.metrics = metrics
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(RequestLog, metrics=metrics, enabled=config.access_log)  # outermost: sees every response
+
+    def reject(status: int, cause: str, message: str, fields: list | None = None, headers: dict | None = None):
+        metrics.error(status, cause)
+        return _error(status, message, fields, headers)
+
+    async def queued(key, items: list):
+        """The results of `items` computed through the batch queue, or the error response that says why not."""
+        try:
+            return await batcher.submit(key, items)
+        except QueueFull as exc:
+            return reject(503, "queue_full", f"the server is busy: {exc}; retry shortly", headers={"Retry-After": "1"})
+        except NotRunning:  # shutting down
+            return reject(503, "shutting_down", "the server is shutting down", headers={"Retry-After": "1"})
+        except EngineUnavailable as exc:
+            log.error("%s", exc)
+            return reject(503, "model_unavailable", "the model is not available; retry later",
+                          headers={"Retry-After": "5"})
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: HTTPRequest, exc: RequestValidationError):
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
-            return _error(400, "the request body is not valid JSON: " + "; ".join(
+            return reject(400, "bad_json", "the request body is not valid JSON: " + "; ".join(
                 str(e.get("ctx", {}).get("error", e.get("msg"))) for e in errors))
         fields = [{"field": ".".join(str(p) for p in e.get("loc", ())[1:]) or "body", "message": e.get("msg", "")}
                   for e in errors]
-        return _error(422, "invalid request: " + "; ".join(f"{f['field']}: {f['message']}" for f in fields), fields)
+        return reject(422, "invalid", "invalid request: " + "; ".join(f"{f['field']}: {f['message']}" for f in fields),
+                      fields)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: HTTPRequest, exc: HTTPException):
-        return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+        cause = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http")
+        return reject(exc.status_code, cause, str(exc.detail), headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def internal(request: HTTPRequest, exc: Exception):
-        log.exception("error answering %s %s", request.method, request.url.path)
-        return _error(500, f"internal error ({type(exc).__name__}); the server log has the details")
+        request_id = request.scope.get("state", {}).get("request_id")
+        log.exception("error answering %s %s (request %s)", request.method, request.url.path, request_id)
+        return reject(500, "internal", f"internal error ({type(exc).__name__}, request {request_id}); the server log "
+                      "has the details")
 
     # from the demo's model (make demo), shortened: one answer, one entity of one hop, the passage cut
     example = {"results": [{
@@ -221,60 +335,70 @@ def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
             engine.check(request)
         except ConfigError as exc:
             name = str(exc).split(":")[0]
-            return _error(422, f"invalid request: {exc}", [{"field": name, "message": str(exc)}])
+            return reject(422, "invalid", f"invalid request: {exc}", [{"field": name, "message": str(exc)}])
         t0 = time.perf_counter()
-        answer = asyncio.ensure_future(batcher.submit(request, questions))
+        answer = asyncio.ensure_future(queued(request, questions))
         gone = asyncio.ensure_future(_disconnected(http))
         await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
         if not answer.done():  # the client has gone: its questions leave the queue unanswered
             answer.cancel()
             return Response(status_code=499)
         gone.cancel()
-        try:
-            results = answer.result()
-        except QueueFull as exc:
-            return _error(503, f"the server is busy: {exc}; retry shortly", headers={"Retry-After": "1"})
-        except NotRunning:  # shutting down
-            return _error(503, "the server is shutting down", headers={"Retry-After": "1"})
-        except EngineUnavailable as exc:
-            log.error("%s", exc)
-            return _error(503, "the model is not available; retry later", headers={"Retry-After": "5"})
+        results = answer.result()
+        if isinstance(results, Response):
+            return results
         took_ms = round(1000 * (time.perf_counter() - t0), 2)
         # each result arrives as its JSON text (computed beside the model): joined, not decoded and encoded again
         return Response('{"results": [' + ", ".join(results) + f'], "took_ms": {took_ms}}}',
                         media_type="application/json")
 
-    @app.get("/v1/entities/{entity_id}", summary="The passages that mention an entity")
-    def entity(entity_id: int, limit: int = 10) -> JSONResponse:  # plain def: run in a thread, off the event loop
+    @app.get("/v1/entities/{entity_id}", summary="The passages that mention an entity",
+             responses={404: {"description": "no such entity"}, 503: {"description": "queue full (Retry-After)"}})
+    async def entity(entity_id: int, limit: int = 10) -> Response:
         if not 1 <= limit <= 100:
-            return _error(422, "invalid request: limit: must be between 1 and 100",
+            return reject(422, "invalid", "invalid request: limit: must be between 1 and 100",
                           [{"field": "limit", "message": "must be between 1 and 100"}])
-        try:
-            return JSONResponse(engine.entity(entity_id, limit))
-        except ConfigError as exc:
-            return _error(404, str(exc), [{"field": "entity_id", "message": str(exc)}])
+        results = await queued(EntityLookup(limit), [entity_id])
+        if isinstance(results, Response):
+            return results
+        if results[0].startswith('{"error"'):
+            message = json.loads(results[0])["error"]
+            return reject(404, "not_found", message, [{"field": "entity_id", "message": message}])
+        return Response(results[0], media_type="application/json")
 
-    @app.get("/healthz", summary="The process is up (and, with a model process, that process too)")
+    @app.get("/healthz", summary="The server is up (it stays up while a model process that died is started again)")
     async def healthz() -> JSONResponse:
-        if not getattr(engine, "alive", True):
-            return _error(503, "the model process has exited; restart the server")
-        return JSONResponse({"status": "ok"})
+        return JSONResponse({"status": "ok", "model": "up" if getattr(engine, "alive", True) else "restarting"})
 
-    @app.get("/readyz", summary="Index and model loaded, ready to answer")
+    @app.get("/readyz", summary="Index and model loaded and warmed up, ready to answer")
     async def readyz() -> JSONResponse:
-        if not app.state.ready or not getattr(engine, "alive", True):
-            return _error(503, "not ready" if app.state.ready else "the model process has exited",
-                          headers={"Retry-After": "1"})
-        return JSONResponse({"status": "ready", "kind": engine.kind, "queued": batcher.busy,
-                             "batches": batcher.stats.batches, "questions": batcher.stats.questions})
+        if not ready():
+            reason = ("the model process is being started again" if app.state.ready else
+                      "shutting down" if app.state.stop_deadline is not None else "not ready")
+            return reject(503, "not_ready", reason, headers={"Retry-After": "1"})
+        return JSONResponse({"status": "ready", "kind": engine.kind, "index_version": engine.version,
+                             "queued": batcher.busy, "batches": batcher.stats.batches,
+                             "questions": batcher.stats.questions})
 
-    info = engine.info()
-    info["limits"] = {k: getattr(config, k) for k in ("max_batch", "max_wait_ms", "max_queue", "max_body_bytes",
-                                                      "max_questions", "max_chars", "chain_top")}
+    limits = {k: getattr(config, k) for k in ("max_batch", "max_wait_ms", "max_queue", "max_body_bytes",
+                                              "max_questions", "max_chars", "chain_top", "batch_timeout_s",
+                                              "watch_s")}
 
-    @app.get("/v1/info", summary="The index, mention index and model being served: manifests, counts, checksums")
-    async def get_info() -> JSONResponse:
-        return JSONResponse(json.loads(json.dumps(info, default=str)))
+    @app.get("/v1/info", summary="The index, mention index and model being served: manifests, counts, checksums, "
+                                 "the index version")
+    async def get_info() -> Response:
+        results = await queued(InfoLookup(), [0])
+        if isinstance(results, Response):
+            return results
+        info = json.loads(results[0]) | {"limits": limits, "restarts": getattr(engine, "restarts", 0)}
+        if config.expose_paths:
+            info["model_process"] = getattr(engine, "pid", None)
+        return JSONResponse(info if config.expose_paths else redacted(info))
+
+    @app.get("/metrics", summary="Counters, gauges and histograms in the Prometheus text format")
+    async def get_metrics() -> Response:
+        body, content_type = metrics.text()
+        return Response(body, media_type=content_type)
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 

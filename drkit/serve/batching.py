@@ -58,10 +58,13 @@ class Batcher:
     """Gathers `submit` calls into calls of ``run(key, items) -> results`` (one result per item, in order)."""
 
     def __init__(self, run: Callable[[Hashable, list], list], max_batch: int = 64, max_wait_ms: float = 5.0,
-                 max_queue: int = 1024):
-        if max_batch < 1 or max_wait_ms < 0 or max_queue < max_batch:
-            raise ValueError("max_batch must be at least 1, max_wait_ms at least 0 and max_queue at least max_batch")
+                 max_queue: int = 1024, observe: Callable[[int, float], None] | None = None):
+        """`observe(items, seconds)` is called after each batch that answered (the server's metrics)."""
+        if max_batch < 1 or not 0 <= max_wait_ms < float("inf") or max_queue < max_batch:
+            raise ValueError("max_batch must be at least 1, max_wait_ms a finite number of at least 0 and max_queue at "
+                             "least max_batch")
         self.run, self.max_batch, self.max_wait, self.max_queue = run, max_batch, max_wait_ms / 1000, max_queue
+        self.observe = observe
         self.stats = BatchStats()
         self._pending: deque[_Pending] = deque()
         self._queued = 0  # questions waiting, not yet in a running batch
@@ -187,6 +190,7 @@ class Batcher:
     async def _answer(self, batch: list[_Pending], items: list) -> None:
         """Run `batch` and resolve its futures. A batch that raises is run again request by request, so that
         only the request that fails alone gets the error: a request's outcome never depends on its batch."""
+        t0 = time.perf_counter()
         try:
             results = await self._call(batch[0].key, items)
         except Exception as exc:
@@ -207,3 +211,5 @@ class Batcher:
         self.stats.batches += 1
         self.stats.questions += len(items)
         self.stats.largest = max(self.stats.largest, len(items))
+        if self.observe is not None:
+            self.observe(len(items), time.perf_counter() - t0)

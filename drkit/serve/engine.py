@@ -13,6 +13,16 @@ Two kinds of model sit behind the same API, both answering through the front doo
 Every result has the same shape (see `Engine.run`); a question that cannot be answered (no entity of the
 index named in it, or any other error of its own) gets ``{"question", "error"}`` in its place, and never
 fails the other questions of its batch.
+
+What goes through the server's one queue is a batch of items with a key: questions with their `Request`,
+entity ids with an `EntityLookup`, or one `InfoLookup` (`Engine.run_json` tells them apart), so that every
+call that touches the index is bounded by the same queue and computed where the index is loaded.
+
+**Live updates.** An engine loaded with `Engine.load` watches its index's version file (``INDEX/CURRENT``,
+`drkit.index.segments`): when ``drkit add``, ``remove`` or `compact`'s swap make a new version, `refresh`
+loads it beside the one being served, warms it up, and then replaces it in one assignment. A batch reads the
+version once, when it starts: it finishes on the version it started on, and the next batch runs on the new
+one. The old one is freed when its last batch is done. Each result names its ``index_version``.
 """
 
 from __future__ import annotations
@@ -20,9 +30,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -33,6 +46,7 @@ from drkit.qa.results import Evidence
 ANSWERS = "answers"  # a multi-hop model: answers and chain
 PASSAGES = "passages"  # a hop-mixing model: also the ranked passages and pi
 MAX_TOP_K = 100
+log = logging.getLogger("drkit.serve")
 
 
 def evidence_dict(ev: Evidence) -> dict:
@@ -70,6 +84,23 @@ def _sha256(path: Path) -> str | None:
     return h.hexdigest()
 
 
+_HIDDEN = ("command", "argv", "cwd", "hostname", "model_process")
+
+
+def redacted(manifest):
+    """`manifest` without what tells a caller about the server's machine: command lines and process ids are
+    dropped, and every value that is a file path (a string with a slash and no space, not a URL) is cut to its
+    last part. For ``/v1/info`` unless the server was asked to show them."""
+    if isinstance(manifest, dict):
+        return {k: redacted(v) for k, v in manifest.items() if k not in _HIDDEN}
+    if isinstance(manifest, list):
+        return [redacted(v) for v in manifest]
+    if isinstance(manifest, str) and "/" in manifest and "://" not in manifest and not any(
+            c.isspace() for c in manifest):
+        return Path(manifest).name or manifest
+    return manifest
+
+
 class EngineUnavailable(RuntimeError):
     """The model cannot answer now (its process has exited or stopped answering); the server says 503."""
 
@@ -81,6 +112,18 @@ class Request:
     top_k: int = 5
     hops: int | None = None
     chain: bool = True
+
+
+@dataclass(frozen=True)
+class EntityLookup:
+    """The key of a batch of entity ids: each gets `entity_passages` (its first `limit` passages)."""
+
+    limit: int = 10
+
+
+@dataclass(frozen=True)
+class InfoLookup:
+    """The key of a batch of one item (ignored): what is served, `Engine.info`."""
 
 
 def check_request(kind: str, max_hops: int, request: Request) -> None:
@@ -117,24 +160,50 @@ def entity_passages(index, entity_id: int, limit: int = 10) -> dict:
             "page": [{"id": index.article_keys[a], "title": index.article_titles[a]} for a in pages]}
 
 
+@dataclass(frozen=True)
+class _Served:
+    """One version of the index with the model over it: what a batch runs on from its start to its end."""
+
+    kit: DrKIT
+    version: int
+
+
+def index_version(index_dir: str | Path) -> int:
+    """The version named by ``INDEX/CURRENT`` (0 for an index never added to or removed from)."""
+    from drkit.index.segments import read_state
+
+    return int(read_state(index_dir)["version"])
+
+
 class Engine:
     """A loaded model and index behind the API. Build with `Engine.load`; `run` is thread-safe only in the
-    sense that it reads and never writes shared state: the server calls it from one worker thread."""
+    sense that it reads and never writes shared state: the server calls it from one worker thread (and a
+    live update, `refresh`, from another, which swaps the version in one assignment)."""
 
-    def __init__(self, index_dir: Path, model_dir: Path, kit: DrKIT, chain_top: int = 3):
+    def __init__(self, index_dir: Path, model_dir: Path, kit: DrKIT, chain_top: int = 3,
+                 reload: Callable[[], DrKIT] | None = None):
         self.kind = PASSAGES if kit.kind == HOP_MIXING else ANSWERS
-        self.kit, self.chain_top = kit, chain_top
-        self.vkb = kit.vkb
-        self.index = self.vkb.index
+        self.chain_top = chain_top
         self.max_hops = kit.max_hops
-        self.dirs = {"index": index_dir, "model": model_dir, "mentions": Path(self.vkb.mentions.path)}
+        self.index_dir, self.model_dir = Path(index_dir), Path(model_dir)
+        self._reload = reload  # a fresh DrKIT over the index as it is now (None: this engine never reloads)
+        self._served = _Served(kit, index_version(index_dir))
+        self._refresh_lock = threading.Lock()
+        self._failed_version: int | None = None  # a version that did not load: not tried again until CURRENT moves
+        self._watcher: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.reloads = 0
+        self.reload_failures = 0
+        self.warm_up_s: float | None = None
+        self._checksums: dict[Path, str | None] = {}
 
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None,
              config: LoadConfig = LoadConfig(), chain_top: int = 3, reader: str | Path | None = None) -> "Engine":
         """The model of `model` (a ``drkit train`` or ``drkit train-mixing`` run, or its model directory) on the
         index `index`; the mention index defaults to the one the model was trained with; `reader`: a ``drkit
-        train-reader`` reader, whose answer every result then carries (``reading``)."""
+        train-reader`` reader, whose answer every result then carries (``reading``). `refresh` loads a later
+        version of the index with the same settings."""
         from drkit.reason.mixing import is_mixing_model, mixing_model_dir
         from drkit.reason.model import model_dir_of
 
@@ -144,9 +213,105 @@ class Engine:
             raise ConfigError(f"the index {index} does not exist")
         if not Path(model).exists():
             raise ConfigError(f"the model {model} does not exist")
-        kit = DrKIT.load(index, model, mentions, config, reader=reader)
+
+        def load_kit() -> DrKIT:
+            return DrKIT.load(index, model, mentions, config, reader=reader)
+
         model_dir = mixing_model_dir(model) if is_mixing_model(model) else Path(model_dir_of(model))
-        return cls(Path(index), model_dir, kit, chain_top=chain_top)
+        return cls(Path(index), model_dir, load_kit(), chain_top=chain_top, reload=load_kit)
+
+    # -- the version served ------------------------------------------------------------------------
+    @property
+    def kit(self) -> DrKIT:
+        return self._served.kit
+
+    @property
+    def vkb(self):
+        return self._served.kit.vkb
+
+    @property
+    def index(self):
+        return self._served.kit.vkb.index
+
+    @property
+    def version(self) -> int:
+        """The index version being served (``INDEX/CURRENT``)."""
+        return self._served.version
+
+    def warm_up(self, kit: DrKIT | None = None) -> float:
+        """Run one question through every lazily built part of `kit` (default: the one served): the MIPS index
+        (FAISS, IVF-PQ), the question linker, the vectors, the reader. Raises what they raise (an ANN that does
+        not match, faiss missing), so that a server fails at start, not on its first request. Seconds taken."""
+        kit = kit or self.kit
+        t0 = time.perf_counter()
+        index = kit.vkb.index
+        if self.kind == ANSWERS:
+            counts = np.diff(np.asarray(index.entity_mention_indptr))
+            entity = int(np.argmax(counts > 0)) if len(counts) else 0
+            name = index.entities.names[entity]
+            try:  # builds the linker of plain questions; a name it does not find is no failure
+                kit.parse(f"what is {name}")
+            except QuestionError:
+                pass
+            kit.answer_batch([kit.parse(f"what is [{name}]")], top=1, chain_top=1)
+        else:
+            kit.answer_batch([index.article_titles[0] if len(index.article_titles) else "warm-up"], top=1,
+                             chain_top=1, passages=1)
+        took = time.perf_counter() - t0
+        if kit is self.kit:
+            self.warm_up_s = took
+        return took
+
+    def refresh(self) -> bool:
+        """Serve the index's current version if it is not the one served: load it beside the served one, warm
+        it up, then swap (between batches: a batch holds the version it started on). True if it swapped. A
+        version that fails to load is logged and skipped (the served one stays) until CURRENT moves on."""
+        if self._reload is None:
+            return False
+        with self._refresh_lock:
+            try:
+                version = index_version(self.index_dir)
+            except Exception as exc:  # an unreadable CURRENT: keep serving what is loaded
+                self._note_failure(None, exc)
+                return False
+            if version == self._served.version or version == self._failed_version:
+                return False
+            t0 = time.perf_counter()
+            try:
+                kit = self._reload()
+                self.warm_up(kit)
+            except Exception as exc:
+                self._note_failure(version, exc)
+                return False
+            self._served = _Served(kit, version)  # the swap: one assignment, read once by each batch
+            self.reloads += 1
+            self._failed_version = None
+            log.info("drkit serve: now serving index version %d (loaded and warmed up in %.1f s)", version,
+                     time.perf_counter() - t0)
+            return True
+
+    def _note_failure(self, version: int | None, exc: Exception) -> None:
+        self.reload_failures += 1
+        self._failed_version = version
+        log.error("drkit serve: index version %s could not be loaded, still serving version %d: %s",
+                  version if version is not None else "(unreadable)", self._served.version, exc)
+
+    def watch(self, interval_s: float) -> None:
+        """Call `refresh` every `interval_s` seconds in a daemon thread until `stop_watching` (0: never)."""
+        if interval_s <= 0 or self._watcher is not None or self._reload is None:
+            return
+
+        def loop():
+            while not self._stop.wait(interval_s):
+                self.refresh()
+
+        self._watcher = threading.Thread(target=loop, name="drkit-index-watch", daemon=True)
+        self._watcher.start()
+
+    def stop_watching(self) -> None:
+        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.join(5.0)
 
     # -- the API's answers -------------------------------------------------------------------------
     def check(self, request: Request) -> None:
@@ -163,24 +328,40 @@ class Engine:
         no mention in that hop, e.g. the bracketed question entity). A hop-mixing model's results add ``pi`` and ``passages``: those
         it reached, best first, each with ``id`` (the corpus id), ``title``, ``score``, ``hop`` and ``entity``."""
         self.check(request)
-        if self.kind == ANSWERS:
-            return self._run_kit(list(questions), request)
-        return self._run_retriever(list(questions), request)
+        served = self._served  # read once: the whole batch runs on this version
+        run = self._run_kit if self.kind == ANSWERS else self._run_retriever
+        results = run(served.kit, list(questions), request)
+        for r in results:
+            r["index_version"] = served.version
+        return results
 
-    def run_json(self, questions: Sequence[str], request: Request = Request()) -> list[str]:
-        """`run`, each result as its JSON text (what the server sends)."""
-        return [json.dumps(r, ensure_ascii=False, allow_nan=False) for r in self.run(questions, request)]
+    def run_json(self, items: Sequence, key=Request()) -> list[str]:
+        """The JSON text of each item's result (what the server sends): `run` of questions for a `Request`,
+        `entity` of entity ids for an `EntityLookup` (an id out of range gets ``{"error", "status": 404}``),
+        `info` for an `InfoLookup`."""
+        if isinstance(key, EntityLookup):
+            results = []
+            for entity_id in items:
+                try:
+                    results.append(self.entity(int(entity_id), key.limit))
+                except ConfigError as exc:
+                    results.append({"error": str(exc), "status": 404})
+        elif isinstance(key, InfoLookup):
+            results = [self.info() for _ in items]
+        else:
+            results = self.run(items, key)
+        return [json.dumps(r, ensure_ascii=False, allow_nan=False, default=str) for r in results]
 
-    def _run_kit(self, questions: list[str], request: Request) -> list[dict]:
+    def _run_kit(self, kit: DrKIT, questions: list[str], request: Request) -> list[dict]:
         parsed, errors = {}, {}
         for i, q in enumerate(questions):
             try:
-                parsed[i] = self.kit.parse(q)
+                parsed[i] = kit.parse(q)
             except QuestionError as exc:
                 errors[i] = str(exc)
         order = sorted(parsed)
         results = answered_alone_on_error(
-            lambda batch: self.kit.answer_batch(batch, top=request.top_k, chain_top=self.chain_top if request.chain else 0,
+            lambda batch: kit.answer_batch(batch, top=request.top_k, chain_top=self.chain_top if request.chain else 0,
                                                 query=QueryConfig(hops=request.hops)), [parsed[i] for i in order])
         by_row = dict(zip(order, results))
         out = []
@@ -200,9 +381,9 @@ class Engine:
             out.append(item)
         return out
 
-    def _run_retriever(self, questions: list[str], request: Request) -> list[dict]:
+    def _run_retriever(self, kit: DrKIT, questions: list[str], request: Request) -> list[dict]:
         results = answered_alone_on_error(
-            lambda batch: self.kit.answer_batch(batch, top=request.top_k, chain_top=self.chain_top if request.chain else 0,
+            lambda batch: kit.answer_batch(batch, top=request.top_k, chain_top=self.chain_top if request.chain else 0,
                                                 passages=request.top_k), questions)
         out = []
         for q, r in zip(questions, results):
@@ -225,6 +406,12 @@ class Engine:
         return out
 
     # -- an entity's passages, and what is loaded ----------------------------------------------------
+    def _weights_sha256(self, directory: Path) -> str | None:
+        """The sha256 of the weights in `directory`, computed once (a reload keeps the same model and reader)."""
+        if directory not in self._checksums:
+            self._checksums[directory] = _sha256(Path(directory) / "model.safetensors")
+        return self._checksums[directory]
+
     def entity(self, entity_id: int, limit: int = 10) -> dict:
         """`entity_passages` of this engine's index."""
         return entity_passages(self.index, entity_id, limit)
@@ -235,21 +422,24 @@ class Engine:
         model's weights."""
         from drkit import __version__
 
-        model = self.kit.model
-        loaded = {"index": self.index.manifest, "mentions": self.vkb.mentions.manifest, "model": model.manifest}
+        served = self._served
+        kit = served.kit
+        index, mentions = kit.vkb.index, kit.vkb.mentions
+        loaded = {"index": (self.index_dir, index.manifest), "mentions": (Path(mentions.path), mentions.manifest),
+                  "model": (self.model_dir, kit.model.manifest)}
         manifests = {}
-        for name, m in loaded.items():
+        for name, (path, m) in loaded.items():
             # without the list of arrays: long, and it says nothing a caller needs
-            manifests[name] = {"path": str(self.dirs[name]), **{k: v for k, v in m.items() if k != "files"}}
-        weights = self.dirs["model"] / "model.safetensors"
-        manifests["model"]["weights_sha256"] = _sha256(weights)
-        reader = self.kit.reader
+            manifests[name] = {"path": str(path), **{k: v for k, v in m.items() if k != "files"}}
+        manifests["model"]["weights_sha256"] = self._weights_sha256(self.model_dir)
+        reader = kit.reader
         if reader is not None:
             manifests["reader"] = {"path": str(reader.path), **{k: v for k, v in reader.manifest.items()
                                                                   if k not in ("files", "settings")},
-                                   "weights_sha256": _sha256(reader.path / "model.safetensors")}
-        index = self.index
+                                   "weights_sha256": self._weights_sha256(reader.path)}
         return {"drkit_version": __version__, "kind": self.kind, "max_hops": self.max_hops,
+                "index_version": served.version, "reloads": self.reloads, "reload_failures": self.reload_failures,
+                "warm_up_s": None if self.warm_up_s is None else round(self.warm_up_s, 3),
                 "counts": {"entities": index.n_entities, "mentions": index.n_mentions,
                            "passages": index.n_passages, "articles": len(index.article_titles)},
                 "manifests": manifests}

@@ -1,5 +1,6 @@
 // The drkit page: asks POST /v1/ask and draws the answers and the reasoning chain. Plain DOM, no build step,
-// nothing fetched from elsewhere. Every text from the server goes in through textContent, never as HTML.
+// nothing fetched from elsewhere. Every text from the server goes in through textContent, never as HTML. Every
+// URL is relative to the page, so that it works under a reverse proxy's path prefix (drkit serve --root-path).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -92,7 +93,7 @@ async function toggleEntity(button, entityId, holder) {
   }
   button.disabled = true;
   try {
-    const info = await call(`/v1/entities/${entityId}?limit=5`);
+    const info = await call(`v1/entities/${entityId}?limit=5`);
     holder.append(el("div", { class: "muted", text:
       `${info.entity}: ${info.mentions} mention(s) in ${info.passages_mentioning} passage(s); the first ${info.passages.length}:` }));
     for (const p of info.passages) {
@@ -209,7 +210,7 @@ async function ask(event) {
   button.disabled = true;
   $("status").textContent = "answering…";
   try {
-    const body = await call("/v1/ask", {
+    const body = await call("v1/ask", {
       method: "POST", headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ question, top_k: Number($("top-k").value) }),
     });
@@ -226,7 +227,7 @@ async function ask(event) {
 
 async function loadInfo() {
   try {
-    const info = await call("/v1/info");
+    const info = await call("v1/info");
     const inputs = (info.manifests.index || {}).inputs || {};
     const corpus = inputs.corpus && inputs.corpus.path ? ` of ${inputs.corpus.path.split("/").pop()}` : "";
     const c = info.counts;
