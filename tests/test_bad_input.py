@@ -80,6 +80,18 @@ def test_cli_index_of_an_empty_corpus_fails_with_the_file_name(tmp_path, capsys)
     assert f"{corpus}: no article" in err and "Traceback" not in err
 
 
+def test_cli_index_of_a_pipe_says_to_give_a_file(tmp_path, capsys):
+    import os
+
+    kb = write(tmp_path, "kb.txt", KB.encode())
+    fifo = tmp_path / "corpus.fifo"
+    os.mkfifo(fifo)  # as --corpus /dev/stdin would be: a stream that can be read only once
+    assert main(["index", "--corpus", str(fifo), "--kb", str(kb), "--out", str(tmp_path / "index")]) == 2
+    err = capsys.readouterr().err
+    assert "is not a regular file" in err and "save a stream to one first" in err and "Traceback" not in err
+    assert not (tmp_path / "index").exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # Not UTF-8: file, line and column, for every reader
 

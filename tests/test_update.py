@@ -257,8 +257,9 @@ def test_titles_corpus_grows_with_new_entities_and_compacts_to_a_build(tmp_path,
     assert np.array_equal(MentionIndex.load(tmp_path / "cm").vectors, MentionIndex.load(tmp_path / "fm").vectors)
     # the compacted index keeps its corpus files: it compacts again after more updates, without the originals
     assert main(["remove", "--index", str(tmp_path / "c"), "--ids", str(_ids(tmp_path, ["a4"]))]) == 0
+    # fm (of the build of a+b, which equals c array for array) is a mention index of c too: it gets vectors too
     assert main(["add", "--index", str(tmp_path / "c"), "--corpus", str(tmp_path / "b.jsonl"), "--replace",
-                 "--mentions", str(tmp_path / "cm")]) == 0
+                 "--mentions", str(tmp_path / "cm"), "--mentions", str(tmp_path / "fm")]) == 0
     (tmp_path / "a.jsonl").unlink()
     compact(tmp_path / "c", tmp_path / "c2", [tmp_path / "cm"], [tmp_path / "cm2"], log=quiet)
     _jsonl(tmp_path / "final.jsonl", PAGES[:3] + ADDED)
@@ -305,3 +306,122 @@ def test_sigkill_during_add_leaves_the_previous_version(grown, tmp_path, point):
     assert sorted(p.name for p in (index / "segments").iterdir()) == read_state(index)["segments"]  # leftovers gone
     after = SparseIndex.load(index)
     assert len(after.article_keys) == len(before.article_keys) + 1
+
+
+# -- updates that cannot lose an index -------------------------------------------------------------------------
+def test_a_lost_version_file_is_an_error_that_says_how_to_recover(grown, tmp_path, capsys):
+    import shutil
+
+    d, _ = grown
+    index = tmp_path / "index"
+    shutil.copytree(d / "index", index)
+    state = read_state(index)
+    grown_view = SparseIndex.load(index)
+    (index / "CURRENT").unlink()
+    segments = sorted(p.name for p in (index / "segments").iterdir())
+    with pytest.raises(ArtifactError, match="is missing") as err:
+        SparseIndex.load(index)  # never the base alone, as if nothing had been added
+    assert "Restore it from a backup" in str(err.value) and "Nothing was changed" in str(err.value)
+    (tmp_path / "ids.txt").write_text("1\n", encoding="utf-8")
+    assert main(["remove", "--index", str(index), "--ids", str(tmp_path / "ids.txt")]) == 2  # refused, nothing deleted
+    assert "is missing" in capsys.readouterr().err
+    with pytest.raises(ArtifactError, match="is missing"):
+        add_documents(index, d / "B.txt", [d / "mentions"], log=quiet)
+    assert sorted(p.name for p in (index / "segments").iterdir()) == segments
+    # the recovery the message gives: the state it names, written to CURRENT
+    suggested = json.loads(str(err.value).split("write ", 1)[1].split(" to ", 1)[0])
+    assert suggested["segments"] == state["segments"]
+    (index / "CURRENT").write_text(json.dumps(suggested), encoding="utf-8")
+    assert_same_index(SparseIndex.load(index), grown_view)
+
+
+def test_add_refuses_to_leave_a_mention_index_beside_it_without_vectors(grown, tmp_path, capsys):
+    import shutil
+
+    d, _ = grown
+    for name in ("index", "mentions"):
+        shutil.copytree(d / name, tmp_path / name)
+    index, mentions = tmp_path / "index", tmp_path / "mentions"
+    shutil.rmtree(index / "segments")  # the index of A as built: no segment names its mention indexes yet
+    (index / "CURRENT").unlink()
+    state = read_state(index)
+    (tmp_path / "c.jsonl").write_text(json.dumps({"id": "new-1", "title": "Kismet Again",
+                                                  "text": "Kismet Again stars Marlene Dietrich."}) + "\n")
+    assert main(["add", "--index", str(index), "--corpus", str(tmp_path / "c.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert f"{mentions} is a mention index of {index}" in err and "--mentions" in err and "Traceback" not in err
+    assert read_state(index) == state
+    # one added without it anyway (the mention index elsewhere at the time): loading the pair says what mends it,
+    # and the next compaction (or add) with --mentions embeds what the segment lacks
+    (tmp_path / "elsewhere").mkdir()
+    shutil.move(mentions, tmp_path / "elsewhere" / "mentions")
+    add_documents(index, tmp_path / "c.jsonl", [], log=quiet)
+    shutil.move(tmp_path / "elsewhere" / "mentions", mentions)
+    with pytest.raises(ArtifactError, match="the next 'drkit add' or 'drkit compact' with --mentions"):
+        MentionIndex.load(mentions).for_index(SparseIndex.load(index))
+    lines = []
+    compact(index, tmp_path / "c", [mentions], [tmp_path / "cm"], log=lines.append)
+    assert any("which it lacked" in line for line in lines)
+    view = MentionIndex.load(mentions).for_index(SparseIndex.load(index))
+    assert len(view.vectors) == SparseIndex.load(index).n_mentions
+
+
+def test_swap_in_replaces_a_folder_whole(tmp_path):
+    from drkit.util.artifact import swap_in
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "old.txt").write_text("old")
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "new.txt").write_text("new")
+    swap_in(tmp_path / "new", tmp_path / "out")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["new.txt"] and not (tmp_path / "new").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # the old one is gone, nothing left aside
+
+
+OVERWRITER = """
+import os, signal, sys
+import drkit.util.artifact as artifact
+point, what = sys.argv[1], sys.argv[2]
+exchange = artifact._rename_exchange
+def killed(a, b):
+    if point == "after":
+        exchange(a, b)  # the new one is in place, the old one not yet deleted
+    os.kill(os.getpid(), signal.SIGKILL)
+artifact._rename_exchange = killed
+if what == "index":
+    from drkit.index.build import build_index
+    build_index(sys.argv[3], sys.argv[4], kb=sys.argv[5], overwrite=True, log=lambda *a: None)
+else:
+    from drkit.dense.update import compact
+    compact(sys.argv[3], sys.argv[4], [sys.argv[5]], [sys.argv[6]], overwrite=True, log=lambda *a: None)
+"""
+
+
+@pytest.mark.parametrize("point", ["before", "after"])
+@pytest.mark.parametrize("what", ["index", "compact"])
+def test_sigkill_during_overwrite_leaves_the_old_artifact_or_the_new_one_whole(grown, tmp_path, point, what):
+    """``drkit index --overwrite`` and ``drkit compact --overwrite`` killed just before and just after the swap:
+    the folder holds the old artifact or the new one, loadable, never neither."""
+    import shutil
+
+    d, _ = grown
+    out = tmp_path / "out"
+    if what == "index":  # over an index of A, an index of A+B
+        shutil.copytree(d / "index", out)
+        shutil.rmtree(out / "segments")
+        (out / "CURRENT").unlink()
+        args = [str(d / "AB.txt"), str(out), str(SAMPLE / "kb.txt")]
+        new = SparseIndex.load(d / "full").n_passages
+    else:  # over an old compaction's output (the index of A), the compaction of the grown index
+        shutil.copytree(d / "index", out)
+        shutil.rmtree(out / "segments")
+        (out / "CURRENT").unlink()
+        shutil.copytree(d / "mentions", tmp_path / "mentions-out")
+        args = [str(d / "index"), str(out), str(d / "mentions"), str(tmp_path / "mentions-out")]
+        new = SparseIndex.load(d / "compact").n_passages
+    old = SparseIndex.load(out).n_passages
+    assert old != new
+    proc = subprocess.run([sys.executable, "-c", OVERWRITER, point, what, *args], cwd=ROOT, capture_output=True,
+                          env={**os.environ, "TQDM_DISABLE": "1"})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    assert SparseIndex.load(out).n_passages == (old if point == "before" else new)  # whole, old or new

@@ -345,7 +345,8 @@ class MentionIndex:
             name = f"vectors-{self.vectors_key()}"
             if not (folder / f"{name}.npy").exists():
                 raise ArtifactError(f"the segment {folder} has no vectors of the mention index {self.path} (it was added "
-                                    f"without --mentions {self.path}); add its articles again with it, or compact the index")
+                                    f"without --mentions {self.path}); the next 'drkit add' or 'drkit compact' with "
+                                    f"--mentions {self.path} embeds them")
             parts.append(np.asarray(load_array(folder, name)[kept]))
         view = copy.copy(self)
         view.vectors = np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float16)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import time
 from pathlib import Path
@@ -43,6 +44,7 @@ from drkit.errors import ArtifactError, ConfigError
 from drkit.index.build import write_index
 from drkit.index.linking import LinkConfig
 from drkit.index.segments import (
+    CURRENT,
     SEGMENTS,
     collect_garbage,
     next_segment_number,
@@ -56,23 +58,66 @@ from drkit.index.segments import (
 )
 from drkit.index.sources import live_articles
 from drkit.index.sparse import SparseIndex
-from drkit.util.artifact import ArtifactWriter
+from drkit.util.artifact import ArtifactWriter, file_checksum
 from drkit.util.progress import progress
 
 
-def _mention_indexes(index: SparseIndex, mentions: Sequence[str | Path]) -> list[MentionIndex]:
+def mention_indexes_beside(index_dir: str | Path) -> list[Path]:
+    """The mention indexes in the folders beside the index at `index_dir` (its parent's subfolders) that were
+    embedded from it: those a ``drkit add`` must give vectors too."""
+    index_dir = Path(index_dir).resolve()
+    candidates = []
+    for d in sorted(index_dir.parent.iterdir()):
+        manifest = d / "manifest.json"
+        if d == index_dir or not d.is_dir() or not manifest.is_file():
+            continue
+        try:
+            m = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(m, dict) and m.get("format") == FORMAT and isinstance(m.get("index"), dict):
+            candidates.append((d, m["index"].get("mentions_sha256")))
+    if not candidates:
+        return []
+    sha = file_checksum(index_dir / "mentions.npy")["sha256"]  # read only when there is a mention index to match
+    return [d for d, theirs in candidates if theirs == sha]
+
+
+def _mention_indexes(index: SparseIndex, mentions: Sequence[str | Path], log=print,
+                     beside: bool = False) -> list[MentionIndex]:
     """The mention indexes of `mentions`, each checked against `index`; every mention index the index's
-    segments carry vectors for must be among them (else the next segment would lack its vectors)."""
+    segments carry vectors for, and with `beside` (an update of the index) every one beside the index
+    (`mention_indexes_beside`), must be among them (else the next segment would lack its vectors). A live
+    segment that lacks the vectors of a mention index given (added without it) gets them now."""
     loaded = [MentionIndex.load(m) for m in mentions]
     for m in loaded:
         m.check_compatible(index)
     keys = {m.vectors_key() for m in loaded}
-    for seg in read_state(index.path)["segments"]:
+    state = read_state(index.path)
+    for seg in state["segments"]:
         for f in (index.path / SEGMENTS / seg).glob("vectors-*.npy"):
             key = f.stem.removeprefix("vectors-")
             if key not in keys:
                 raise ConfigError(f"the segment {f.parent} carries vectors ({f.name}) for a mention index not given; "
                                   "pass --mentions for every mention index of this index, so that each stays complete")
+    given = {Path(m.path).resolve() for m in loaded}
+    missing = [str(d) for d in mention_indexes_beside(index.path) if d.resolve() not in given] if beside else []
+    if missing:
+        raise ConfigError(f"{', '.join(missing)} {'is a mention index' if len(missing) == 1 else 'are mention indexes'} "
+                          f"of {index.path} (beside it) not given with --mentions: {'it' if len(missing) == 1 else 'they'}"
+                          " would lack the vectors of the new articles, and every load with "
+                          f"{'it' if len(missing) == 1 else 'them'} would fail. Pass --mentions for each (or move "
+                          "one no longer used out of that folder)")
+    for m in loaded:
+        for seg in state["segments"]:
+            folder = index.path / SEGMENTS / seg
+            if not (folder / f"vectors-{m.vectors_key()}.npy").exists():
+                t = time.perf_counter()
+                vectors, _ = embed_mentions(SparseIndex(folder), _encoder_of(m), EmbedConfig.from_manifest(
+                    m.manifest["config"]))
+                _save_vectors(folder, f"vectors-{m.vectors_key()}", vectors)
+                log(f"{folder}: embedded its mentions for {m.path}, which it lacked (added without it), in "
+                    f"{time.perf_counter() - t:.1f} s")
     return loaded
 
 
@@ -104,8 +149,10 @@ def add_documents(index_dir: str | Path, corpus: str | Path, mentions: Sequence[
         gone = collect_garbage(index_dir, state)
         if gone:
             log(f"deleted what an interrupted update left in {index_dir}: {', '.join(gone)}")
+        if not (index_dir / CURRENT).exists():  # version 0 on disk before the first segment: from now on a
+            write_state(index_dir, state)       # segment without CURRENT can only mean a lost version file
         live = SparseIndex.load(index_dir)
-        loaded = _mention_indexes(live, mentions)
+        loaded = _mention_indexes(live, mentions, log, beside=True)
         t = time.perf_counter()
         seg_dir, new_state, counts = write_segment(index_dir, corpus, corpus_format, entity_lists, replace, log)
         timings = {"link_and_score": time.perf_counter() - t}
@@ -172,7 +219,7 @@ def compact(index_dir: str | Path, out: str | Path, mentions: Sequence[str | Pat
 def _compact(index_dir: Path, out, mentions, mentions_out, base_corpus, overwrite: bool, log) -> SparseIndex:
     state = read_state(index_dir)
     live = SparseIndex.load(index_dir)
-    loaded = _mention_indexes(live, mentions)
+    loaded = _mention_indexes(live, mentions, log)
     t = time.perf_counter()
     articles, sources = live_articles(live, base_corpus)
     manifest = live.manifest

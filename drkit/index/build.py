@@ -101,6 +101,10 @@ def build_index(
     if (kb is None) == (not entities):
         raise ConfigError("give exactly one of kb (subject|relation|object file) and entities (one name per line, "
                           "or 'titles')")
+    if not Path(corpus).is_file():
+        what = "does not exist" if not Path(corpus).exists() else "is not a regular file (a pipe or a device)"
+        raise ConfigError(f"--corpus {corpus} {what}: the corpus is read more than once (entities, linking, its "
+                          "checksum, 'drkit compact'), so give a file; save a stream to one first")
     corpus_format = corpus_format or guess_corpus_format(corpus)
     question_specs = [parse_question_spec(s) for s in questions]
     question_sets = [(hops, list(read_questions(path))) for hops, path in question_specs]  # fail early on bad lines

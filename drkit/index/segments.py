@@ -66,11 +66,31 @@ EMPTY_STATE = {"version": 0, "segments": [], "removed": []}
 
 
 # -- the version file ------------------------------------------------------------------------------------------
+def written_segments(path: str | Path) -> list[str]:
+    """The complete segment folders under the index at `path` (named by number, with their manifest), whether
+    or not CURRENT names them."""
+    folder = Path(path) / SEGMENTS
+    if not folder.is_dir():
+        return []
+    return sorted(c.name for c in folder.iterdir() if c.is_dir() and c.name.isdigit() and (c / "manifest.json").exists())
+
+
 def read_state(path: str | Path) -> dict:
     """The version of the index at `path`: ``{"version", "segments", "removed"}`` (version 0, nothing added or
-    removed, when it has no CURRENT file)."""
+    removed, when it has no CURRENT file and no segment). An index with segments but no CURRENT has lost its
+    version file: `ArtifactError` saying how to recover, never an empty view (which the next update would
+    take as "delete every segment")."""
     file = Path(path) / CURRENT
     if not file.exists():
+        segments = written_segments(path)
+        if segments:
+            state = json.dumps({"version": len(segments), "segments": segments, "removed": []})
+            raise ArtifactError(
+                f"{file} is missing, but {Path(path) / SEGMENTS} holds the segments {', '.join(segments)}: the index's "
+                f"version file (which segments are live, which articles removed) is lost. Restore it from a backup; "
+                f"or, to make every segment live again (articles removed since are back, until removed again), "
+                f"write {state} to {file}; or delete {Path(path) / SEGMENTS} to go back to the index as built. Nothing "
+                "was changed.")
         return dict(EMPTY_STATE)
     try:
         state = json.loads(file.read_text(encoding="utf-8"))

@@ -215,10 +215,10 @@ class SparseIndex(DerivedA, MentionColumns):
         self._text = np.memmap(self.path / "passage_text.bin", dtype=np.uint8, mode="r") \
             if self._text_offsets[-1] > 0 else np.zeros(0, np.uint8)
         self.live = None  # what the live view of a grown index was made from (`drkit.index.segments.LiveInfo`)
-        if (self.path / "CURRENT").exists():
+        if (self.path / "CURRENT").exists() or (self.path / "segments").is_dir():
             from drkit.index.segments import apply_live_view, read_state
 
-            state = read_state(self.path)
+            state = read_state(self.path)  # a lost CURRENT beside segments is an error, not the base alone
             if state["segments"] or state["removed"]:
                 apply_live_view(self, state)  # base + segments - removed articles, in memory
 

@@ -9,7 +9,9 @@ place only when complete, so a crash never leaves a half-written artifact under 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import datetime as _dt
+import errno
 import hashlib
 import json
 import os
@@ -34,6 +36,41 @@ def file_checksum(path: str | Path) -> dict:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return {"path": str(path), "bytes": os.path.getsize(path), "sha256": h.hexdigest()}
+
+
+def _rename_exchange(a: Path, b: Path) -> bool:
+    """Exchange the paths `a` and `b` in one step (Linux renameat2 with RENAME_EXCHANGE); False where the system
+    cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):  # an old kernel, or a file system without it
+        return False
+    raise OSError(code, f"cannot exchange {a} and {b}: {os.strerror(code)}")
+
+
+def swap_in(new: str | Path, out: str | Path) -> None:
+    """Put the folder `new` at `out`. When `out` exists, the two are exchanged in one atomic rename (then the old
+    one, now at `new`, is deleted): a reader, or a crash at any point, finds at `out` the old artifact or the
+    new one, whole, never neither. Without an atomic exchange (not Linux), the old one is renamed aside first
+    (``.NAME.old-PID`` beside it, where a crash between the two renames would leave it)."""
+    new, out = Path(new), Path(out)
+    if not out.exists():
+        os.replace(new, out)
+        return
+    if _rename_exchange(new, out):
+        shutil.rmtree(new)
+        return
+    aside = out.with_name(f".{out.name}.old-{os.getpid()}")
+    os.replace(out, aside)
+    os.replace(new, out)
+    shutil.rmtree(aside)
 
 
 class ArtifactWriter:
@@ -88,9 +125,7 @@ class ArtifactWriter:
                 os.chmod(os.path.join(root, d), 0o777 & ~umask)
             for f in files:
                 os.chmod(os.path.join(root, f), 0o666 & ~umask)
-        if self.out.exists():
-            shutil.rmtree(self.out)
-        os.replace(self.tmp, self.out)
+        swap_in(self.tmp, self.out)
 
     def path(self, name: str) -> Path:
         assert self.tmp is not None, "use ArtifactWriter as a context manager"

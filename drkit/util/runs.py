@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from drkit.errors import ArtifactError, ConfigError
+from drkit.util.artifact import swap_in
 
 CHECKPOINT_FORMAT = "drkit.checkpoint"
 CHECKPOINT_VERSION = 1
@@ -161,9 +162,7 @@ def save_checkpoint(run: Path, step: int, model: torch.nn.Module, opt: torch.opt
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     final = d / f"step-{step}"
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)  # the commit
+    swap_in(tmp, final)  # the commit
     if (final / "best").exists():
         _copy_dir_atomically(final / "best", run / BEST_MODEL)
     for p in checkpoints(run)[:-keep]:
@@ -269,9 +268,7 @@ def _copy_dir_atomically(src: Path, dst: Path) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if dst.exists():
-        shutil.rmtree(dst)
-    os.replace(tmp, dst)
+    swap_in(tmp, dst)  # a server loading the model finds the old one or the new one, whole
 
 
 def append_log(path: Path, record: dict) -> None:
