@@ -122,15 +122,28 @@ class Client:
     def __init__(self, host: str, port: int):
         self.host, self.port = host, port
         self.reader = self.writer = None
+        self.stale = 0
 
     async def ask(self, question: str) -> tuple[int, bool, float]:
-        """(HTTP status, whether a 200's question result is an error, the Retry-After given)."""
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        """(HTTP status, whether a 200's question result is an error, the Retry-After given). A kept-alive
+        connection that the server closed while it was idle (uvicorn closes them after 5 s, e.g. while the
+        client waits out a Retry-After) is opened again and the request sent again, as HTTP clients do; such a
+        request had not reached the server (`stale` counts them)."""
         body = json.dumps({"question": question}).encode()
-        self.writer.write(b"POST /v1/ask HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                          b"Content-Length: %d\r\n\r\n%s" % (self.host.encode(), len(body), body))
-        status = int((await self.reader.readline()).split()[1])
+        request = (b"POST /v1/ask HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n%s" % (self.host.encode(), len(body), body))
+        reused = self.writer is not None
+        if not reused:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        self.writer.write(request)
+        line = await self.reader.readline()
+        if not line and reused:  # closed while idle, before this request: open a new one
+            self.stale += 1
+            await self.close()
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            self.writer.write(request)
+            line = await self.reader.readline()
+        status = int(line.split()[1])
         length, retry_after, close = 0, 0.0, False
         while True:
             line = await self.reader.readline()
@@ -160,7 +173,7 @@ async def load(host: str, port: int, questions: list[str], clients: int, duratio
                event=None) -> dict:
     """`clients` clients for `duration` s (at most `max_requests` started); `event(elapsed_fraction)`: an async
     callable run beside them (the update or the kill), whose result is returned under "event"."""
-    latencies, statuses, errors, refused_at = [], {}, [], []
+    latencies, statuses, errors, refused_at, stale = [], {}, [], [], []
     started = [0]
     t_start = time.perf_counter()
     end = t_start + duration
@@ -185,6 +198,7 @@ async def load(host: str, port: int, questions: list[str], clients: int, duratio
             if status == 503:
                 refused_at.append(time.perf_counter() - t_start)
                 await asyncio.sleep(min(retry_after or 1.0, max(0.0, end - time.perf_counter())))
+        stale.append(client.stale)
         await client.close()
 
     tasks = [one() for _ in range(clients)]
@@ -205,7 +219,7 @@ async def load(host: str, port: int, questions: list[str], clients: int, duratio
             "statuses": {str(k): v for k, v in sorted(statuses.items())},
             "share_503": round(statuses.get(503, 0) / max(total, 1), 3),
             "refused_between_s": [round(min(refused_at), 2), round(max(refused_at), 2)] if refused_at else None,
-            "errors": len(errors), "error_examples": errors[:5], **extra}
+            "errors": len(errors), "error_examples": errors[:5], "stale_connections_reopened": sum(stale), **extra}
 
 
 def free_port() -> int:

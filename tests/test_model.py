@@ -419,10 +419,10 @@ def test_embed_streams_to_disk_and_resumes_after_an_interruption(films_kb, tmp_p
     """An embedding interrupted after some batches leaves its vectors and progress record in
     .OUT.partial/; run again, it embeds only the batches left, and the mention index equals an
     uninterrupted build's bit for bit. A partial made with other settings is started over."""
-    import drkit.dense.mentions as mentions_module
+    import drkit.dense.embedding as embedding_module
 
     d, _ = films_kb
-    monkeypatch.setattr(mentions_module, "CHECKPOINT_S", 0.0)  # a progress record after every batch
+    monkeypatch.setattr(embedding_module, "CHECKPOINT_S", 0.0)  # a progress record after every batch
     config = EmbedConfig(precision="fp32", batch_tokens=64)  # many small batches
     whole = build_mention_index(d / "index", d / "enc", tmp_path / "whole", config, log=lambda *a: None)
     calls = {"n": 0}

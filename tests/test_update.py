@@ -20,7 +20,8 @@ from drkit.dense.mentions import EmbedConfig, MentionIndex, build_mention_index
 from drkit.dense.update import add_documents, compact, remove_documents
 from drkit.errors import ArtifactError, ConfigError
 from drkit.index.build import build_index
-from drkit.index.segments import read_state, update_lock
+from drkit.index.live import read_state
+from drkit.index.segments import update_lock
 from drkit.index.sparse import SparseIndex
 
 ROOT = Path(__file__).resolve().parents[1]

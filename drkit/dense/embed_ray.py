@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from drkit.dense.embedding import EmbedConfig, batch_plan, embed_batch, embed_timing, mention_rows
 from drkit.dense.encoder import DualEncoder
-from drkit.dense.mentions import EmbedConfig, batch_plan, embed_batch, embed_timing, mention_rows
 from drkit.errors import ArtifactError
 from drkit.index.sparse import SparseIndex
 

@@ -12,10 +12,13 @@ exactly from the memory-mapped fp16 vectors. `recall_at_k` measures either again
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
-from drkit.errors import ConfigError
+from drkit.errors import ArtifactError, ConfigError
+from drkit.util.artifact import file_checksum, read_manifest
 from drkit.util.hardware import choose
 from drkit.util.pages import will_need
 from drkit.util.sampling import sample_rows
@@ -206,3 +209,31 @@ def recall_at_k(approximate, exact, queries, k: int) -> float:
     _, exact_ids = exact.search(queries, k)
     hits = [len(np.intersect1d(a[a >= 0], e[e >= 0])) / max(1, int((e >= 0).sum())) for a, e in zip(approx_ids, exact_ids)]
     return float(np.mean(hits))
+
+
+# -- a saved IVF-PQ index (`drkit ann`) ------------------------------------------------------------------
+ANN_FORMAT = "drkit.ann_index"
+ANN_FORMAT_VERSION = 1
+
+
+def default_pq_m(dim: int) -> int:
+    """Bytes a vector of IVF-PQ codes by default: about one a 8 values, dividing `dim`."""
+    return next(m for m in range(max(1, dim // 8), 0, -1) if dim % m == 0)
+
+
+def mention_identity(mentions) -> dict:
+    """What names a mention index exactly: its path, size and the checksum of its manifest (which holds its
+    creation time, encoder and sparse index), without reading its vectors."""
+    return {"path": str(mentions.path), "manifest_sha256": file_checksum(mentions.path / "manifest.json")["sha256"],
+            "mentions": len(mentions), "dim": mentions.dim}
+
+
+def load_ann(mentions, path: str | Path, nprobe: int = 32, rerank: int = 4) -> "FaissMIPS":
+    """The IVF-PQ index `drkit.dense.ann.build_ann_index` wrote for `mentions` (a
+    `drkit.dense.mentions.MentionIndex`); refused for another mention index."""
+    path = Path(path)
+    manifest = read_manifest(path, ANN_FORMAT, ANN_FORMAT_VERSION)
+    if manifest["mentions"]["manifest_sha256"] != mention_identity(mentions)["manifest_sha256"]:
+        raise ArtifactError(f"{path} was built over the mention index {manifest['mentions']['path']}, not "
+                            f"{mentions.path}; build it again: drkit ann --mentions {mentions.path} --out {path} --overwrite")
+    return FaissMIPS.load(path / "index.faiss", mentions.vectors, nprobe=nprobe, rerank=rerank)

@@ -26,35 +26,29 @@ import numpy as np
 import torch
 
 from drkit.data.kb import EntityTable
-from drkit.dense.encoder import DualEncoder
-from drkit.dense.mentions import (
-    FORMAT,
-    FORMAT_VERSION,
+from drkit.dense.embedding import (
     EmbedConfig,
-    MentionIndex,
     batch_plan,
     embed_batch,
     embed_mentions,
     encoder_identity,
     index_identity,
     mention_rows,
-    resolve_encoder_dir,
 )
+from drkit.dense.encoder import DualEncoder
+from drkit.dense.mentions import FORMAT, FORMAT_VERSION, MentionIndex, resolve_encoder_dir
 from drkit.errors import ArtifactError, ConfigError
 from drkit.index.build import write_index
 from drkit.index.linking import LinkConfig
+from drkit.index.live import CURRENT, SEGMENTS, read_state, write_state
 from drkit.index.segments import (
-    CURRENT,
-    SEGMENTS,
     collect_garbage,
     next_segment_number,
     read_ids,
-    read_state,
     removal_state,
     sync_tree,
     update_lock,
     write_segment,
-    write_state,
 )
 from drkit.index.sources import live_articles
 from drkit.index.sparse import SparseIndex

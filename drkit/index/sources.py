@@ -17,11 +17,10 @@ import numpy as np
 
 from drkit.data.corpus import read_corpus
 from drkit.errors import ArtifactError, ConfigError
+from drkit.index.live import SEGMENTS, read_state
 from drkit.index.sparse import SparseIndex
 from drkit.util.artifact import file_checksum
 from drkit.util.warnlog import WarningLog
-
-SEGMENTS = "segments"
 
 
 def key_prefix(seg_id: str, corpus_format: str) -> str:
@@ -64,8 +63,6 @@ def live_articles(live: SparseIndex, base_corpus: str | Path | None = None) -> t
         records.append({"file": file, "format": s["format"], "sha256": s.get("sha256"), "n": len(read),
                         "key_prefix": s.get("key_prefix", ""),
                         "positions": [i for i in range(len(read)) if i not in skip]})
-    from drkit.index.segments import read_state
-
     state = read_state(path)
     for seg in state["segments"]:
         seg_dir = path / SEGMENTS / seg

@@ -29,6 +29,7 @@ from drkit.data.kb import EntityTable
 from drkit.errors import ArtifactError, ConfigError
 from drkit.index.csr import DerivedA, a_matrix, mention_incidence, passage_mention_indptr, ragged_expand
 from drkit.index.linking import LinkedCorpus, MentionColumns
+from drkit.index.live import CURRENT, SEGMENTS, apply_live_view, read_state
 from drkit.index.tfidf import NgramHasher, document_frequency, idf_weights, keep_columns, tfidf
 from drkit.util.artifact import load_array, read_jsonl, read_manifest
 from drkit.util.progress import progress
@@ -214,10 +215,8 @@ class SparseIndex(DerivedA, MentionColumns):
         self._text_offsets = load_array(self.path, "passage_text_offsets")
         self._text = np.memmap(self.path / "passage_text.bin", dtype=np.uint8, mode="r") \
             if self._text_offsets[-1] > 0 else np.zeros(0, np.uint8)
-        self.live = None  # what the live view of a grown index was made from (`drkit.index.segments.LiveInfo`)
-        if (self.path / "CURRENT").exists() or (self.path / "segments").is_dir():
-            from drkit.index.segments import apply_live_view, read_state
-
+        self.live = None  # what the live view of a grown index was made from (`drkit.index.live.LiveInfo`)
+        if (self.path / CURRENT).exists() or (self.path / SEGMENTS).is_dir():
             state = read_state(self.path)  # a lost CURRENT beside segments is an error, not the base alone
             if state["segments"] or state["removed"]:
                 apply_live_view(self, state)  # base + segments - removed articles, in memory

@@ -170,7 +170,7 @@ class _Served:
 
 def index_version(index_dir: str | Path) -> int:
     """The version named by ``INDEX/CURRENT`` (0 for an index never added to or removed from)."""
-    from drkit.index.segments import read_state
+    from drkit.index.live import read_state
 
     return int(read_state(index_dir)["version"])
 
