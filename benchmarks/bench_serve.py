@@ -135,8 +135,13 @@ class Client:
         reused = self.writer is not None
         if not reused:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        self.writer.write(request)
-        line = await self.reader.readline()
+        try:
+            self.writer.write(request)
+            line = await self.reader.readline()
+        except ConnectionResetError:
+            if not reused:
+                raise
+            line = b""
         if not line and reused:  # closed while idle, before this request: open a new one
             self.stale += 1
             await self.close()

@@ -268,11 +268,14 @@ class _Broken(_Wrapped):
 
 
 def test_an_internal_error_is_500_without_a_trace(engine):
-    with TestClient(create_app(_Broken(engine), ServeConfig()), raise_server_exceptions=False) as c:
-        body = error_of(c.post("/v1/ask", json={"question": QUESTIONS[0]}), 500)
+    with TestClient(create_app(_Broken(engine), ServeConfig())) as c:  # answered, not raised to the server
+        r = c.post("/v1/ask", json={"question": QUESTIONS[0]}, headers={"X-Request-ID": "req-7"})
+        body = error_of(r, 500)
         assert "secret" not in body["error"] and "/some/path.py" not in body["error"]
+        assert "req-7" in body["error"] and r.headers["x-request-id"] == "req-7"  # the log names it too
         assert c.get("/healthz").status_code == 200  # the worker goes on
         assert c.get("/readyz").status_code == 200
+        assert 'drkit_http_errors_total{cause="internal",status="500"} 1.0' in c.get("/metrics").text
 
 
 class _Gated(_Wrapped):
@@ -557,13 +560,31 @@ def test_stop_answers_what_it_can_within_its_time_and_refuses_the_rest():
         await asyncio.sleep(0.05)  # the first is computing (until released), the second waits in the queue
         second = asyncio.ensure_future(b.submit("k", [2]))
         await asyncio.sleep(0.01)
-        asyncio.get_running_loop().call_later(0.3, release.set)
-        await b.stop(timeout_s=0.1)
+        asyncio.get_running_loop().call_later(0.05, release.set)  # the batch in hand ends within the time
+        await b.stop(timeout_s=0.5)
         return await asyncio.gather(first, second, return_exceptions=True)
 
     first, second = asyncio.run(main())
     assert first == [1]  # the batch in hand finishes
-    assert isinstance(second, NotRunning)
+    assert second == [2]  # and so does the queue, within the time
+
+    async def late():
+        b = Batcher(run, max_batch=1, max_wait_ms=0, max_queue=100)
+        release.clear()
+        await b.start()
+        first = asyncio.ensure_future(b.submit("k", [1]))
+        await asyncio.sleep(0.05)  # the first is computing (until released), the second waits in the queue
+        second = asyncio.ensure_future(b.submit("k", [2]))
+        await asyncio.sleep(0.01)
+        t0 = time.perf_counter()
+        await b.stop(timeout_s=0.1)  # the batch in hand takes longer: stop does not wait for it
+        took = time.perf_counter() - t0
+        release.set()
+        return took, await asyncio.gather(first, second, return_exceptions=True)
+
+    took, (first, second) = asyncio.run(late())
+    assert took < 1.0  # bounded by its time, not by the batch (released only after stop returned)
+    assert isinstance(first, NotRunning) and isinstance(second, NotRunning)
 
 
 def test_batcher_waits_at_most_max_wait_and_bounds_the_queue():

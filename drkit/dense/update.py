@@ -63,9 +63,9 @@ def mention_indexes_beside(index_dir: str | Path) -> list[Path]:
     candidates = []
     for d in sorted(index_dir.parent.iterdir()):
         manifest = d / "manifest.json"
-        if d == index_dir or not d.is_dir() or not manifest.is_file():
-            continue
-        try:
+        try:  # a folder this user may not read (lost+found) is no mention index of theirs
+            if d == index_dir or not d.is_dir() or not manifest.is_file():
+                continue
             m = json.loads(manifest.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue

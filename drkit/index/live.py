@@ -51,8 +51,9 @@ def read_state(path: str | Path) -> dict:
                 f"{file} is missing, but {Path(path) / SEGMENTS} holds the segments {', '.join(segments)}: the index's "
                 f"version file (which segments are live, which articles removed) is lost. Restore it from a backup; "
                 f"or, to make every segment live again (articles removed since are back, until removed again), "
-                f"write {state} to {file}; or delete {Path(path) / SEGMENTS} to go back to the index as built. Nothing "
-                "was changed.")
+                f"write {state} to {file} (an index that never had a CURRENT, made by an older drkit whose first "
+                f"'drkit add' was interrupted: leave its last segment out of that list); or delete "
+                f"{Path(path) / SEGMENTS} to go back to the index as built. Nothing was changed.")
         return dict(EMPTY_STATE)
     try:
         state = json.loads(file.read_text(encoding="utf-8"))

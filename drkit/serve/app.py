@@ -167,7 +167,8 @@ class BodyLimit:
 class RequestLog:
     """ASGI middleware, outermost: gives each HTTP request an id (the client's ``X-Request-ID`` when it is
     sane, else a new one) echoed in the response's ``X-Request-ID``, counts it in the metrics and, with
-    `enabled`, writes one JSON line to the access log."""
+    `enabled`, writes one JSON line to the access log. An exception that reaches it is answered with a JSON
+    500 naming the request id (never a stack trace) and logged once."""
 
     def __init__(self, app, metrics: Metrics, enabled: bool = True):
         self.app, self.metrics, self.enabled = app, metrics, enabled
@@ -178,7 +179,7 @@ class RequestLog:
         given = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
         request_id = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
-        status = [500]
+        status = [None]
 
         async def send_with_id(message):
             if message["type"] == "http.response.start":
@@ -189,7 +190,15 @@ class RequestLog:
         t0 = time.perf_counter()
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception as exc:  # answered here, with the request id, and logged once with its traceback
+            log.exception("error answering %s %s (request %s)", scope["method"], scope["path"], request_id)
+            if status[0] is None:
+                self.metrics.error(500, "internal")
+                await _error(500, f"internal error ({type(exc).__name__}, request {request_id}); the server log "
+                                  "has the details")(scope, receive, send_with_id)
         finally:
+            if status[0] is None:  # the client left before any response: nginx's 499
+                status[0] = 499
             took = time.perf_counter() - t0
             root, path = scope.get("root_path", ""), scope["path"]
             path = path[len(root):] or "/" if root and path.startswith(root) else path

@@ -69,6 +69,7 @@ class Batcher:
         self._pending: deque[_Pending] = deque()
         self._queued = 0  # questions waiting, not yet in a running batch
         self._running = 0  # questions in the batch being computed
+        self._in_hand: list[_Pending] = []  # the requests of that batch
         self._arrived: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -86,7 +87,8 @@ class Batcher:
 
     async def stop(self, timeout_s: float | None = None) -> None:
         """Answer everything queued, then stop the worker; after `timeout_s` seconds (None: no limit), the
-        requests still waiting get `NotRunning` instead (the batch being computed is let finish)."""
+        requests still waiting get `NotRunning` instead, and the batch being computed is left to its thread
+        (whose engine the caller then closes: a model process is stopped, which ends the batch)."""
         self._closing = True
         if self._arrived is not None:
             self._arrived.set()
@@ -99,7 +101,12 @@ class Batcher:
                         p.future.set_exception(NotRunning("the server stopped before this request was answered"))
                 self._pending.clear()
                 self._queued = 0
-                await self._worker  # returns once the batch in hand is done: the queue is empty
+                for p in self._in_hand:  # the batch being computed: refused too, its thread left to the caller
+                    if not p.future.done():
+                        p.future.set_exception(NotRunning("the server stopped while this request was computed"))
+                self._worker.cancel()
+                self._executor.shutdown(wait=False)
+                return
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 
@@ -175,11 +182,11 @@ class Batcher:
             batch = self._take()
             items = [x for p in batch for x in p.items]
             self._queued -= len(items)
-            self._running = len(items)
+            self._running, self._in_hand = len(items), batch
             try:
                 await self._answer(batch, items)
             finally:
-                self._running = 0
+                self._running, self._in_hand = 0, []
 
     async def _call(self, key: Hashable, items: list) -> list:
         results = await asyncio.get_running_loop().run_in_executor(self._executor, self.run, key, items)

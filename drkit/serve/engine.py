@@ -19,8 +19,9 @@ entity ids with an `EntityLookup`, or one `InfoLookup` (`Engine.run_json` tells 
 call that touches the index is bounded by the same queue and computed where the index is loaded.
 
 **Live updates.** An engine loaded with `Engine.load` watches its index's version file (``INDEX/CURRENT``,
-`drkit.index.segments`): when ``drkit add``, ``remove`` or `compact`'s swap make a new version, `refresh`
-loads it beside the one being served, warms it up, and then replaces it in one assignment. A batch reads the
+`drkit.index.live`) and the manifests of its index and mention index: when ``drkit add`` or ``remove`` make a
+new version (or an ``--overwrite`` swaps a new folder in), `refresh` loads it beside the one being served,
+warms it up, and then replaces it in one assignment. A batch reads the
 version once, when it starts: it finishes on the version it started on, and the next batch runs on the new
 one. The old one is freed when its last batch is done. Each result names its ``index_version``.
 """
@@ -31,6 +32,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ import numpy as np
 from drkit.errors import ConfigError, QuestionError
 from drkit.qa.pipeline import HOP_MIXING, DrKIT, LoadConfig, QueryConfig, answered_alone_on_error
 from drkit.qa.results import Evidence
+from drkit.reason.vkb import ParsedQuestion
 
 ANSWERS = "answers"  # a multi-hop model: answers and chain
 PASSAGES = "passages"  # a hop-mixing model: also the ranked passages and pi
@@ -85,6 +88,7 @@ def _sha256(path: Path) -> str | None:
 
 
 _HIDDEN = ("command", "argv", "cwd", "hostname", "model_process")
+_PATH_IN_TEXT = re.compile(r"(?<![\w:])(?:\.{0,2}/|~/)?(?:[^\s/'\"]+/)+([^\s/'\":]+)")
 
 
 def redacted(manifest):
@@ -95,9 +99,10 @@ def redacted(manifest):
         return {k: redacted(v) for k, v in manifest.items() if k not in _HIDDEN}
     if isinstance(manifest, list):
         return [redacted(v) for v in manifest]
-    if isinstance(manifest, str) and "/" in manifest and "://" not in manifest and not any(
-            c.isspace() for c in manifest):
-        return Path(manifest).name or manifest
+    if isinstance(manifest, str) and "/" in manifest and "://" not in manifest:
+        if not any(c.isspace() for c in manifest):
+            return Path(manifest).name or manifest
+        return _PATH_IN_TEXT.sub(lambda m: m.group(1), manifest)  # a path inside a sentence (a warning)
     return manifest
 
 
@@ -162,10 +167,12 @@ def entity_passages(index, entity_id: int, limit: int = 10) -> dict:
 
 @dataclass(frozen=True)
 class _Served:
-    """One version of the index with the model over it: what a batch runs on from its start to its end."""
+    """One version of the index with the model over it: what a batch runs on from its start to its end, and
+    what was on disk when it was loaded (`on_disk`)."""
 
     kit: DrKIT
     version: int
+    on_disk: tuple
 
 
 def index_version(index_dir: str | Path) -> int:
@@ -175,21 +182,44 @@ def index_version(index_dir: str | Path) -> int:
     return int(read_state(index_dir)["version"])
 
 
+def on_disk(*folders: str | Path) -> tuple:
+    """What identifies the artifacts in `folders` as they are on disk now: each manifest's inode and time (an
+    ``--overwrite`` swaps a new folder in, with a new manifest), and first the index's CURRENT version."""
+    out: list = [index_version(folders[0])]
+    for folder in folders:
+        try:
+            st = (Path(folder) / "manifest.json").stat()
+            out.append((st.st_ino, st.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def served_version(kit: DrKIT, fallback: int) -> int:
+    """The version of the index `kit` loaded: its live view's (read when it was loaded), else `fallback`."""
+    live = kit.vkb.index.live
+    return int(live.version) if live is not None else fallback
+
+
 class Engine:
     """A loaded model and index behind the API. Build with `Engine.load`; `run` is thread-safe only in the
     sense that it reads and never writes shared state: the server calls it from one worker thread (and a
     live update, `refresh`, from another, which swaps the version in one assignment)."""
 
     def __init__(self, index_dir: Path, model_dir: Path, kit: DrKIT, chain_top: int = 3,
-                 reload: Callable[[], DrKIT] | None = None):
+                 reload: Callable[[], DrKIT] | None = None, seen: tuple | None = None):
+        """`seen`: `on_disk(index_dir)` as read before `kit` was loaded."""
         self.kind = PASSAGES if kit.kind == HOP_MIXING else ANSWERS
         self.chain_top = chain_top
         self.max_hops = kit.max_hops
         self.index_dir, self.model_dir = Path(index_dir), Path(model_dir)
         self._reload = reload  # a fresh DrKIT over the index as it is now (None: this engine never reloads)
-        self._served = _Served(kit, index_version(index_dir))
+        before = seen if seen is not None else on_disk(index_dir)  # read before the load: a version added
+        self._served = _Served(kit, served_version(kit, before[0]),  # meanwhile is loaded at the next look
+                               before + on_disk(index_dir, kit.vkb.mentions.path)[2:])
         self._refresh_lock = threading.Lock()
-        self._failed_version: int | None = None  # a version that did not load: not tried again until CURRENT moves
+        self._failure: tuple | None = None  # (on_disk, next try, tries) of what failed to load: tried with back-off
+        self._last_error = ""
         self._watcher: threading.Thread | None = None
         self._stop = threading.Event()
         self.reloads = 0
@@ -218,7 +248,8 @@ class Engine:
             return DrKIT.load(index, model, mentions, config, reader=reader)
 
         model_dir = mixing_model_dir(model) if is_mixing_model(model) else Path(model_dir_of(model))
-        return cls(Path(index), model_dir, load_kit(), chain_top=chain_top, reload=load_kit)
+        seen = on_disk(index)
+        return cls(Path(index), model_dir, load_kit(), chain_top=chain_top, reload=load_kit, seen=seen)
 
     # -- the version served ------------------------------------------------------------------------
     @property
@@ -253,7 +284,7 @@ class Engine:
                 kit.parse(f"what is {name}")
             except QuestionError:
                 pass
-            kit.answer_batch([kit.parse(f"what is [{name}]")], top=1, chain_top=1)
+            kit.answer_batch([ParsedQuestion(f"what is {name}", entity, name, "bracketed")], top=1, chain_top=1)
         else:
             kit.answer_batch([index.article_titles[0] if len(index.article_titles) else "warm-up"], top=1,
                              chain_top=1, passages=1)
@@ -263,38 +294,48 @@ class Engine:
         return took
 
     def refresh(self) -> bool:
-        """Serve the index's current version if it is not the one served: load it beside the served one, warm
-        it up, then swap (between batches: a batch holds the version it started on). True if it swapped. A
-        version that fails to load is logged and skipped (the served one stays) until CURRENT moves on."""
+        """Serve the index as it is on disk if it is not what is served (a new CURRENT version, or a folder
+        swapped in by ``--overwrite``): load it beside the served one, warm it up, then swap (between batches: a
+        batch holds the version it started on). True if it swapped. A load that fails is logged, the served
+        version stays, and it is tried again after a back-off (5 s, doubling up to 5 minutes)."""
         if self._reload is None:
             return False
         with self._refresh_lock:
+            served = self._served
             try:
-                version = index_version(self.index_dir)
+                now = on_disk(self.index_dir, served.kit.vkb.mentions.path)
             except Exception as exc:  # an unreadable CURRENT: keep serving what is loaded
-                self._note_failure(None, exc)
+                self._note_failure(("unreadable",), exc)
                 return False
-            if version == self._served.version or version == self._failed_version:
+            if now == served.on_disk:
+                self._failure = None
+                return False
+            if self._failure is not None and self._failure[0] == now and time.monotonic() < self._failure[1]:
                 return False
             t0 = time.perf_counter()
             try:
                 kit = self._reload()
                 self.warm_up(kit)
+                version = served_version(kit, now[0])
             except Exception as exc:
-                self._note_failure(version, exc)
+                self._note_failure(now, exc)
                 return False
-            self._served = _Served(kit, version)  # the swap: one assignment, read once by each batch
+            self._served = _Served(kit, version, now)  # the swap: one assignment, read once by each batch
             self.reloads += 1
-            self._failed_version = None
+            self._failure, self._last_error = None, ""
             log.info("drkit serve: now serving index version %d (loaded and warmed up in %.1f s)", version,
                      time.perf_counter() - t0)
             return True
 
-    def _note_failure(self, version: int | None, exc: Exception) -> None:
+    def _note_failure(self, seen: tuple, exc: Exception) -> None:
+        tries = self._failure[2] + 1 if self._failure is not None and self._failure[0] == seen else 1
+        self._failure = (seen, time.monotonic() + min(300.0, 5.0 * 2 ** (tries - 1)), tries)
         self.reload_failures += 1
-        self._failed_version = version
-        log.error("drkit serve: index version %s could not be loaded, still serving version %d: %s",
-                  version if version is not None else "(unreadable)", self._served.version, exc)
+        message = f"{type(exc).__name__}: {exc}"
+        if message != self._last_error:  # said once, not at every look
+            log.error("drkit serve: the index as it is on disk could not be loaded (still serving version %d; "
+                      "tried again with a back-off): %s", self._served.version, message)
+        self._last_error = message
 
     def watch(self, interval_s: float) -> None:
         """Call `refresh` every `interval_s` seconds in a daemon thread until `stop_watching` (0: never)."""

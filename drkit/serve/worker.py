@@ -85,8 +85,8 @@ def _child(conn, index, model, mentions, load_config, chain_top: int, threads: i
 
 class ModelProcess:
     """The engine interface of `drkit.serve.engine.Engine` (`kind`, `max_hops`, `version`, `check`,
-    `run_json`, `entity`, `info`) with `run_json` computed in a child process that is started again when it
-    dies (module docstring). `close` stops the child and its supervisor."""
+    `run_json`, `info`) with `run_json` computed in a child process that is started again when it dies (module
+    docstring). `close` stops the child and its supervisor."""
 
     def __init__(self, index: str | Path, model: str | Path, mentions: str | Path | None = None, load_config=None,
                  chain_top: int = 3, threads: int = 0, load_timeout_s: float = 600.0, batch_timeout_s: float = 60.0,
@@ -104,6 +104,7 @@ class ModelProcess:
         self.restart_failures = 0
         self._lock = threading.Lock()  # one batch at a time; guards the process and its pipe
         self._closing = threading.Event()
+        self._starting = None  # the child being started, until it is ready (`close` kills it)
         self._process, self._conn, ready = self._start()
         self.kind, self.max_hops = ready["kind"], ready["max_hops"]
         self.version, self.n_entities, self.warm_up_s = ready["version"], ready["entities"], ready["warm_up_s"]
@@ -118,6 +119,7 @@ class ModelProcess:
         conn, child_conn = context.Pipe()
         process = context.Process(target=_child, name="drkit-model", daemon=True, args=(child_conn, *self._args))
         process.start()
+        self._starting = process
         child_conn.close()
         try:
             if not conn.poll(self.load_timeout_s):
@@ -134,6 +136,8 @@ class ModelProcess:
             process.join()
             conn.close()
             raise
+        finally:
+            self._starting = None
         if status != "ready":
             process.join(5.0)
             conn.close()
@@ -221,12 +225,15 @@ class ModelProcess:
         return dict(info, model_process=self.pid, restarts=self.restarts)
 
     def close(self, timeout_s: float = 30.0) -> None:
-        """Stop the supervisor, tell the child to exit (after the batch it is computing) and wait for it at most
-        `timeout_s` seconds (then it is killed)."""
+        """Tell the child to exit (after the batch it is computing) and wait for it at most `timeout_s` seconds
+        (then it is killed); a child being started again is killed; then the supervisor stops."""
         deadline = time.monotonic() + timeout_s
-        self._closing.set()
-        self._supervisor.join(timeout_s)
-        self._stop_child(max(0.0, deadline - time.monotonic()))
+        self._closing.set()  # no more starts
+        starting = self._starting
+        if starting is not None and starting.is_alive():
+            starting.kill()
+        self._stop_child(timeout_s)
+        self._supervisor.join(max(0.0, deadline - time.monotonic()) + 1.0)
 
     def _stop_child(self, timeout_s: float) -> None:
         try:

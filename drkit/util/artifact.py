@@ -46,12 +46,14 @@ def _rename_exchange(a: Path, b: Path) -> bool:
         renameat2 = libc.renameat2
     except (OSError, AttributeError):
         return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
     at_fdcwd, rename_exchange = -100, 2
     if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
         return True
     code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):  # an old kernel, or a file system without it
-        return False
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EXDEV):  # an old kernel, a file system without
+        return False                                                      # it, or overlayfs's lower layer
     raise OSError(code, f"cannot exchange {a} and {b}: {os.strerror(code)}")
 
 
@@ -59,7 +61,9 @@ def swap_in(new: str | Path, out: str | Path) -> None:
     """Put the folder `new` at `out`. When `out` exists, the two are exchanged in one atomic rename (then the old
     one, now at `new`, is deleted): a reader, or a crash at any point, finds at `out` the old artifact or the
     new one, whole, never neither. Without an atomic exchange (not Linux), the old one is renamed aside first
-    (``.NAME.old-PID`` beside it, where a crash between the two renames would leave it)."""
+    (``.NAME.old-PID`` beside it, where a crash between the two renames would leave it); where a folder cannot
+    be renamed at all (a container image's lower layer), it is deleted first. A crash after the exchange leaves
+    the old artifact at `new` (a ``.NAME.tmp-*`` folder beside it), to be deleted by hand."""
     new, out = Path(new), Path(out)
     if not out.exists():
         os.replace(new, out)
@@ -68,7 +72,14 @@ def swap_in(new: str | Path, out: str | Path) -> None:
         shutil.rmtree(new)
         return
     aside = out.with_name(f".{out.name}.old-{os.getpid()}")
-    os.replace(out, aside)
+    try:
+        os.replace(out, aside)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        shutil.rmtree(out)  # a folder that cannot be renamed (overlayfs's lower layer): deleted first, as before
+        os.replace(new, out)
+        return
     os.replace(new, out)
     shutil.rmtree(aside)
 
