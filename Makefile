@@ -52,11 +52,14 @@ bench: install
 	$(BIN)/python benchmarks/bench_mips.py
 	$(BIN)/python benchmarks/bench_dense.py
 
-# Load benchmark of drkit serve with the MetaQA 2-hop model (make metaqa first, or pass INDEX= and MODEL=).
-INDEX ?= runs/metaqa/index
-MODEL ?= runs/metaqa/train-drkit-2hop
+# Load, overload and fault benchmark of drkit serve with the demo's 2-hop model (make demo first, or pass INDEX=,
+# MODEL= and QUESTIONS=).
+INDEX ?= runs/sample-index
+MODEL ?= runs/sample-model-2hop
+QUESTIONS ?= $(SAMPLE)/2-hop/qa_dev.txt
 bench-serve: install
-	$(BIN)/python benchmarks/bench_serve.py --index $(INDEX) --model $(MODEL) --questions $(METAQA)/2-hop/vanilla/qa_dev.txt
+	$(BIN)/python benchmarks/bench_serve.py --index $(INDEX) --model $(MODEL) --questions $(QUESTIONS) \
+	    --out benchmarks/results/serve-sample
 
 # Pretrained and not-pretrained mention indexes of the full MetaQA data, and their slot-filling scores.
 metaqa-dense: install
