@@ -400,6 +400,23 @@ def test_a_missing_ann_or_faiss_is_an_error_at_load(sample_run, tmp_path, monkey
         Engine.load(*sample_run, config=LoadConfig(mips="faiss"))
 
 
+def test_an_ann_of_another_mention_index_fails_the_warm_up_not_a_request(sample_run, tmp_path):  # noqa: F811
+    """A stale --ann (built over another mention index) loads lazily: the warm-up, before the server listens,
+    is what finds it, so that drkit serve stops with the reason instead of saying ready and answering 500."""
+    from drkit.dense.ann import build_ann_index
+    from drkit.errors import ArtifactError
+    from drkit.qa.pipeline import LoadConfig
+
+    index, run = sample_run
+    build_ann_index(index.parent / "mentions", tmp_path / "ann", nlist=4, log=lambda *a: None)
+    manifest = json.loads((tmp_path / "ann" / "manifest.json").read_text())
+    manifest["mentions"]["manifest_sha256"] = "0" * 64  # as if built over another mention index
+    (tmp_path / "ann" / "manifest.json").write_text(json.dumps(manifest))
+    engine = Engine.load(index, run, config=LoadConfig(mips="ivfpq", ann=str(tmp_path / "ann")))
+    with pytest.raises(ArtifactError, match="was built over the mention index"):
+        engine.warm_up()
+
+
 def test_metrics_request_ids_and_the_access_log(engine, caplog):
     with TestClient(create_app(engine, ServeConfig(max_questions=2)), raise_server_exceptions=False) as c:
         with caplog.at_level("INFO", logger="drkit.serve.access"):
