@@ -40,6 +40,7 @@ from drkit.errors import ConfigError, DrkitError, QuestionError
 from drkit.qa.results import Answer, Hop, HopEntity, Passage, Result, evidence_of
 from drkit.reason.follow import RETRIEVALS, FollowConfig
 from drkit.reason.model import MultiHopModel, model_dir_of
+from drkit.reason.quantize import QUANTIZE, quantize_question_encoder
 from drkit.reason.vkb import ParsedQuestion, VirtualKB, check_model_index
 from drkit.util.hardware import precision_field
 
@@ -63,6 +64,9 @@ class LoadConfig:
         "help": "with --mips ivfpq: the best rerank x K candidates of the codes are scored again exactly (more: "
                 "higher recall, slower)", "type": int})
     precision: str = precision_field("the question encoder and the mention scores")
+    quantize: str = field(default="none", metadata={
+        "help": "int8: the question encoder's transformer layers as int8 dynamic quantisation (CPU, fp32; "
+                "benchmarks/bench_quantize.py measures its speed and recall against fp32)", "choices": QUANTIZE})
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,7 @@ class DrKIT:
 
             r = DrKITRetriever.load(index, model, mentions, precision=config.precision, searcher=config.mips,
                                     search=search, **(retriever_options or {}))
-            return cls(r.model, r.vkb, r, reader, read_passages)
+            return cls._quantized(cls(r.model, r.vkb, r, reader, read_passages), config)
         model_dir = model_dir_of(model)
         net = MultiHopModel.load(model_dir)
         mentions = mentions or net.manifest.get("mentions", {}).get("path")
@@ -156,8 +160,17 @@ class DrKIT:
         if not Path(mentions).exists():
             raise ConfigError(f"the mention index {mentions} the model was trained with does not exist; "
                               "pass the mentions directory")
-        return cls(net, VirtualKB.load(index, mentions, config.mips, config.precision, **search), reader=reader,
-                   read_passages=read_passages)
+        return cls._quantized(cls(net, VirtualKB.load(index, mentions, config.mips, config.precision, **search),
+                                  reader=reader, read_passages=read_passages), config)
+
+    @staticmethod
+    def _quantized(kit: "DrKIT", config: LoadConfig) -> "DrKIT":
+        """`kit` with its question encoder quantised to int8 when `config.quantize` asks for it."""
+        if config.quantize not in QUANTIZE:
+            raise ConfigError(f"quantize must be one of {', '.join(QUANTIZE)}, got {config.quantize!r}")
+        if config.quantize == "int8":
+            quantize_question_encoder(kit.model, kit.vkb.compute.precision)
+        return kit
 
     @staticmethod
     def _search_settings(config: LoadConfig) -> dict:

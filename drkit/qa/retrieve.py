@@ -40,6 +40,7 @@ import torch
 from drkit.errors import ConfigError
 from drkit.qa.metrics import KS, answer_hits, ir_measures_metrics, question_ids, recall_metrics, write_trec_qrels, write_trec_run
 from drkit.reason.passages import ENTITIES, rank_passages
+from drkit.reason.quantize import QUANTIZE
 from drkit.util.hardware import precision_field
 from drkit.util.progress import progress
 
@@ -64,6 +65,9 @@ class RetrieveConfig:
         "help": "after the passages the model reached, list the question linker's ranking, marked \"reached\": "
                 "false and counted in metrics.json (off: only reached passages, maybe fewer than --top)"})
     precision: str = precision_field("the question encoder and the mention scores")
+    quantize: str = field(default="none", metadata={
+        "help": "int8: the question encoder's transformer layers as int8 dynamic quantisation (CPU, fp32; "
+                "benchmarks/bench_quantize.py measures its speed and recall against fp32)", "choices": QUANTIZE})
 
     def __post_init__(self):
         if self.top < 1 or self.batch_size < 1 or self.qps_sample < 0:
