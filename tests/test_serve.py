@@ -854,3 +854,64 @@ def test_a_document_added_while_serving_is_answered_without_a_restart(sample_run
             assert "drkit_index_version 1.0" in httpx.get(f"{url}/metrics").text
     finally:
         remote.close()
+
+
+def test_sigterm_exits_within_the_drain_time_even_with_a_hung_batch(sample_run):  # noqa: F811
+    """The worst case of a drain: the model process hangs (SIGSTOP) inside a batch when SIGTERM arrives. The
+    server must still exit, with status 0, within --drain-s (plus the interpreter's own exit), the hung
+    request answered 503 before the deadline, and the model process must not outlive it."""
+    import httpx
+
+    index, run = sample_run
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "drkit", "serve", "--index", str(index), "--model", str(run),
+                             "--port", str(port), "--drain-s", "3", "--max-wait-ms", "0", "--expose-paths"],
+                            cwd=ROOT, env=dict(os.environ, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    url, child = f"http://127.0.0.1:{port}", None
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "drkit serve did not become ready"
+            time.sleep(0.1)
+        child = httpx.get(f"{url}/v1/info").json()["model_process"]
+        os.kill(child, signal.SIGSTOP)  # hung: the next batch never ends by itself
+        with ThreadPoolExecutor(1) as pool:
+            hung = pool.submit(httpx.post, f"{url}/v1/ask", json={"question": QUESTIONS[0]}, timeout=60)
+            while httpx.get(f"{url}/readyz", timeout=5).json()["queued"] < 1:  # its batch is in the model process
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+            took = time.monotonic() - t0
+            refused = hung.result()
+        assert proc.returncode == 0, proc.stderr.read()
+        assert took < 3 + 3, f"SIGTERM to exit took {took:.1f} s with --drain-s 3"
+        # answered before the deadline, with a 503 and a reason, not cut off by uvicorn's forced stop (a bare 500)
+        assert refused.status_code == 503 and "shutting down" in refused.json()["error"], refused.text
+        gone = time.monotonic() + 10
+        while True:  # the hung model process was killed, not left behind
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            with open(f"/proc/{child}/stat") as f:
+                if f.read().split(") ")[1].startswith("Z"):  # a zombie is dead, awaiting its reaper
+                    break
+            assert time.monotonic() < gone, "the model process outlived the server"
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if child is not None:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

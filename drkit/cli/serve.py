@@ -127,7 +127,7 @@ def _serve(engine, config, deadline: list) -> int:
         def handle_exit(self, sig, frame):  # the signal's time starts the drain's clock
             if not deadline:
                 deadline.append(time.monotonic() + config.drain_s)
-                app.state.stop_deadline = deadline[0]
+                app.state.drain_by(deadline[0])
             super().handle_exit(sig, frame)
 
     # uvicorn's own drain (the connections in flight) gets most of --drain-s, the queue and the model process

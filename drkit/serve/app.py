@@ -215,8 +215,9 @@ class RequestLog:
 def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
     """The FastAPI app serving `engine` (module docstring): an `Engine`, or a `drkit.serve.worker.ModelProcess`
     (the same interface, the model in a child process), warmed up by the caller. Its batch worker runs while
-    the app's lifespan does; the engine's lifetime is the caller's. ``app.state.stop_deadline`` (a
-    `time.monotonic` time, set by the server when a signal asks it to stop) bounds the lifespan's drain."""
+    the app's lifespan does; the engine's lifetime is the caller's. ``app.state.drain_by(deadline)`` (a
+    `time.monotonic` time; callable from a signal handler) is how the server says it must stop by then: the
+    requests still in the queue at 70% of the time left get 503, and the lifespan's drain ends by it."""
     from fastapi import Request as HTTPRequest
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import FileResponse, JSONResponse, Response
@@ -252,9 +253,19 @@ def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
     batcher = Batcher(lambda key, items: engine.run_json(items, key), config.max_batch, config.max_wait_ms,
                       config.max_queue, observe=lambda size, seconds: metrics.batch(size, seconds))
 
+    def drain_by(deadline: float) -> None:
+        """Called in the event loop when a signal asks the server to stop by `deadline` (`time.monotonic`): the
+        requests still waiting or computing at 70% of the time left get 503, so that they are answered before
+        uvicorn's own drain (80% of it) cancels them with its bare 500."""
+        app.state.stop_deadline = deadline
+        left = max(0.0, deadline - time.monotonic())
+        asyncio.get_running_loop().call_later(0.7 * left, batcher.refuse_all)
+
     @asynccontextmanager
     async def lifespan(app):
         await batcher.start()
+        loop = asyncio.get_running_loop()
+        app.state.drain_by = lambda deadline: loop.call_soon_threadsafe(drain_by, deadline)
         app.state.ready = True
         n_entities = getattr(engine, "n_entities", None) or engine.index.n_entities
         log.info("drkit serve: %s model, %s entities, index version %s, ready", engine.kind, f"{n_entities:,}",
@@ -271,6 +282,7 @@ def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
                                      "knowledge base. The reasoning chain gives, hop by hop, the entities reached and "
                                      "the mention in a passage that supports each.")
     app.state.ready, app.state.batcher, app.state.engine, app.state.stop_deadline = False, batcher, engine, None
+    app.state.drain_by = lambda deadline: None  # until the lifespan has started
 
     def ready() -> bool:
         return app.state.ready and getattr(engine, "alive", True)

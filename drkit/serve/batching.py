@@ -96,19 +96,21 @@ class Batcher:
             try:
                 await asyncio.wait_for(asyncio.shield(self._worker), timeout_s)
             except asyncio.TimeoutError:
-                for p in self._pending:
-                    if not p.future.done():
-                        p.future.set_exception(NotRunning("the server stopped before this request was answered"))
-                self._pending.clear()
-                self._queued = 0
-                for p in self._in_hand:  # the batch being computed: refused too, its thread left to the caller
-                    if not p.future.done():
-                        p.future.set_exception(NotRunning("the server stopped while this request was computed"))
+                self.refuse_all()  # the batch being computed too: its thread is left to the caller
                 self._worker.cancel()
                 self._executor.shutdown(wait=False)
                 return
         if self._executor is not None:
             self._executor.shutdown(wait=True)
+
+    def refuse_all(self) -> None:
+        """Give every request waiting, and those of the batch being computed, `NotRunning` now (a drain's
+        deadline: their callers answer 503 while they still can); the worker goes on."""
+        for p in [*self._pending, *self._in_hand]:
+            if not p.future.done():
+                p.future.set_exception(NotRunning("the server stopped before this request was answered"))
+        self._pending.clear()
+        self._queued = 0
 
     async def submit(self, key: Hashable, items: Sequence) -> list:
         """The results of `items`, computed in a batch with other requests of the same `key`."""
