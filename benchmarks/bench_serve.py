@@ -105,14 +105,14 @@ def batch_path(index: str, model: str, mentions: str | None, questions: list[str
         s = time.perf_counter()
         kit.answer_batch([p], **settings)
         latencies.append(time.perf_counter() - s)
-    kind = kit.kind
+    kind, mentions_path = kit.kind, str(kit.vkb.mentions.path)
     del kit
     gc.collect()
     return {"kind": kind, "questions": len(inputs), "unanswerable": len(questions) - len(inputs),
             f"qps_batch{batch}": round(len(inputs) / elapsed, 1), "seconds": round(elapsed, 2),
             "batch1_latency_ms": {"p50": round(1000 * statistics.median(latencies), 2),
                                   "p99": round(1000 * percentile(latencies, 99), 2), "n": len(latencies)},
-            "_answerable": answerable}
+            "_answerable": answerable, "_mentions": mentions_path}
 
 
 class Client:
@@ -288,13 +288,10 @@ def main() -> None:
     questions = read_questions(Path(args.questions), args.n_questions)
     print(f"batch-64 path on {len(questions)} questions ...", flush=True)
     direct = batch_path(args.index, args.model, args.mentions, questions, 64, args.lone)
-    answerable = direct.pop("_answerable")
+    answerable, mentions = direct.pop("_answerable"), direct.pop("_mentions")  # the mention index loaded
     print(json.dumps(direct), flush=True)
 
-    from drkit.qa.pipeline import DrKIT  # the mention index the model names, to copy beside the index
-
     work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
-    mentions = args.mentions or DrKIT.load(args.index, args.model).vkb.mentions.path
     shutil.copytree(args.index, work / "index")
     shutil.copytree(mentions, work / "mentions")
     for leftover in ("segments", "CURRENT"):  # served as built, whatever was added to the original

@@ -29,7 +29,8 @@ from drkit.errors import ConfigError  # noqa: E402
 from drkit.qa.pipeline import DrKIT  # noqa: E402
 from drkit.serve.app import ServeConfig, create_app  # noqa: E402
 from drkit.serve.batching import Batcher, NotRunning, QueueFull  # noqa: E402
-from drkit.serve.engine import ANSWERS, PASSAGES, Engine, EntityLookup, Request, redacted  # noqa: E402
+from drkit.serve.engine import Engine  # noqa: E402
+from drkit.serve.views import ANSWERS, PASSAGES, EntityLookup, Request, redacted  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -759,6 +760,22 @@ def test_the_model_process_reports_a_load_error_in_one_line(sample_run, tmp_path
         ModelProcess(index, tmp_path / "no-model")
 
 
+def wait_until_ready(proc, url: str, timeout_s: float = 120) -> float:
+    """Wait for a `drkit serve` subprocess to answer /readyz 200; returns the deadline it was given."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return deadline
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "drkit serve did not become ready"
+        time.sleep(0.1)
+
+
 # -- a real process: SIGTERM drains what is in flight --------------------------------------------------------
 def test_sigterm_drains_in_flight_requests_and_exits_cleanly(sample_run):  # noqa: F811
     import httpx
@@ -771,16 +788,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_cleanly(sample_run):  # noq
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "drkit serve did not become ready"
-            time.sleep(0.1)
+        deadline = wait_until_ready(proc, url)
         with ThreadPoolExecutor(6) as pool:
             # each waits in the batcher for up to 1.5 s: SIGTERM arrives while all are in flight
             futures = [pool.submit(httpx.post, f"{url}/v1/ask", json={"questions": QUESTIONS}, timeout=60)
@@ -870,16 +878,7 @@ def test_sigterm_exits_within_the_drain_time_even_with_a_hung_batch(sample_run):
                             stderr=subprocess.PIPE, text=True)
     url, child = f"http://127.0.0.1:{port}", None
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "drkit serve did not become ready"
-            time.sleep(0.1)
+        deadline = wait_until_ready(proc, url)
         child = httpx.get(f"{url}/v1/info").json()["model_process"]
         os.kill(child, signal.SIGSTOP)  # hung: the next batch never ends by itself
         with ThreadPoolExecutor(1) as pool:

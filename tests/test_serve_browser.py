@@ -19,7 +19,8 @@ from test_retrieve import mixing_run  # noqa: E402,F401  (a fixture)
 
 from drkit.data.text import fold  # noqa: E402
 from drkit.serve.app import ServeConfig, create_app  # noqa: E402
-from drkit.serve.engine import Engine, Request  # noqa: E402
+from drkit.serve.engine import Engine  # noqa: E402
+from drkit.serve.views import Request  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")

@@ -18,7 +18,7 @@ ENV = "DRKIT_"  # every setting of drkit serve may come from DRKIT_<FLAG NAME>, 
 
 def _serve_parser(sub) -> None:
     from drkit.qa.pipeline import LoadConfig
-    from drkit.serve.app import ServeConfig
+    from drkit.serve.config import ServeConfig
 
     p = sub.add_parser(
         "serve",
@@ -68,7 +68,7 @@ def check_port_free(host: str, port: int) -> None:
 
 def _run_serve(args) -> int:
     from drkit.qa.pipeline import LoadConfig
-    from drkit.serve.app import ServeConfig
+    from drkit.serve.config import ServeConfig
 
     config = config_from_args(args, ServeConfig)
     try:

@@ -27,189 +27,27 @@ access log (one JSON line per request, logger ``drkit.serve.access``) names too.
 import asyncio
 import json
 import logging
-import math
-import re
 import time
-import uuid
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
 from drkit.errors import ConfigError
 from drkit.serve.batching import Batcher, NotRunning, QueueFull
-from drkit.serve.engine import MAX_TOP_K, Engine, EngineUnavailable, EntityLookup, InfoLookup, Request, redacted
+from drkit.serve.config import ServeConfig
+from drkit.serve.engine import Engine
 from drkit.serve.metrics import Metrics
+from drkit.serve.middleware import BodyLimit, RequestLog, error_response
+from drkit.serve.views import MAX_TOP_K, EngineUnavailable, EntityLookup, InfoLookup, Request, redacted
 
 STATIC = Path(__file__).parent / "static"
 log = logging.getLogger("drkit.serve")
-access_log = logging.getLogger("drkit.serve.access")
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-
-
-@dataclass(frozen=True)
-class ServeConfig:
-    """Settings of ``drkit serve``."""
-
-    host: str = field(default="127.0.0.1", metadata={"help": "address to listen on; anything but loopback needs "
-                                                             "--allow-remote"})
-    port: int = field(default=8000, metadata={"help": "port to listen on"})
-    allow_remote: bool = field(default=False, metadata={"help": "allow --host to be an address other hosts can reach "
-                                                                "(the API has no authentication)"})
-    max_batch: int = field(default=64, metadata={"help": "most questions answered in one batched forward pass"})
-    max_wait_ms: float = field(default=5.0, metadata={"help": "longest a request waits for others to fill its batch"})
-    max_queue: int = field(default=256, metadata={"help": "most questions waiting; beyond, 503 with Retry-After"})
-    max_body_bytes: int = field(default=64 * 1024, metadata={"help": "largest request body (413 beyond)"})
-    max_questions: int = field(default=64, metadata={"help": "most questions in one request"})
-    max_chars: int = field(default=1000, metadata={"help": "longest question, in characters"})
-    chain_top: int = field(default=3, metadata={"help": "entities shown per hop of the reasoning chain"})
-    threads: int = field(default=0, metadata={"help": "torch threads for the model (0: every CPU the process may use)"})
-    model_process: bool = field(default=True, metadata={"help": "compute the model in a process of its own, so that "
-                                                                "it never waits for the HTTP side's interpreter lock "
-                                                                "(--no-model-process: in the server's process)"})
-    drain_s: float = field(default=10.0, metadata={"help": "on SIGTERM, the whole shutdown (the requests in flight, "
-                                                           "the queue, the model process) ends within this many "
-                                                           "seconds"})
-    load_timeout_s: float = field(default=600.0, metadata={"help": "longest the model process may take to load and "
-                                                                   "warm up, at start and each time it is started "
-                                                                   "again"})
-    batch_timeout_s: float = field(default=60.0, metadata={"help": "longest one batch may take; a model process "
-                                                                   "over it is stopped and started again (503 "
-                                                                   "meanwhile)"})
-    restart_backoff_s: float = field(default=1.0, metadata={"help": "wait before starting a failed model process "
-                                                                    "again; it doubles, up to 30 s, while starts fail"})
-    watch_s: float = field(default=2.0, metadata={"help": "how often the index's version file (INDEX/CURRENT) is "
-                                                          "read: a new version (drkit add, remove) is loaded beside "
-                                                          "the old one and served from the next batch, no restart "
-                                                          "(0: never)"})
-    root_path: str = field(default="", metadata={"help": "the path prefix under which a reverse proxy serves the "
-                                                         "API, e.g. /drkit (the proxy strips it)"})
-    expose_paths: bool = field(default=False, metadata={"help": "let /v1/info show absolute paths, command lines "
-                                                                "and the model process id"})
-    access_log: bool = field(default=True, metadata={"help": "log one JSON line per request (request id, method, "
-                                                             "path, status, ms) on stderr"})
-
-    def __post_init__(self):
-        if self.host not in LOOPBACK and not self.allow_remote:
-            raise ConfigError(f"--host {self.host} would open the API (which has no authentication) to other hosts; "
-                              "pass --allow-remote to do so")
-        if not 0 < self.port < 65536:
-            raise ConfigError(f"port must be between 1 and 65535, got {self.port}")
-        if self.max_batch < 1 or self.max_queue < max(self.max_batch, self.max_questions) or self.max_wait_ms < 0:
-            raise ConfigError("max_batch must be at least 1, max_queue at least max_batch and max_questions (a "
-                              "request must fit in the queue), and max_wait_ms at least 0")
-        if self.max_body_bytes < 1024 or self.max_questions < 1 or self.max_chars < 1 or self.chain_top < 1:
-            raise ConfigError("max_body_bytes must be at least 1024; max_questions, max_chars and chain_top at least 1")
-        for name in ("max_wait_ms", "drain_s", "load_timeout_s", "batch_timeout_s", "restart_backoff_s", "watch_s"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise ConfigError(f"{name} must be a finite number of at least 0, got {value}")
-        for name in ("load_timeout_s", "batch_timeout_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be more than 0, got {getattr(self, name)}")
-        if self.threads < 0:
-            raise ConfigError("threads must be at least 0")
-        if self.root_path and (not self.root_path.startswith("/") or self.root_path.endswith("/")
-                               or not re.fullmatch(r"[A-Za-z0-9._~/-]+", self.root_path)):
-            raise ConfigError(f"root_path must be empty or a path such as /drkit (a leading slash, none at the end, "
-                              f"letters, digits and ._~-), got {self.root_path!r}")
 
 
 async def _disconnected(http) -> None:
     """Returns when the client of `http` (a Starlette request whose body has been read) disconnects."""
     while (await http.receive())["type"] != "http.disconnect":
         pass
-
-
-def _error(status: int, message: str, fields: list | None = None, headers: dict | None = None):
-    from fastapi.responses import JSONResponse
-
-    body = {"error": message} | ({"fields": fields} if fields else {})
-    return JSONResponse(body, status_code=status, headers=headers)
-
-
-class BodyLimit:
-    """ASGI middleware: a request body over `max_bytes` gets 413, whether or not Content-Length says so
-    (a chunked body is counted as it arrives)."""
-
-    def __init__(self, app, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        too_large = _error(413, f"the request body is larger than {self.max_bytes} bytes")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            return await too_large(scope, receive, send)
-        body, more = b"", True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > self.max_bytes:
-                return await too_large(scope, receive, send)
-        replayed = False
-
-        async def replay():
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        return await self.app(scope, replay, send)
-
-
-class RequestLog:
-    """ASGI middleware, outermost: gives each HTTP request an id (the client's ``X-Request-ID`` when it is
-    sane, else a new one) echoed in the response's ``X-Request-ID``, counts it in the metrics and, with
-    `enabled`, writes one JSON line to the access log. An exception that reaches it is answered with a JSON
-    500 naming the request id (never a stack trace) and logged once."""
-
-    def __init__(self, app, metrics: Metrics, enabled: bool = True):
-        self.app, self.metrics, self.enabled = app, metrics, enabled
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        given = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
-        request_id = given if REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
-        scope.setdefault("state", {})["request_id"] = request_id
-        status = [None]
-
-        async def send_with_id(message):
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
-            await send(message)
-
-        t0 = time.perf_counter()
-        try:
-            await self.app(scope, receive, send_with_id)
-        except Exception as exc:  # answered here, with the request id, and logged once with its traceback
-            log.exception("error answering %s %s (request %s)", scope["method"], scope["path"], request_id)
-            if status[0] is None:
-                self.metrics.error(500, "internal")
-                await _error(500, f"internal error ({type(exc).__name__}, request {request_id}); the server log "
-                                  "has the details")(scope, receive, send_with_id)
-        finally:
-            if status[0] is None:  # the client left before any response: nginx's 499
-                status[0] = 499
-            took = time.perf_counter() - t0
-            root, path = scope.get("root_path", ""), scope["path"]
-            path = path[len(root):] or "/" if root and path.startswith(root) else path
-            self.metrics.request(path, status[0], took)
-            if status[0] == 413:
-                self.metrics.error(413, "body_too_large")
-            if self.enabled:
-                client = scope.get("client")
-                access_log.info(json.dumps({"request_id": request_id, "method": scope["method"], "path": path,
-                                            "status": status[0], "ms": round(1000 * took, 2),
-                                            "client": client[0] if client else None}))
 
 
 def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
@@ -294,7 +132,7 @@ def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
 
     def reject(status: int, cause: str, message: str, fields: list | None = None, headers: dict | None = None):
         metrics.error(status, cause)
-        return _error(status, message, fields, headers)
+        return error_response(status, message, fields, headers)
 
     async def queued(key, items: list):
         """The results of `items` computed through the batch queue, or the error response that says why not."""
@@ -321,7 +159,7 @@ def create_app(engine: Engine, config: ServeConfig = ServeConfig()):
                       fields)
 
     @app.exception_handler(HTTPException)
-    async def http_error(request: HTTPRequest, exc: HTTPException):
+    async def httperror_response(request: HTTPRequest, exc: HTTPException):
         cause = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http")
         return reject(exc.status_code, cause, str(exc.detail), headers=getattr(exc, "headers", None))
 

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from drkit.errors import ConfigError
-from drkit.serve.engine import EngineUnavailable, InfoLookup, Request, check_request
+from drkit.serve.views import EngineUnavailable, InfoLookup, Request, check_request
 
 log = logging.getLogger("drkit.serve")
 MAX_BACKOFF_S = 30.0
