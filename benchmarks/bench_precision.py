@@ -14,7 +14,11 @@ On the MetaQA sample that ships in data/sample (or `--data`, a folder with wiki.
   chain) at batch 1 and batch 64 over `--questions` questions, and how many top-1 answers agree.
 
 The question-time vectors are embedded once in fp32; a precision sets the question encoder and the
-dtype mention vectors are scored in (bf16 or fp32). Writes OUT/precision.json and OUT/precision.md.
+dtype mention vectors are scored in (bf16 or fp32). `--device cuda` runs every row on the GPU (the follow's
+integer bookkeeping stays on the CPU; the question rows then also say how much of the time the follows
+took, and how much of that the scores on the GPU); `--random-init` starts from a randomly initialised
+transformer of the base's shape (same config and tokenizer, seed 0: the same computation, for a machine the
+weights cannot be copied to). Writes OUT/precision[-DEVICE].json and .md.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import copy
 import json
 import platform
+import shutil
 import statistics
 import sys
 import time
@@ -43,6 +48,8 @@ from drkit.dense.pretrain import PretrainConfig, batch_loss, optimizer_for, pret
 from drkit.index.build import build_index  # noqa: E402
 from drkit.index.sparse import SparseIndex  # noqa: E402
 from drkit.qa.pipeline import DrKIT  # noqa: E402
+from drkit.reason import graph as graph_module  # noqa: E402
+from drkit.reason import model as model_module  # noqa: E402
 from drkit.reason.follow import FollowConfig  # noqa: E402
 from drkit.reason.model import ModelConfig, MultiHopModel  # noqa: E402
 from drkit.reason.train import answer_set_loss  # noqa: E402
@@ -68,6 +75,46 @@ def timed_steps(step, n: int) -> float:
     return statistics.median(times[1:])
 
 
+def random_base(source: Path, out: Path) -> Path:
+    """A transformer folder with the config and tokenizer of `source` and random weights (seed 0)."""
+    from transformers import AutoConfig, AutoModel
+
+    if not (out / "model.safetensors").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        for f in source.iterdir():
+            if f.is_file() and (f.suffix in (".json", ".txt")):
+                shutil.copy(f, out / f.name)
+        torch.manual_seed(0)
+        AutoModel.from_config(AutoConfig.from_pretrained(str(source), local_files_only=True)).save_pretrained(str(out))
+    return out
+
+
+class Timer:
+    """Seconds spent in a function of a module, summed (the GPU synchronised at each end)."""
+
+    def __init__(self, module, name: str, device: torch.device):
+        self.module, self.name, self.inner, self.device, self.s = module, name, getattr(module, name), device, 0.0
+
+    def __enter__(self):
+        def timed(*a, **kw):
+            self.sync()
+            t = time.perf_counter()
+            try:
+                return self.inner(*a, **kw)
+            finally:
+                self.sync()
+                self.s += time.perf_counter() - t
+        setattr(self.module, self.name, timed)
+        return self
+
+    def sync(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def __exit__(self, *exc):
+        setattr(self.module, self.name, self.inner)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=ROOT / "data" / "sample")
@@ -76,17 +123,39 @@ def main() -> None:
     p.add_argument("--embed-passages", type=int, default=200)
     p.add_argument("--questions", type=int, default=128, help="questions timed at batch 1 and at batch 64")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "precision")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where every row computes")
+    p.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
+    p.add_argument("--base", type=Path, default=None, help="the transformer folder (default: the packaged all-MiniLM-L6-v2)")
+    p.add_argument("--random-init", action="store_true", help="random weights of the base's shape instead of its own")
+    p.add_argument("--tf32", action="store_true", help="CUDA: fp32 matrix products on TF32 tensor cores")
+    p.add_argument("--cudnn-attention", choices=("on", "off"), default="on",
+                   help="CUDA: let scaled-dot-product attention use cuDNN (it builds a plan for each new shape)")
+    p.add_argument("--tag", default="", help="added to the result files' names")
     args = p.parse_args()
+    if args.tf32:
+        torch.backends.cuda.matmul.allow_tf32 = True
+    if args.cudnn_attention == "off":
+        torch.backends.cuda.enable_cudnn_sdp(False)
 
     threads = hardware.configure_threads()
-    auto = hardware.choose("auto", "cpu")
+    auto = hardware.choose("auto", args.device)
+    device = auto.device
     native, why = hardware.cpu_native_bf16()
     result = {"machine": {"processor": platform.processor() or platform.machine(),
                           "cpu_capability": hardware.cpu_capability(), "native_bf16_report": why,
                           "bf16_probe_speedup": round(hardware.probe_bf16_speedup(), 3), "torch_threads": threads,
                           "torch": torch.__version__},
                "auto": {"precision": auto.precision, "device": auto.device.type, "reason": auto.reason},
-               "data": str(args.data), "rows": {}}
+               "device": args.device, "random_init": args.random_init, "tf32": args.tf32,
+               "cudnn_attention": args.cudnn_attention, "data": str(args.data), "rows": {}}
+    if device.type == "cuda":
+        result["machine"]["gpu"] = torch.cuda.get_device_name(device)
+    base_dir = args.base
+    if args.random_init:
+        from drkit.data.tokenizer import encoder_path
+
+        base_dir = random_base(args.base or encoder_path(), args.work / "random-base")
+    enc_config = EncoderConfig() if base_dir is None else EncoderConfig(base=str(base_dir))
 
     index_dir = args.work / "index"
     if not (index_dir / "manifest.json").exists():
@@ -94,43 +163,48 @@ def main() -> None:
     index = SparseIndex.load(index_dir)
     enc_run = args.work / "encoder"
     if not (enc_run / "encoder" / "manifest.json").exists():
-        pretrain(index_dir, None, enc_run, PretrainConfig(steps=0), EncoderConfig(), overwrite=True, log=quiet)
+        pretrain(index_dir, None, enc_run, PretrainConfig(steps=0, device="cpu"), enc_config, overwrite=True, log=quiet)
     base = DualEncoder.load(enc_run / "encoder")
     ds = DistantSupervision(index, read_kb(args.data / "kb.txt"), DistantConfig())
     mentions_dir = args.work / "mentions-fp32"
     if not (mentions_dir / "manifest.json").exists():
-        build_mention_index(index_dir, enc_run, mentions_dir, EmbedConfig(precision="fp32"), overwrite=True, log=quiet)
+        build_mention_index(index_dir, enc_run, mentions_dir, EmbedConfig(precision="fp32", device=args.device),
+                            overwrite=True, log=quiet)
     mentions = MentionIndex.load(mentions_dir)
     questions = [q for q in (args.data / "2-hop" / "qa_train.txt").read_text(encoding="utf-8").splitlines() if q.strip()]
 
     vectors, answers = {}, {}
-    for precision in PRECISIONS:
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for precision in args.precisions:
         row = result["rows"][precision] = {}
-        print(f"--- {precision}", flush=True)
+        print(f"--- {precision} on {device.type}", flush=True)
         # pretraining step
         torch.manual_seed(0)
-        model = copy.deepcopy(base).train()
-        config = PretrainConfig(precision=precision, steps=args.steps + 1)
+        model = copy.deepcopy(base).to(device).train()
+        config = PretrainConfig(precision=precision, steps=args.steps + 1, device=args.device)
         opt, _ = optimizer_for(model, config)
 
         def pretrain_step(i: int, model=model, opt=opt, config=config) -> None:
             optimizer_step(opt, batch_loss(model, ds, sample_batch(ds, config, i), config)["loss"])
+            sync()
 
         row["pretrain_step_s"] = round(timed_steps(pretrain_step, args.steps), 3)
         print(f"pretraining step: {row['pretrain_step_s']:.2f} s", flush=True)
-        del opt
+        del opt, model
         # embedding
         part = _Slice(index, args.embed_passages)
-        v, timing = embed_mentions(part, base, EmbedConfig(precision=precision))
+        v, timing = embed_mentions(part, base.to(device), EmbedConfig(precision=precision, device=args.device))
+        base.cpu()
         vectors[precision] = v.astype(np.float32)
         row["embed_mentions_per_s"] = timing["mentions_per_s"]
         row["embed_mentions"] = int(len(v))
         print(f"embedding: {timing['mentions_per_s']:.0f} mentions/s", flush=True)
         # a training step of a 2-hop model
-        vkb = VirtualKB(index, mentions, precision=precision)
+        vkb = VirtualKB(index, mentions, precision=precision, device=args.device)
         torch.manual_seed(0)
         net = MultiHopModel.from_encoder(base, ModelConfig(hops=2), FollowConfig())
         net.set_entities(vkb.entity_names)
+        net.to(device)
         items = [it for it in load_questions(args.data / "2-hop" / "qa_train.txt", vkb.index.entities)
                  if it.problem is None and len(it.answer_ids)]
         opt, _ = adamw([{"params": [q for q in net.parameters() if q.requires_grad], "lr": 1e-5}], 0.01, 100, 0.1)
@@ -141,6 +215,7 @@ def main() -> None:
             outs = net([it.text for it in batch], np.array([it.topic for it in batch]), vkb, precision=precision)
             loss, _ = answer_set_loss(outs[-1].z, [it.answer_ids for it in batch], vkb.graph.n_entities)
             optimizer_step(opt, loss)
+            sync()
 
         row["train_step_s"] = round(timed_steps(train_step, args.steps), 3)
         print(f"training step (batch 32): {row['train_step_s']:.2f} s", flush=True)
@@ -151,39 +226,66 @@ def main() -> None:
         qs = questions[: args.questions]
         for batch in (1, 64):
             kit.answer_batch(qs[:batch], top=1, chain_top=0)  # warm-up
-            t = time.perf_counter()
-            got = []
-            for s in range(0, len(qs), batch):
-                got += kit.answer_batch(qs[s:s + batch], top=1, chain_top=0)
-            row[f"questions_per_s_b{batch}"] = round(len(qs) / (time.perf_counter() - t), 1)
+            with Timer(model_module, "follow", device) as follows, \
+                    Timer(graph_module.FollowGraph, "pair_scores", device) as scores:
+                t = time.perf_counter()
+                got = []
+                for s in range(0, len(qs), batch):
+                    got += kit.answer_batch(qs[s:s + batch], top=1, chain_top=0)
+                sync()
+                total = time.perf_counter() - t
+            row[f"questions_per_s_b{batch}"] = round(len(qs) / total, 1)
+            row[f"follow_share_b{batch}"] = round(follows.s / total, 3)
+            row[f"pair_scores_share_b{batch}"] = round(scores.s / total, 3)
             answers[precision] = [r.answers[0].entity_id if r.answers else -1 for r in got]
         print(f"questions/s: batch 1 {row['questions_per_s_b1']}, batch 64 {row['questions_per_s_b64']}", flush=True)
 
-    a, b = vectors["bf16"], vectors["fp32"]
-    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)
-    result["bf16_vs_fp32"] = {"vector_cosine_mean": round(float(cos.mean()), 5), "vector_cosine_min": round(float(cos.min()), 5),
-                              "top1_answers_agree": round(float(np.mean(np.equal(answers["bf16"], answers["fp32"]))), 4)}
+    if {"bf16", "fp32"} <= set(vectors):
+        a, b = vectors["bf16"], vectors["fp32"]
+        cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)
+        result["bf16_vs_fp32"] = {"vector_cosine_mean": round(float(cos.mean()), 5),
+                                  "vector_cosine_min": round(float(cos.min()), 5),
+                                  "top1_answers_agree": round(float(np.mean(np.equal(answers["bf16"], answers["fp32"]))), 4)}
+    stem = "precision" + ("" if args.device == "cpu" else f"-{args.device}") + ("-random-init" if args.random_init else "") + args.tag
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "precision.json").write_text(json.dumps(result, indent=1) + "\n")
-    r = result["rows"]
-    lines = [f"# fp32 and bf16 side by side ({result['machine']['processor']}, {result['machine']['cpu_capability']}, "
-             f"{threads} torch threads, torch {torch.__version__})", "",
-             f"`auto` chooses **{auto.precision}** on {auto.device.type}: {auto.reason}. A probe timed bf16 autocast at "
-             f"{result['machine']['bf16_probe_speedup']}x fp32's speed on a linear layer.", "",
-             "| | fp32 | bf16 | bf16 time / fp32 time |", "|---|---|---|---|"]
+    (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (args.out / f"{stem}.md").write_text(report(result, threads, args))
+    print(report(result, threads, args))
+
+
+def report(result: dict, threads: int, args) -> str:
+    r, m, auto = result["rows"], result["machine"], result["auto"]
+    where = m.get("gpu", f"{m['processor']}, {m['cpu_capability']}, {threads} torch threads")
+    run = list(r)
+    lines = [f"# {' and '.join(run)} on {args.device} ({where}, torch {m['torch']})", "",
+             f"`auto` chooses **{auto['precision']}** on {auto['device']}: {auto['reason']}."
+             + ("" if args.device != "cpu" else f" A probe timed bf16 autocast at {m['bf16_probe_speedup']}x fp32's "
+                "speed on a linear layer."),
+             "" if not args.random_init else "\nThe transformer is randomly initialised in the base's shape (same "
+             "config and tokenizer): the same computation as the real weights, not their answers.", "",
+             "| | " + " | ".join(run) + (" | bf16 time / fp32 time |" if len(run) == 2 else " |"),
+             "|---" * (len(run) + 1 + (len(run) == 2)) + "|"]
     for key, label, higher in (("pretrain_step_s", "pretraining step (s)", False),
                                ("embed_mentions_per_s", "embedding (mentions/s)", True),
                                ("train_step_s", "training step, 2-hop, batch 32 (s)", False),
                                ("questions_per_s_b1", "questions/s, batch 1", True),
-                               ("questions_per_s_b64", "questions/s, batch 64", True)):
-        ratio = (r["bf16"][key] / r["fp32"][key]) if higher else (r["fp32"][key] / r["bf16"][key])
-        lines.append(f"| {label} | {r['fp32'][key]} | {r['bf16'][key]} | {1 / ratio:.2f} |")
-    c = result["bf16_vs_fp32"]
-    lines += ["", f"bf16 against fp32 vectors: cosine mean {c['vector_cosine_mean']}, min {c['vector_cosine_min']}; "
-              f"top-1 answers of the untrained model agree on {c['top1_answers_agree']:.1%} of {len(answers['fp32'])} "
-              "questions.", ""]
-    (args.out / "precision.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+                               ("questions_per_s_b64", "questions/s, batch 64", True),
+                               ("follow_share_b1", "share of batch-1 time in the follows", None),
+                               ("follow_share_b64", "share of batch-64 time in the follows", None),
+                               ("pair_scores_share_b64", "share of batch-64 time in the pair scores", None)):
+        cells = [str(r[p][key]) for p in run]
+        if len(run) == 2 and higher is not None:
+            a, b = r["fp32"][key], r["bf16"][key]
+            cells.append(f"{(a / b) if higher else (b / a):.2f}")
+        elif len(run) == 2:
+            cells.append("")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    c = result.get("bf16_vs_fp32")
+    if c:
+        lines += ["", f"bf16 against fp32 vectors: cosine mean {c['vector_cosine_mean']}, min {c['vector_cosine_min']}; "
+                  f"top-1 answers of the untrained model agree on {c['top1_answers_agree']:.1%} of {args.questions} "
+                  "questions."]
+    return "\n".join(lines + [""])
 
 
 if __name__ == "__main__":

@@ -158,7 +158,7 @@ def test_question_vectors_do_not_depend_on_the_batch(films_kb, precision):  # no
     from drkit.reason.vkb import VirtualKB
 
     d, films = films_kb
-    vkb = VirtualKB.load(d / "index", d / "mentions", precision=precision)
+    vkb = VirtualKB.load(d / "index", d / "mentions", precision=precision, device="cpu")  # a CPU's property
     torch.manual_seed(0)
     model = MultiHopModel.from_encoder(DualEncoder.from_base(EncoderConfig(dim=32)), ModelConfig(hops=2)).eval()
     model.set_entities(vkb.entity_names)

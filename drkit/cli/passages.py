@@ -88,8 +88,8 @@ def _run_retrieve(args) -> int:
     from drkit.qa.retrieve import RetrieveConfig, run_retrieval
 
     config = config_from_args(args, RetrieveConfig)
-    kit = DrKIT.load(args.index, args.model, args.mentions, LoadConfig(precision=config.precision, quantize=config.quantize),
-                     config.retriever_options())
+    load = LoadConfig(precision=config.precision, device=config.device, quantize=config.quantize)
+    kit = DrKIT.load(args.index, args.model, args.mentions, load, config.retriever_options())
     if kit.retriever is None:
         raise ConfigError(f"{args.model} is a multi-hop model (drkit train): 'drkit retrieve' ranks passages with a "
                           "hop-mixing model (drkit train-mixing, drkit reproduce-2wiki); ask a multi-hop model with "

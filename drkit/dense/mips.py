@@ -77,9 +77,11 @@ class ExactMIPS:
 
     @torch.no_grad()
     def search(self, queries, k: int) -> tuple[np.ndarray, np.ndarray]:
-        q = _as_queries(queries, self.dim).to(self.compute_dtype)  # (B, p)
-        best_scores = torch.full((q.shape[0], 0), float("-inf"))
-        best_ids = torch.zeros((q.shape[0], 0), dtype=torch.int64)
+        # the blocks' device: a cache made on a GPU (`cache(shared)`) is searched there; the results come back to the CPU
+        dev = self._blocks[0].device if self._blocks else torch.device("cpu")
+        q = _as_queries(queries, self.dim).to(dev, self.compute_dtype)  # (B, p)
+        best_scores = torch.full((q.shape[0], 0), float("-inf"), device=dev)
+        best_ids = torch.zeros((q.shape[0], 0), dtype=torch.int64, device=dev)
         offset = 0
         for block in self._iter_blocks():
             scores = (q @ block.T).float()  # (B, block)
@@ -92,7 +94,7 @@ class ExactMIPS:
             offset += block.shape[0]
         order = best_scores.argsort(dim=1, descending=True, stable=True)
         best_scores, best_ids = best_scores.gather(1, order), best_ids.gather(1, order)
-        return _pad(best_scores.numpy(), best_ids.numpy(), k)
+        return _pad(best_scores.cpu().numpy(), best_ids.cpu().numpy(), k)
 
 
 def _pad(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -42,7 +42,7 @@ from drkit.reason.follow import RETRIEVALS, FollowConfig
 from drkit.reason.model import MultiHopModel, model_dir_of
 from drkit.reason.quantize import QUANTIZE, quantize_question_encoder
 from drkit.reason.vkb import ParsedQuestion, VirtualKB, check_model_index
-from drkit.util.hardware import precision_field
+from drkit.util.hardware import device_field, precision_field
 
 _FOLLOW_HELP = {f.name: f.metadata["help"] for f in dataclasses.fields(FollowConfig)}
 
@@ -64,6 +64,7 @@ class LoadConfig:
         "help": "with --mips ivfpq: the best rerank x K candidates of the codes are scored again exactly (more: "
                 "higher recall, slower)", "type": int})
     precision: str = precision_field("the question encoder and the mention scores")
+    device: str = device_field("the question encoder and the mention scores")
     quantize: str = field(default="none", metadata={
         "help": "int8: the question encoder's transformer layers as int8 dynamic quantisation (CPU, fp32; "
                 "benchmarks/bench_quantize.py measures its speed and recall against fp32)", "choices": QUANTIZE})
@@ -125,7 +126,7 @@ class DrKIT:
             return
         check_model_index(model.manifest, vkb)
         model.set_entities(vkb.entity_names)
-        self.kind, self.model = MULTI_HOP, model.eval()
+        self.kind, self.model = MULTI_HOP, model.to(vkb.compute.device).eval()
 
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None,
@@ -149,8 +150,8 @@ class DrKIT:
         if is_mixing_model(model):
             from drkit.qa.retrieve import DrKITRetriever
 
-            r = DrKITRetriever.load(index, model, mentions, precision=config.precision, searcher=config.mips,
-                                    search=search, **(retriever_options or {}))
+            r = DrKITRetriever.load(index, model, mentions, precision=config.precision, device=config.device,
+                                    searcher=config.mips, search=search, **(retriever_options or {}))
             return cls._quantized(cls(r.model, r.vkb, r, reader, read_passages), config)
         model_dir = model_dir_of(model)
         net = MultiHopModel.load(model_dir)
@@ -160,7 +161,8 @@ class DrKIT:
         if not Path(mentions).exists():
             raise ConfigError(f"the mention index {mentions} the model was trained with does not exist; "
                               "pass the mentions directory")
-        return cls._quantized(cls(net, VirtualKB.load(index, mentions, config.mips, config.precision, **search),
+        return cls._quantized(cls(net, VirtualKB.load(index, mentions, config.mips, config.precision, config.device,
+                                                      **search),
                                   reader=reader, read_passages=read_passages), config)
 
     @staticmethod

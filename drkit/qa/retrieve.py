@@ -41,7 +41,7 @@ from drkit.errors import ConfigError
 from drkit.qa.metrics import KS, answer_hits, ir_measures_metrics, question_ids, recall_metrics, write_trec_qrels, write_trec_run
 from drkit.reason.passages import ENTITIES, rank_passages
 from drkit.reason.quantize import QUANTIZE
-from drkit.util.hardware import precision_field
+from drkit.util.hardware import device_field, precision_field
 from drkit.util.progress import progress
 
 
@@ -65,6 +65,7 @@ class RetrieveConfig:
         "help": "after the passages the model reached, list the question linker's ranking, marked \"reached\": "
                 "false and counted in metrics.json (off: only reached passages, maybe fewer than --top)"})
     precision: str = precision_field("the question encoder and the mention scores")
+    device: str = device_field("the question encoder and the mention scores")
     quantize: str = field(default="none", metadata={
         "help": "int8: the question encoder's transformer layers as int8 dynamic quantisation (CPU, fp32; "
                 "benchmarks/bench_quantize.py measures its speed and recall against fp32)", "choices": QUANTIZE})
@@ -259,11 +260,11 @@ class DrKITRetriever:
 
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None, precision: str = "auto",
-             searcher: str = "exact", search: dict | None = None, **kw) -> "DrKITRetriever":
+             searcher: str = "exact", search: dict | None = None, device: str = "auto", **kw) -> "DrKITRetriever":
         """A trained hop-mixing model (a ``drkit.mixing-model`` directory, or a training run holding one in
         ``model/``) on an index; the mention index defaults to the one it was trained with. `precision`:
         `drkit.util.hardware.PRECISIONS`; `searcher` and `search`: the MIPS of global retrieval and its
-        settings (`drkit.reason.vkb.VirtualKB`)."""
+        settings (`drkit.reason.vkb.VirtualKB`); `device`: where the model and the mention scores compute."""
         from drkit.dense.mentions import MentionIndex
         from drkit.index.question_linking import QuestionLinkConfig, QuestionLinker
         from drkit.index.sparse import SparseIndex
@@ -288,8 +289,9 @@ class DrKITRetriever:
                               f"(sha256 {used[:12]}), but {model} was trained on mentions embedded by "
                               f"{m.manifest.get('encoder')} (sha256 {trained[:12]}): embed the corpus with "
                               f"'drkit embed --encoder {m.manifest.get('encoder')}'")
-        vkb = VirtualKB(sparse, mention_index, searcher, precision, **(search or {}))
+        vkb = VirtualKB(sparse, mention_index, searcher, precision, device, **(search or {}))
         m.base.set_entities(vkb.entity_names)
+        m.to(vkb.compute.device)
         linker = QuestionLinker.from_index(sparse, QuestionLinkConfig(**m.manifest.get("link", {})))
         return cls(m, vkb, linker, **kw)
 

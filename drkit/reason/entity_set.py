@@ -34,6 +34,13 @@ class EntitySet:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def to(self, device: torch.device) -> "EntitySet":
+        """The same set on `device` (differentiable in the probabilities; itself when already there)."""
+        if self.ids.device == torch.device(device):
+            return self
+        move = (lambda t: None if t is None else t.to(device))
+        return EntitySet(move(self.rows), move(self.ids), move(self.probs), self.batch_size, move(self.logits))
+
     def to_dense(self, n_entities: int) -> torch.Tensor:
         """(batch, n_entities); for tests and small inputs only."""
         out = torch.zeros(self.batch_size, n_entities, dtype=self.probs.dtype)

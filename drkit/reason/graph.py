@@ -45,7 +45,7 @@ class FollowGraph:
                  entity_link_indptr: np.ndarray | None = None, entity_link: np.ndarray | None = None,
                  entity_mention_indptr: np.ndarray | None = None, entity_mentions: np.ndarray | None = None,
                  passage_entity: np.ndarray | None = None, source: str = "the follow graph",
-                 score_dtype: torch.dtype | None = None):
+                 score_dtype: torch.dtype | None = None, device: torch.device | str | None = None):
         self.entity_passage_indptr = np.asarray(entity_passage_indptr, dtype=np.int64)  # (E+1,) EP as CSR
         # (nnz_EP,) passage ids, sorted per entity; the index's memory map is read as it is (int32), not copied
         self.entity_passage = entity_passage if isinstance(entity_passage, np.ndarray) and \
@@ -70,16 +70,20 @@ class FollowGraph:
         # the dtype float32 queries are scored in (`pair_scores`): bf16 where the hardware computes it natively,
         # else float32 (`drkit.util.hardware`); exact MIPS over the same vectors uses the same one
         self.score_dtype = score_dtype if score_dtype is not None else choose("auto", "cpu").score_dtype
+        # where the dense part of a hop runs (the pair scores and their gradient, on the copy of f(M) in the score
+        # dtype that `vectors_as` makes there); the index's integer bookkeeping stays in numpy on the CPU
+        self.device = torch.device(device or "cpu")
         self._index = None  # set by from_index: the optional arrays are read from it on first use
         self._given = {"entity_link": (entity_link_indptr, entity_link),
                        "entity_mentions": (entity_mention_indptr, entity_mentions), "passage_entity": passage_entity}
 
     @classmethod
-    def from_index(cls, index: SparseIndex, vectors, score_dtype: torch.dtype | None = None) -> "FollowGraph":
+    def from_index(cls, index: SparseIndex, vectors, score_dtype: torch.dtype | None = None,
+                   device: torch.device | str | None = None) -> "FollowGraph":
         """The graph of `index` with the mention vectors `vectors` (the mention index's memory map: read, not copied)."""
         graph = cls(index.entity_passage_indptr, index.entity_passage, index.mentions[:, 1], index.mentions[:, 0],
                     index.n_entities, index.n_passages, vectors, source=f"the index {getattr(index, 'path', '?')}",
-                    score_dtype=score_dtype)
+                    score_dtype=score_dtype, device=device)
         graph.set_passage_scores(np.asarray(index.entity_passage_score))
         graph._index = index
         return graph
@@ -232,16 +236,18 @@ class FollowGraph:
         return entry_entity * self.n_passages + np.asarray(self.entity_passage, dtype=np.int64)
 
     def vectors_as(self, dtype: torch.dtype, block: int = 1 << 16) -> torch.Tensor:
-        """f(M) in `dtype`, kept after the first call (the scores of every hop read it): made block by block
-        from `vectors`, so that no other whole copy exists even for a moment. Question time and training
-        ask only for the score dtype (bf16: 2 bytes a value, float32: 4; float64 in the exact tests)."""
+        """f(M) in `dtype` on the graph's device, kept after the first call (the scores of every hop read it):
+        made block by block from `vectors`, so that no other whole copy exists even for a moment. Question
+        time and training ask only for the score dtype (bf16: 2 bytes a value, float32: 4; float64 in the
+        exact tests)."""
         if dtype not in self._cast:
             if torch.is_tensor(self.vectors):
-                self._cast[dtype] = self.vectors.to(dtype)
+                self._cast[dtype] = self.vectors.to(self.device, dtype)
             else:
-                out = torch.empty(tuple(self.vectors.shape), dtype=dtype)
+                out = torch.empty(tuple(self.vectors.shape), dtype=dtype, device=self.device)
                 for lo in range(0, len(out), block):
-                    out[lo : lo + block] = torch.from_numpy(np.asarray(self.vectors[lo : lo + block], dtype=np.float32))
+                    part = torch.from_numpy(np.asarray(self.vectors[lo : lo + block], dtype=np.float32))
+                    out[lo : lo + block] = part.to(self.device)
                 self._cast[dtype] = out
         return self._cast[dtype]
 
@@ -252,17 +258,17 @@ class FollowGraph:
             will_need(self.vectors, ids)
 
     def rows_as(self, ids: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-        """f(m) of the mentions `ids` in `dtype`: (len(ids), p), read from the copy in that dtype if there is
-        one, else from `vectors` (exact: fp16 and bf16 values are exact in float32 and float64)."""
-        ids = np.asarray(ids, dtype=np.int64)
+        """f(m) of the mentions `ids` in `dtype` on the graph's device: (len(ids), p), read from the copy in that
+        dtype if there is one, else from `vectors` (exact: fp16 and bf16 values are exact in float32 and float64)."""
+        ids = torch.from_numpy(np.asarray(ids, dtype=np.int64))
         if dtype in self._cast:
-            return self._cast[dtype].index_select(0, torch.from_numpy(ids))
+            return self._cast[dtype].index_select(0, ids.to(self.device))
         if torch.is_tensor(self.vectors):
-            return self.vectors.index_select(0, torch.from_numpy(ids)).to(dtype)
+            return self.vectors.index_select(0, ids.to(self.vectors.device)).to(self.device, dtype)
         # one rounding from the stored values (fp16 ones are exact in every wider type on the way)
-        return torch.from_numpy(np.ascontiguousarray(self.vectors[ids])).to(dtype)
+        return torch.from_numpy(np.ascontiguousarray(self.vectors[ids.numpy()])).to(self.device, dtype)
 
-    def pair_scores(self, queries: torch.Tensor, rows: np.ndarray, mentions: np.ndarray, chunk: int = 1024) -> np.ndarray:
+    def pair_scores(self, queries: torch.Tensor, rows: np.ndarray, mentions: np.ndarray, chunk: int | None = None) -> np.ndarray:
         """``s_i = f(mentions[i]) . g[rows[i]]`` for each pair i, no gradient: (n,).
 
         Each score is one reduction over its own pair's two vectors, so a pair scores the same whatever
@@ -272,40 +278,47 @@ class FollowGraph:
         returns it); in float32, the fp16 vectors (exact in float32) and the queries are multiplied and summed
         in float32. Float64 queries are scored in float64.
 
-        The pairs' vectors are gathered `chunk` pairs at a time: O(n p) work, O(chunk p) memory. (A
-        matrix product ``g f(M)^T`` read at the pairs is faster when they cover much of batch x M, but
-        its sums run in an order that depends on the matrices' shapes, that is, on the batch.)"""
+        The pairs' vectors are gathered `chunk` pairs at a time (default 1024 on the CPU, 2^18 on a GPU): O(n p)
+        work, O(chunk p) memory, on the graph's device. (A matrix product ``g f(M)^T`` read at the pairs is
+        faster when they cover much of batch x M, but its sums run in an order that depends on the matrices'
+        shapes, that is, on the batch.)"""
         compute = self.score_dtype if queries.dtype == torch.float32 else queries.dtype
-        q = queries.detach().to(compute).to(queries.dtype)  # (batch, p), rounded to the score dtype
-        rows_t = torch.from_numpy(np.asarray(rows, dtype=np.int64))
+        chunk = chunk or (1024 if self.device.type == "cpu" else 1 << 18)
+        # (batch, p), rounded to the score dtype
+        q = queries.detach().to(self.device).to(compute).to(queries.dtype)
+        rows_t = torch.from_numpy(np.asarray(rows, dtype=np.int64)).to(self.device)
         mentions = np.asarray(mentions, dtype=np.int64)
-        out = torch.empty(len(mentions), dtype=compute)  # (n,)
+        out = torch.empty(len(mentions), dtype=compute, device=self.device)  # (n,)
+        if self.device.type != "cpu":
+            self.vectors_as(compute)  # on a GPU, f(M) is copied there once in the score dtype (M p 2 bytes in bf16)
         self._will_need_rows(mentions, compute)
         for lo in range(0, len(mentions), chunk):
             # the rows scored only (the whole copy in `compute` where one exists, else the memory map)
             f = self.rows_as(mentions[lo : lo + chunk], compute).to(queries.dtype)  # (chunk, p)
             g = q.index_select(0, rows_t[lo : lo + chunk])  # (chunk, p)
             out[lo : lo + chunk] = (f * g).sum(-1)  # rounded to `compute` on assignment
-        return out.to(queries.dtype).numpy()
+        return out.to(queries.dtype).cpu().numpy()
 
     def gather_gradient(self, rows: np.ndarray, mentions: np.ndarray, grad: torch.Tensor, batch: int) -> torch.Tensor:
         """``out[b] = sum_i grad[i] f(mentions[i])`` over the i with ``rows[i] = b``: (batch, p).
 
-        A sparse (batch x U) matrix times the rows of f of the U distinct mentions touched, CSR: memory
-        O(U p), whatever M is (no whole copy of f(M) in the gradient's dtype)."""
+        A sparse (batch x U) matrix times the rows of f of the U distinct mentions touched, CSR, on the
+        graph's device: memory O(U p), whatever M is (no whole copy of f(M) in the gradient's dtype). The
+        result is on `grad`'s device."""
         if len(mentions) == 0:
-            return torch.zeros(batch, self.vectors.shape[1], dtype=grad.dtype)
+            return torch.zeros(batch, self.vectors.shape[1], dtype=grad.dtype, device=grad.device)
         touched, column = np.unique(mentions, return_inverse=True)  # column order = mention order
         self._will_need_rows(touched, grad.dtype)
         f = self.rows_as(touched, grad.dtype)  # (U, p)
         order = np.lexsort((mentions, rows))
         crow = torch.from_numpy(np.searchsorted(rows[order], np.arange(batch + 1)).astype(np.int64))
+        dev = self.device
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
-            sparse = torch.sparse_csr_tensor(crow, torch.from_numpy(column[order].astype(np.int64)),
-                                             grad[torch.from_numpy(order)], size=(batch, len(touched)),
-                                             check_invariants=False)
-        return sparse @ f
+            sparse = torch.sparse_csr_tensor(crow.to(dev), torch.from_numpy(column[order].astype(np.int64)).to(dev),
+                                             grad[torch.from_numpy(order).to(grad.device)].to(dev),
+                                             size=(batch, len(touched)), check_invariants=False)
+        return (sparse @ f).to(grad.device)
 
     def searched_scores(self, queries: torch.Tensor, scores: np.ndarray, rows: np.ndarray,
                         mentions: np.ndarray) -> torch.Tensor:

@@ -147,10 +147,10 @@ class HopMixingModel(nn.Module):
         enc = base.encode(texts, precision)
         h = base.pooled(enc)  # (B, hidden) float32
         if self.config.fixed is None:
-            pi = torch.softmax(rows_alike(self.pi_head, h), dim=-1)  # (B, T+1)
+            pi = torch.softmax(rows_alike(self.pi_head, h), dim=-1).cpu()  # (B, T+1), on the CPU as the follow
         else:
             pi = torch.nn.functional.one_hot(torch.full((len(texts),), self.config.fixed), self.config.hops + 1).float()
-        g0 = torch.cat([rows_alike(self.start0, h), rows_alike(self.end0, h)], dim=-1)  # (B, p)
+        g0 = torch.cat([rows_alike(self.start0, h), rows_alike(self.end0, h)], dim=-1).cpu()  # (B, p)
         traces: list[FollowTrace | None] = []
         if self.config.rescore:
             result = rescore(z0, g0, vkb.graph, fc, trace=trace)
@@ -161,7 +161,7 @@ class HopMixingModel(nn.Module):
         traces.append(tr)
         for t in range(self.config.hops):
             q = base.hop_queries(enc, t, z)
-            power = base.tfidf_power[t].clamp_min(0) if base.config.learn_tfidf_power else None
+            power = base.tfidf_power[t].clamp_min(0).cpu() if base.config.learn_tfidf_power else None
             topic = named if self.config.remove_named else None
             result = follow(z, q, vkb.graph, vkb.search, fc, topic, trace=trace, tfidf_power=power)
             z, tr = result if trace else (result, None)
@@ -177,7 +177,8 @@ class HopMixingModel(nn.Module):
 
         with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
             self.base.save(w.path("base"), extra_manifest=extra_manifest)
-            heads = {k: v.detach().contiguous().clone() for k, v in self.state_dict().items() if not k.startswith("base.")}
+            heads = {k: v.detach().cpu().contiguous().clone() for k, v in self.state_dict().items()
+                     if not k.startswith("base.")}
             save_file(heads, str(w.path("heads.safetensors")))
             w.manifest.update(mix=asdict(self.config), **(extra_manifest or {}))
 

@@ -180,6 +180,12 @@ class MultiHopModel(nn.Module):
         self.entity_piece_indptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, 0)])
 
     @property
+    def device(self) -> torch.device:
+        """Where the question encoder computes (the follow's sparse part runs on the CPU, its scores on the
+        virtual KB's device: `drkit.reason.graph`)."""
+        return self.tfidf_power.device
+
+    @property
     def n_entities(self) -> int:
         """Entities given to `set_entities` (0 before)."""
         return len(self.entity_piece_indptr) - 1
@@ -187,11 +193,11 @@ class MultiHopModel(nn.Module):
     def entity_rows(self, ids: torch.Tensor) -> torch.Tensor:
         """X[ids]: (N, hidden) float32, each entity's mean name-piece embedding from the current word
         embeddings, computed for these entities only (O(N hidden) memory, whatever |E| is). No gradient."""
-        ids = torch.as_tensor(ids, dtype=torch.long)
         with torch.no_grad():
             words = self.encoder.embeddings.word_embeddings.weight
+            ids = torch.as_tensor(ids, dtype=torch.long, device=words.device)
             n, slot, piece = self._name_pieces(ids)
-            sums = torch.zeros(len(ids), words.shape[1]).index_add(0, slot, words[piece].float())
+            sums = torch.zeros(len(ids), words.shape[1], device=words.device).index_add(0, slot, words[piece].float())
             return sums / n.clamp_min(1).unsqueeze(1).float()
 
     def _name_pieces(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -199,8 +205,9 @@ class MultiHopModel(nn.Module):
         in `ids` and its word-piece id (S,) each."""
         lo = self.entity_piece_indptr[ids]
         n = self.entity_piece_indptr[ids + 1] - lo
-        slot = torch.repeat_interleave(torch.arange(len(ids)), n)
-        return n, slot, self.entity_pieces[torch.from_numpy(concat_ranges(lo.numpy(), n.numpy()))]
+        slot = torch.repeat_interleave(torch.arange(len(ids), device=ids.device), n)
+        at = torch.from_numpy(concat_ranges(lo.cpu().numpy(), n.cpu().numpy())).to(ids.device)
+        return n, slot, self.entity_pieces[at]
 
     @property
     def entity_table(self) -> torch.Tensor:
@@ -217,6 +224,7 @@ class MultiHopModel(nn.Module):
         (`entity_rows`)."""
         words = self.encoder.embeddings.word_embeddings.weight  # (V, hidden)
         vocab = words.shape[0]
+        z = z.to(words.device)  # the follow's sets are on the CPU; the encoder may be on a GPU
         trained = self.config.train_word_embeddings and torch.is_grad_enabled()
         n_pieces = self.entity_piece_indptr[z.ids + 1] - self.entity_piece_indptr[z.ids] if len(z.ids) else z.ids
         if trained or int(n_pieces.sum()) * DENSE_NAME_PIECES > z.batch_size * vocab:
@@ -226,10 +234,12 @@ class MultiHopModel(nn.Module):
             # only the columns of N that Z's names use: (B, U) @ W[used], U <= V distinct pieces (the gather
             # passes the gradient on to those rows of W when the word embeddings are trained)
             used, column = torch.unique(piece, return_inverse=True)
-            zn = torch.zeros(z.batch_size * len(used)).index_add(0, z.rows[slot] * len(used) + column, weight)
+            zn = torch.zeros(z.batch_size * len(used), device=words.device).index_add(
+                0, z.rows[slot] * len(used) + column, weight)
             return zn.view(z.batch_size, len(used)) @ (words if trained else words.detach())[used].float()
         rows = self.entity_rows(z.ids)  # (N, hidden)
-        return torch.zeros(z.batch_size, rows.shape[1]).index_add(0, z.rows, z.probs.unsqueeze(1).float() * rows)
+        return torch.zeros(z.batch_size, rows.shape[1], device=words.device).index_add(
+            0, z.rows, z.probs.unsqueeze(1).float() * rows)
 
     def tokenize(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         b = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_question_pieces,
@@ -238,30 +248,36 @@ class MultiHopModel(nn.Module):
 
     def encode(self, texts: list[str], precision: str = "auto") -> "EncodedQuestions":
         """The shared layers over a batch of questions, computed once for all hops, in `precision`
-        (`drkit.util.hardware.PRECISIONS`; auto: bf16 where the hardware computes it natively, else fp32)."""
+        (`drkit.util.hardware.PRECISIONS`; auto: bf16 on a CPU that computes it natively, else fp32)."""
         ids, mask = self.tokenize(texts)
+        ids, mask = ids.to(self.device), mask.to(self.device)
         # At question time each question is padded to its own length rounded up to PAD_MULTIPLE, not to the
         # longest of its batch: its vectors would otherwise change with the batch (other shapes, roundings).
         if self.tokenizer.padding_side != "right":
             raise ConfigError(f"the question tokenizer pads on the {self.tokenizer.padding_side}; drkit needs right padding")
-        groups, width = length_groups(mask) if not self.training else ([torch.arange(len(texts))], [mask.shape[1]])
+        # On a GPU the batch is one group, padded to its longest question: each group costs its own kernel launches,
+        # which bound the GPU's time, and GPU kernels change a row's last bits with the batch anyway.
+        one = self.training or ids.device.type != "cpu"
+        groups, width = ([torch.arange(len(texts), device=ids.device)], [mask.shape[1]]) if one else length_groups(mask)
         inverse = torch.argsort(torch.cat(groups))  # rows of the concatenated groups -> batch rows
-        compute = choose(precision, "cpu", training=self.training)
+        compute = choose(precision, self.device.type, training=self.training)
         with compute.autocast():
             hs = [self.encoder.encode(ids[g, :w], mask[g, :w]) for g, w in zip(groups, width)]
         return EncodedQuestions(hs, [mask[g, :w] for g, w in zip(groups, width)], groups, inverse, compute)
 
     def pooled(self, enc: "EncodedQuestions") -> torch.Tensor:
-        """(B, hidden) float32: the mean of each question's shared-layer outputs over its pieces, batch order."""
+        """(B, hidden) float32 on the model's device: the mean of each question's shared-layer outputs over its
+        pieces, batch order."""
         return torch.cat([mean_pool(h, m).float() for h, m in zip(enc.hs, enc.masks)])[enc.inverse]
 
     def hop_queries(self, enc: "EncodedQuestions", t: int, z: EntitySet) -> torch.Tensor:
-        """g_t(q, Z_{t-1}): (B, p) float32 queries of hop t (0-based) from the encoded questions and Z_{t-1}."""
+        """g_t(q, Z_{t-1}): (B, p) float32 queries of hop t (0-based) from the encoded questions and Z_{t-1}, on
+        the CPU, where the follow computes (differentiable: the gradient goes back to the encoder's device)."""
         z_emb = self.entity_embedding(z) if self.config.entity_condition != "none" else None
         with enc.compute.autocast():
             q = torch.cat([self.encoder.hop_query(h, m, t, None if z_emb is None else z_emb[g])
                            for h, m, g in zip(enc.hs, enc.masks, enc.groups)])[enc.inverse]
-        return q.float()
+        return q.float().cpu()
 
     def removed_at(self, t: int, hops: int, topic: np.ndarray, fc: FollowConfig) -> np.ndarray | None:
         """The question entities hop t (0-based) of `hops` drops from its output, as `fc.remove_topic` says."""
@@ -289,7 +305,7 @@ class MultiHopModel(nn.Module):
         out = []
         for t in range(hops):
             q = self.hop_queries(enc, t, z)  # (B, p)
-            power = self.tfidf_power[t].clamp_min(0) if self.config.learn_tfidf_power else None
+            power = self.tfidf_power[t].clamp_min(0).cpu() if self.config.learn_tfidf_power else None
             result = follow(z, q, vkb.graph, vkb.search, fc, self.removed_at(t, hops, topic, fc), trace=trace,
                             tfidf_power=power)
             z, tr = result if trace else (result, None)
@@ -301,7 +317,7 @@ class MultiHopModel(nn.Module):
         from safetensors.torch import save_file
 
         with ArtifactWriter(out, FORMAT, FORMAT_VERSION, overwrite=overwrite) as w:
-            state = {k: v.detach().contiguous().clone() for k, v in self.state_dict().items()}
+            state = {k: v.detach().cpu().contiguous().clone() for k, v in self.state_dict().items()}
             save_file(state, str(w.path("model.safetensors")))
             self.encoder.bert_config.to_json_file(str(w.path("config.json")))
             self.tokenizer.save_pretrained(str(w.path("tokenizer")))

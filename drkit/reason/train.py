@@ -45,7 +45,7 @@ from drkit.reason.model import ModelConfig, MultiHopModel, model_dir_of
 from drkit.reason.predict import answer_batches, hits
 from drkit.reason.segment import segment_logsumexp
 from drkit.reason.vkb import VirtualKB
-from drkit.util.hardware import precision_field
+from drkit.util.hardware import device_field, precision_field
 from drkit.util.progress import progress
 from drkit.util.runs import (
     adamw,
@@ -77,6 +77,7 @@ class TrainConfig:
     dev_sample: int = field(default=1000, metadata={"help": "dev questions used for model selection (0: all)"})
     checkpoint_every: int = field(default=250, metadata={"help": "steps between checkpoints"})
     precision: str = precision_field("the question encoder")
+    device: str = device_field("training (the question encoder and the mention scores)")
     seed: int = field(default=0, metadata={"help": "seed of the question order, dev sample and dropout"})
     question_entity: str = field(default="bracketed", metadata={
         "help": "Z_0 of a training or dev question: its [bracketed] entity, or linked: the least frequent entity "
@@ -156,7 +157,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
         log(f"{run} is already trained ({run / 'model'}); pass --overwrite to train again")
         return run / "model"
     torch.manual_seed(config.seed)
-    vkb = VirtualKB(SparseIndex.load(index_dir), mentions, precision=config.precision)
+    vkb = VirtualKB(SparseIndex.load(index_dir), mentions, precision=config.precision, device=config.device)
 
     entities = vkb.index.entities
     mode = config.question_entity
@@ -188,6 +189,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
         log(f"starting from {init}: " + ", ".join(model.init_from_model(source)))
         del source
     model.set_entities(vkb.entity_names)
+    model.to(vkb.compute.device)
     opt, sched = _optimizer(model, config)
     start, best = 0, {"hits@1": -1.0, "step": 0}
     state = resume(run, model, opt, sched, log, logs=("train_log.jsonl", "dev_log.jsonl"))

@@ -42,7 +42,7 @@ from drkit.reason.follow import FollowConfig
 from drkit.reason.mixing import HopMixingModel, MixConfig, mixture_loss
 from drkit.reason.model import ModelConfig
 from drkit.reason.vkb import VirtualKB
-from drkit.util.hardware import precision_field
+from drkit.util.hardware import device_field, precision_field
 from drkit.util.progress import progress
 from drkit.util.runs import adamw, append_log, optimizer_step, prepare_run, upgrade_run_settings
 from drkit.util.sampling import step_rows
@@ -70,6 +70,7 @@ class MixTrainConfig:
                 "or pages+answers (answers that are entities too: the earlier objective)",
         "choices": ("pages", "pages+answers")})
     precision: str = precision_field("the question encoder")
+    device: str = device_field("training (the question encoder and the mention scores)")
     seed: int = field(default=0, metadata={"help": "seed of the question order and dropout"})
 
     def __post_init__(self):
@@ -197,7 +198,7 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
         (run / name).unlink(missing_ok=True)
     torch.manual_seed(config.seed)
     index = SparseIndex.load(index_dir)
-    vkb = VirtualKB(index, mentions, precision=config.precision)
+    vkb = VirtualKB(index, mentions, precision=config.precision, device=config.device)
     linker = QuestionLinker.from_index(index, link_config)
     train_items, train_counts = gold_questions(train_file, index, config.answers)
     dev_items, dev_counts = gold_questions(dev_file, index, False)
@@ -208,6 +209,7 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
         raise ConfigError(f"no training question of {train_file} has a gold entity in the index {index_dir}")
     model = HopMixingModel.from_encoder(DualEncoder.load(encoder_dir), mix_config, model_config, follow_config)
     model.base.set_entities(vkb.entity_names)
+    model.to(vkb.compute.device)
     heads = [p for n, p in model.named_parameters() if p.requires_grad and (
         not n.startswith("base.") or n.startswith(("base.encoder.start.", "base.encoder.end.", "base.encoder.entity.")))]
     powers = [model.base.tfidf_power] if model.base.tfidf_power.requires_grad else []

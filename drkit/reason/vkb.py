@@ -35,17 +35,20 @@ class VirtualKB:
     """Everything a follow needs at question time, loaded once."""
 
     def __init__(self, index: SparseIndex, mentions: MentionIndex, searcher: str = "exact", precision: str = "auto",
-                 **search_kwargs):
+                 device: str = "auto", **search_kwargs):
         mentions.check_compatible(index)
         mentions = mentions.for_index(index)  # a grown index: the base's live vectors and its segments'
         self.index = index
         self.mentions = mentions
-        # `precision` (drkit.util.hardware) sets the dtype mention vectors are scored in: bf16 where native, else fp32
+        # `precision` (drkit.util.hardware) sets the dtype mention vectors are scored in: bf16 where native, else
+        # fp32; `device` where they are scored (auto: a CUDA GPU when there is one) and where a model that answers
+        # on this virtual KB computes (`drkit.qa.pipeline.DrKIT` moves it there)
         self.precision = precision  # the setting, passed on to the question encoder as given
-        self.compute = choose(precision, "cpu")
-        # the memory map: restricted retrieval reads the rows it scores; global exact MIPS makes one copy in the
-        # score dtype
-        self.graph = FollowGraph.from_index(index, mentions.vectors, score_dtype=self.compute.score_dtype)
+        self.compute = choose(precision, device)
+        # the memory map: restricted retrieval on the CPU reads the rows it scores; global exact MIPS (and any
+        # scoring on a GPU) makes one copy in the score dtype
+        self.graph = FollowGraph.from_index(index, mentions.vectors, score_dtype=self.compute.score_dtype,
+                                            device=self.compute.device)
         self._searcher_kind, self._search_kwargs = searcher, search_kwargs
         self._searcher = None  # built on first use: restricted retrieval never searches
         self.entity_frequency = np.bincount(index.mention_entity, minlength=index.n_entities)
@@ -53,8 +56,8 @@ class VirtualKB:
 
     @classmethod
     def load(cls, index_dir: str | Path, mentions_dir: str | Path, searcher: str = "exact", precision: str = "auto",
-             **kw) -> "VirtualKB":
-        return cls(SparseIndex.load(index_dir), MentionIndex.load(mentions_dir), searcher, precision, **kw)
+             device: str = "auto", **kw) -> "VirtualKB":
+        return cls(SparseIndex.load(index_dir), MentionIndex.load(mentions_dir), searcher, precision, device, **kw)
 
     @property
     def searcher(self):

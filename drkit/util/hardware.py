@@ -3,11 +3,13 @@
 Every stage that runs a transformer (pretraining, embedding, training, question encoding) or scores
 mention vectors (exact MIPS, the follow's pair scores) asks this module what to compute in:
 
-* ``precision``: ``auto`` (the default), ``fp32``, ``bf16`` or ``fp16`` (CUDA only). ``auto`` is bf16
-  where the hardware computes it natively (a CPU with AMX or AVX512-BF16, a GPU with bf16 tensor cores)
-  and fp32 elsewhere: on a CPU without native bf16 (AVX2 only, say) bf16 autocast is emulated and a
-  linear layer runs about 4x slower than in fp32. Where the CPU's report does not settle it (not x86),
-  a short measured probe does: a linear layer timed in fp32 and under bf16 autocast.
+* ``precision``: ``auto`` (the default), ``fp32``, ``bf16`` or ``fp16`` (CUDA only). On a CPU ``auto``
+  is bf16 where the CPU computes it natively (AMX or AVX512-BF16) and fp32 elsewhere: on a CPU without
+  native bf16 (AVX2 only, say) bf16 autocast is emulated and a linear layer runs about 4x slower than in
+  fp32. Where the CPU's report does not settle it (not x86), a short measured probe does: a linear layer
+  timed in fp32 and under bf16 autocast. On a GPU ``auto`` is fp32: measured on an H100, bf16 autocast
+  made every stage of drkit's 22M-parameter encoder slower (the GPU work is bound by kernel launches, and
+  autocast adds a cast before each product); ``bf16`` stays for a larger base transformer.
 * ``device``: ``auto`` (CUDA when a GPU is present, else the CPU), ``cpu`` or ``cuda``.
 * threads: torch's intra-op threads set to the CPUs this process may use (its affinity and cgroup
   quota), less what a caller reserves for processes running beside it.
@@ -151,12 +153,20 @@ def choose(precision: str = "auto", device: str = "auto", training: bool = False
         native = torch.cuda.is_bf16_supported()
         name = torch.cuda.get_device_name(dev)
         if precision == "auto":
-            precision, reason = ("bf16", f"{name} computes bf16 natively") if native else \
-                ("fp32", f"{name} has no native bf16")
+            precision, reason = "fp32", (f"{name}: bf16 autocast measured slower than fp32 for drkit's small encoder, "
+                                         "whose GPU work is bound by kernel launches that autocast's casts multiply "
+                                         "(benchmarks/results/precision/precision-cuda-*.md); --precision bf16 "
+                                         "for a large --base")
         else:
             reason = "as set"
             if precision == "bf16" and not native:
                 raise ConfigError(f"--precision bf16: {name} has no bf16 support (use fp16, fp32 or auto)")
+        if precision != "fp32" and torch.backends.cuda.cudnn_sdp_enabled():
+            # cuDNN's attention builds an execution plan for every new sequence length: a 3.5x slower bf16
+            # pretraining step on an H100 (precision-cuda-random-init-nocudnn.md); flash / memory-efficient
+            # attention need none
+            torch.backends.cuda.enable_cudnn_sdp(False)
+            reason += "; cuDNN attention off (it plans each new sequence length)"
     else:
         if precision == "fp16":
             raise ConfigError("--precision fp16 is for a CUDA GPU; on the CPU use auto, fp32 or bf16")
@@ -204,8 +214,9 @@ def precision_field(what: str):
     from dataclasses import field
 
     return field(default="auto", metadata={
-        "help": f"precision of {what}: auto (bf16 where the hardware computes it natively: a CPU with AMX or "
-                "AVX512-BF16, a GPU with bf16 tensor cores; fp32 elsewhere), fp32, bf16, or fp16 (GPU, no training)",
+        "help": f"precision of {what}: auto (bf16 on a CPU that computes it natively: AMX or AVX512-BF16; fp32 "
+                "elsewhere, a GPU included, where bf16 autocast measured slower for drkit's small encoder), fp32, "
+                "bf16, or fp16 (GPU, no training)",
         "choices": PRECISIONS})
 
 

