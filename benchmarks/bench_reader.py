@@ -12,6 +12,8 @@ and at batch 8. Writes ``OUT/bench_reader.json`` and ``OUT/bench_reader.md``.
 from __future__ import annotations
 
 import argparse
+import copy
+import itertools
 import json
 import platform
 import time
@@ -23,6 +25,7 @@ from drkit.qa.answer import passages_from_predictions
 from drkit.reader.examples import ReaderExample, read_passages, read_questions
 from drkit.reader.model import Reader
 from drkit.reader.text import best_scores
+from drkit.reason.quantize import QUANTIZE, quantize_transformer
 from drkit.util.hardware import configure_threads
 
 
@@ -32,16 +35,23 @@ def main() -> None:
     ap.add_argument("--corpus", type=Path, default=Path("../shared/data/2wiki/corpus.jsonl"))
     ap.add_argument("--max-pieces", type=int, nargs="+", default=[512, 384, 256])
     ap.add_argument("--passages", type=int, default=5)
+    ap.add_argument("--quantize", nargs="+", choices=QUANTIZE, default=["none"],
+                    help="each setting read side by side: none (fp32) or int8 (the transformer's Linear layers as int8 "
+                         "dynamic quantisation, as --quantize int8 does)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     configure_threads(0)
-    reader = Reader.load(args.run / "train-reader")
+    fp32 = Reader.load(args.run / "train-reader")
     corpus = {p.id: p for p in read_passages(args.corpus)}
     records = read_questions(args.run / "split" / "dev.jsonl")
     by_id = passages_from_predictions(args.run / "retrieve-drkit" / "predictions.jsonl", corpus, args.passages)
     examples = [ReaderExample(r["id"], r["question"], tuple(by_id[r["id"]])) for r in records]
     rows = []
-    for pieces in args.max_pieces:
+    for quantize, pieces in itertools.product(args.quantize, args.max_pieces):
+        reader = fp32
+        if quantize == "int8":
+            reader = copy.deepcopy(fp32)
+            quantize_transformer(reader, "fp32")
         reader.read(examples[:4], 1, max_pieces=pieces)  # warm-up
         t = time.perf_counter()
         readings = reader.read(examples, 1, max_pieces=pieces)
@@ -51,7 +61,7 @@ def main() -> None:
         batch8 = (time.perf_counter() - t) / len(examples)
         scores = [best_scores(x.answer, r["answers"]) for x, r in zip(readings, records)]
         lengths = [len(reader.featurize(e, max_pieces=pieces).ids) for e in examples]
-        rows.append({"max_pieces": pieces, "em": round(sum(s[0] for s in scores) / len(scores), 4),
+        rows.append({"quantize": quantize, "max_pieces": pieces, "em": round(sum(s[0] for s in scores) / len(scores), 4),
                      "f1": round(sum(s[1] for s in scores) / len(scores), 4),
                      "ms_per_question_batch1": round(1000 * batch1, 1), "ms_per_question_batch8": round(1000 * batch8, 1),
                      "mean_pieces_read": round(sum(lengths) / len(lengths), 1)})
@@ -59,13 +69,14 @@ def main() -> None:
     found = {"run": str(args.run), "questions": len(records), "passages": args.passages,
              "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
                          "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()},
-             "reader": str(reader.path), "rows": rows}
+             "reader": str(fp32.path), "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench_reader.json").write_text(json.dumps(found, indent=2) + "\n")
     lines = [f"# The reader's EM/F1 against its time ({len(records)} dev questions of {args.run}, drkit's top "
              f"{args.passages})", "", f"Machine: {found['machine']}.", "",
-             "| max pieces | mean pieces read | EM | F1 | ms/question batch 1 | ms/question batch 8 |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['max_pieces']} | {r['mean_pieces_read']} | {r['em']:.3f} | {r['f1']:.3f} | {r['ms_per_question_batch1']} "
+             "| quantize | max pieces | mean pieces read | EM | F1 | ms/question batch 1 | ms/question batch 8 |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['quantize']} | {r['max_pieces']} | {r['mean_pieces_read']} | {r['em']:.3f} | {r['f1']:.3f} | {r['ms_per_question_batch1']} "
               f"| {r['ms_per_question_batch8']} |" for r in rows]
     (args.out / "bench_reader.md").write_text("\n".join(lines) + "\n")
 

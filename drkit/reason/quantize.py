@@ -32,9 +32,10 @@ def transformer_linears(model: torch.nn.Module) -> list[str]:
     return sorted(set(inside), key=inside.index)
 
 
-def quantize_question_encoder(model: torch.nn.Module, compute_precision: str) -> int:
+def quantize_transformer(model: torch.nn.Module, compute_precision: str) -> int:
     """Quantise `model`'s transformer Linear layers to int8 in place (it must be on the CPU, answering in fp32:
-    `compute_precision` is the resolved precision). Returns how many layers were quantised."""
+    `compute_precision` is the resolved precision). Returns how many layers were quantised. The question
+    encoder of a DrKIT model and the reader (`drkit.reader.model.Reader`) both go through it."""
     if compute_precision != "fp32":
         raise ConfigError(f"--quantize int8 keeps the activations in fp32; it does not go with --precision "
                           f"{compute_precision} (pass --precision fp32)")
@@ -54,3 +55,6 @@ def quantize_question_encoder(model: torch.nn.Module, compute_precision: str) ->
     except (AttributeError, RuntimeError) as exc:
         raise ConfigError(f"--quantize int8 is not available in this torch ({torch.__version__}): {exc}") from None
     return len(names)
+
+
+quantize_question_encoder = quantize_transformer  # the name `drkit.qa.pipeline` has used
