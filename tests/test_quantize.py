@@ -14,7 +14,7 @@ from test_retrieve import mixing_run  # noqa: F401  (a fixture)
 
 from drkit.errors import ConfigError
 from drkit.qa.pipeline import DrKIT, LoadConfig
-from drkit.reason.quantize import quantize_question_encoder, transformer_linears
+from drkit.reason.quantize import quantize_transformer, transformer_linears
 
 pytest.importorskip("torch.ao.quantization")
 
@@ -51,8 +51,8 @@ def test_a_multi_hop_model_answers_alike_in_int8(sample_run):  # noqa: F811
 
 def test_settings_it_cannot_go_with_are_refused(sample_run):  # noqa: F811
     with pytest.raises(ConfigError, match="pass --precision fp32"):
-        quantize_question_encoder(torch.nn.Linear(2, 2), "bf16")
+        quantize_transformer(torch.nn.Linear(2, 2), "bf16")
     with pytest.raises(ConfigError, match="no transformer Linear layer"):
-        quantize_question_encoder(torch.nn.Sequential(torch.nn.Linear(2, 2)), "fp32")
+        quantize_transformer(torch.nn.Sequential(torch.nn.Linear(2, 2)), "fp32")
     with pytest.raises(ConfigError, match="quantize must be one of"):
         DrKIT.load(*sample_run, config=LoadConfig(quantize="int4"))

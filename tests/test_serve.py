@@ -75,6 +75,8 @@ def test_info_gives_manifests_counts_and_checksums(engine, client, sample_run): 
     index, run = sample_run
     info = client.get("/v1/info").json()
     assert info["kind"] == ANSWERS and info["max_hops"] == 2
+    compute = engine.vkb.compute
+    assert info["compute"] == {"precision": compute.precision, "device": compute.device.type, "reason": compute.reason}
     assert info["counts"] == {"entities": engine.index.n_entities, "mentions": engine.index.n_mentions,
                               "passages": engine.index.n_passages, "articles": 354}
     manifests = info["manifests"]

@@ -40,7 +40,7 @@ from drkit.errors import ConfigError, DrkitError, QuestionError
 from drkit.qa.results import Answer, Hop, HopEntity, Passage, Result, evidence_of
 from drkit.reason.follow import RETRIEVALS, FollowConfig
 from drkit.reason.model import MultiHopModel, model_dir_of
-from drkit.reason.quantize import QUANTIZE, quantize_question_encoder
+from drkit.reason.quantize import QUANTIZE, quantize_transformer
 from drkit.reason.vkb import ParsedQuestion, VirtualKB, check_model_index
 from drkit.util.hardware import device_field, precision_field
 
@@ -171,7 +171,7 @@ class DrKIT:
         if config.quantize not in QUANTIZE:
             raise ConfigError(f"quantize must be one of {', '.join(QUANTIZE)}, got {config.quantize!r}")
         if config.quantize == "int8":
-            quantize_question_encoder(kit.model, kit.vkb.compute.precision)
+            quantize_transformer(kit.model, kit.vkb.compute.precision)
         return kit
 
     @staticmethod

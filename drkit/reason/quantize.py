@@ -55,6 +55,3 @@ def quantize_transformer(model: torch.nn.Module, compute_precision: str) -> int:
     except (AttributeError, RuntimeError) as exc:
         raise ConfigError(f"--quantize int8 is not available in this torch ({torch.__version__}): {exc}") from None
     return len(names)
-
-
-quantize_question_encoder = quantize_transformer  # the name `drkit.qa.pipeline` has used

@@ -3,7 +3,7 @@ as JSON-ready dicts.
 
 Two kinds of model sit behind the same API, both answering through the front door,
 `drkit.qa.pipeline.DrKIT.answer_batch`, exactly as ``drkit ask`` does, with the virtual KB's settings
-(`LoadConfig`: --mips, --ann, --nprobe, --rerank, --precision) honoured for both:
+(`LoadConfig`: --mips, --ann, --nprobe, --rerank, --precision, --device) honoured for both:
 
 * a multi-hop model (``drkit train``: MetaQA-style questions, a bracketed or linked question entity, a fixed
   hop count);
@@ -355,7 +355,8 @@ class Engine:
         return entity_passages(self.index, entity_id, limit)
 
     def info(self) -> dict:
-        """What is served: the model's kind and hop count, the index's counts, and the manifests of the index,
+        """What is served: the model's kind and hop count, where and in what it computes (`compute`: precision,
+        device and why), the index's counts, and the manifests of the index,
         the mention index and the model (corpus, counts, versions, input checksums) with the sha256 of the
         model's weights."""
         from drkit import __version__
@@ -378,6 +379,8 @@ class Engine:
         return {"drkit_version": __version__, "kind": self.kind, "max_hops": self.max_hops,
                 "index_version": served.version, "reloads": self.reloads, "reload_failures": self.reload_failures,
                 "warm_up_s": None if self.warm_up_s is None else round(self.warm_up_s, 3),
+                "compute": {"precision": kit.vkb.compute.precision, "device": kit.vkb.compute.device.type,
+                            "reason": kit.vkb.compute.reason},
                 "counts": {"entities": index.n_entities, "mentions": index.n_mentions,
                            "passages": index.n_passages, "articles": len(index.article_titles)},
                 "manifests": manifests}
