@@ -41,6 +41,15 @@ def _model_and_kbs(d, precision="fp32", follow=FollowConfig(top_k=200, temperatu
     return cpu_model.eval(), gpu_model.eval(), kb_cpu, kb_gpu
 
 
+def _on_both(d, cpu_model, gpu_model, kb_cpu, kb_gpu, precision="fp32"):
+    """Every hop's output for the dev questions: the CPU model in fp32, the GPU model in `precision`."""
+    parsed = [kb_cpu.parse(q) for q in _questions(d)]
+    topic = np.array([p.topic for p in parsed])
+    with torch.no_grad():
+        return (cpu_model([p.text for p in parsed], topic, kb_cpu, precision="fp32"),
+                gpu_model([p.text for p in parsed], topic, kb_gpu, precision=precision))
+
+
 def _close(a: EntitySet, b: EntitySet, n: int, tol: float) -> float:
     diff = float((a.to_dense(n).float() - b.to_dense(n).float()).abs().max())
     assert diff <= tol, diff
@@ -52,12 +61,7 @@ def test_a_model_answers_alike_on_the_gpu_and_the_cpu(films_kb, retrieval):  # n
     d, _ = films_kb
     cpu_model, gpu_model, kb_cpu, kb_gpu = _model_and_kbs(d, follow=FollowConfig(top_k=200, temperature=1.0,
                                                                                    retrieval=retrieval))
-    texts = _questions(d)
-    parsed = [kb_cpu.parse(q) for q in texts]
-    topic = np.array([p.topic for p in parsed])
-    with torch.no_grad():
-        on_cpu = cpu_model([p.text for p in parsed], topic, kb_cpu, precision="fp32")
-        on_gpu = gpu_model([p.text for p in parsed], topic, kb_gpu, precision="fp32")
+    on_cpu, on_gpu = _on_both(d, cpu_model, gpu_model, kb_cpu, kb_gpu)
     assert kb_gpu.graph.device.type == "cuda" and gpu_model.device.type == "cuda"
     for a, b in zip(on_cpu, on_gpu):
         _close(a.z, b.z, kb_cpu.graph.n_entities, 1e-4)
@@ -92,12 +96,7 @@ def test_auto_is_fp32_on_the_gpu_and_bf16_answers_close_to_fp32(films_kb):  # no
         pytest.skip("this GPU has no bf16")
     assert choose("bf16", "cuda").precision == "bf16" and not torch.backends.cuda.cudnn_sdp_enabled()
     cpu_model, gpu_model, kb_cpu, kb_gpu = _model_and_kbs(d, precision="bf16")
-    texts = _questions(d)
-    parsed = [kb_cpu.parse(q) for q in texts]
-    topic = np.array([p.topic for p in parsed])
-    with torch.no_grad():
-        on_cpu = cpu_model([p.text for p in parsed], topic, kb_cpu, precision="fp32")
-        on_gpu = gpu_model([p.text for p in parsed], topic, kb_gpu, precision="bf16")
+    on_cpu, on_gpu = _on_both(d, cpu_model, gpu_model, kb_cpu, kb_gpu, precision="bf16")
     _close(on_cpu[-1].z, on_gpu[-1].z, kb_cpu.graph.n_entities, 5e-2)
 
 
