@@ -30,6 +30,10 @@ def test_sentences_and_occurrences():
     assert [text[a:b] for a, b in spans] == ["Kismet is a 1944 film by Dr. Who.", "It stars J. Smith in Iran.",
                                              "\"Quoted.\"", "Then 1990."]
     assert split_sentences("   ") == [] and split_sentences("no full stop") == [(0, 12)]
+    # a Roman numeral ends a sentence when a sentence-starting word follows; an initial before a name does not
+    text = "He fought in World War I. He later moved. Louis XIV. was king. John F. Kennedy was born."
+    assert [text[a:b] for a, b in split_sentences(text)] == ["He fought in World War I.", "He later moved.",
+                                                             "Louis XIV. was king.", "John F. Kennedy was born."]
     assert find_all("Iran and Iranian; iran.", "IRAN") == [(0, 4), (18, 22)]  # not inside "Iranian"
     assert find_all("C++ is", "c++") == [(0, 3)] and find_all("abc", " ") == []
 

@@ -48,16 +48,25 @@ def best_scores(prediction: str, golds) -> tuple[float, float]:
 _SENTENCE_END = re.compile(r"(?<=[.!?])([\"')\]]*)\s+(?=[\"'(\[]?[A-Z0-9])")
 _ABBREVIATION = re.compile(r"\b(?:[A-Z]|e\.g|i\.e|c|ca|vs|St|Dr|Mr|Mrs|Ms|Jr|Sr|No|Vol|pp|Mt|Gen|Col|Lt|Capt|Rev|Prof|"
                            r"Inc|Ltd|Co|Corp|U\.S|U\.K)\.$")
+_INITIAL = re.compile(r"\b[A-Z]\.$")
+# after a single capital and a full stop, these words start a sentence ("World War I. The war ..."); an initial
+# is followed by a name ("J. Smith")
+_SENTENCE_STARTERS = frozenset("A An The He She It They We I His Her Its Their This That These Those There In On At "
+                               "After Before During From Following However In Later Since When While".split())
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
     """Character spans of the sentences of `text`, in order, covering its non-blank text: a break after
     ., ! or ? followed by white space and a capital or digit, unless the word before the full stop is an
-    initial or a common abbreviation ("J.", "Dr.", "St.", "U.S.")."""
+    initial or a common abbreviation ("J.", "Dr.", "St.", "U.S."); a single capital before the full stop ends a
+    sentence when a common sentence-starting word follows ("World War I. The ...", `_SENTENCE_STARTERS`)."""
     spans, start = [], 0
     for m in _SENTENCE_END.finditer(text):
-        if _ABBREVIATION.search(text[start : m.start()]):
-            continue
+        before = text[start : m.start()]
+        if _ABBREVIATION.search(before):
+            following = re.match(r"[\"'(\[]?(\w+)", text[m.end():])
+            if not (_INITIAL.search(before) and following and following.group(1) in _SENTENCE_STARTERS):
+                continue
         spans.append((start, m.end(1)))
         start = m.end()
     spans.append((start, len(text)))
