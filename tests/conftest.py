@@ -1,7 +1,14 @@
 """Shared fixtures: a toy corpus and KB built into a sparse index, and a tiny random transformer that
-uses the real all-MiniLM-L6-v2 tokenizer (so encoder tests run in seconds)."""
+uses the real all-MiniLM-L6-v2 tokenizer (so encoder tests run in seconds).
+
+The suite computes on the CPU wherever it runs (DRKIT_DEVICE=cpu makes `auto` the CPU): its exact checks are
+the CPU's. tests/test_gpu.py asks for CUDA by name where a GPU is present."""
+
+import os
 
 import pytest
+
+os.environ.setdefault("DRKIT_DEVICE", "cpu")
 
 TOY_WIKI = """1 Kismet
 2 Kismet is a 1944 film directed by William Dieterle.

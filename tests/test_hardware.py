@@ -54,6 +54,17 @@ def test_this_machines_choice_matches_its_report(fresh):
     assert choose("auto", "cpu").precision == ("bf16" if native else "fp32")
 
 
+def test_drkit_device_sets_what_auto_means(fresh):
+    fresh.setenv("DRKIT_DEVICE", "cpu")
+    assert hardware.resolve_device("auto").type == "cpu" and hardware.resolve_device("cpu").type == "cpu"
+    fresh.setenv("DRKIT_DEVICE", "gpu")
+    with pytest.raises(ConfigError, match="DRKIT_DEVICE must be one of"):
+        hardware.resolve_device("auto")
+    assert hardware.resolve_device("cpu").type == "cpu"  # an explicit setting does not read it
+    fresh.delenv("DRKIT_DEVICE")
+    assert hardware.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def test_explicit_settings_and_refusals(fresh):
     assert choose("fp32", "cpu").precision == "fp32"
     assert choose("bf16", "cpu").amp_dtype == torch.bfloat16

@@ -120,7 +120,9 @@ class DrKIT:
             raise ConfigError(f"read_passages must be at least 1, got {read_passages}")
         self.retriever = retriever
         self.vkb = vkb
-        self.reader, self.read_passages = reader, read_passages
+        # the reader reads where the model answers (`_read` hands it the virtual KB's compute)
+        self.reader = None if reader is None else reader.to(vkb.compute.device)
+        self.read_passages = read_passages
         if retriever is not None:
             self.kind, self.model = HOP_MIXING, retriever.model.eval()
             return
@@ -141,6 +143,8 @@ class DrKIT:
         from drkit.reason.mixing import is_mixing_model
 
         search = cls._search_settings(config)
+        # int8 answers on the CPU: with it, `auto` does not take a GPU
+        device = "cpu" if config.quantize == "int8" and config.device == "auto" else config.device
         if not Path(model).exists():
             raise ConfigError(f"the model {model} does not exist")
         if reader is not None:
@@ -150,7 +154,7 @@ class DrKIT:
         if is_mixing_model(model):
             from drkit.qa.retrieve import DrKITRetriever
 
-            r = DrKITRetriever.load(index, model, mentions, precision=config.precision, device=config.device,
+            r = DrKITRetriever.load(index, model, mentions, precision=config.precision, device=device,
                                     searcher=config.mips, search=search, **(retriever_options or {}))
             return cls._quantized(cls(r.model, r.vkb, r, reader, read_passages), config)
         model_dir = model_dir_of(model)
@@ -161,7 +165,7 @@ class DrKIT:
         if not Path(mentions).exists():
             raise ConfigError(f"the mention index {mentions} the model was trained with does not exist; "
                               "pass the mentions directory")
-        return cls._quantized(cls(net, VirtualKB.load(index, mentions, config.mips, config.precision, config.device,
+        return cls._quantized(cls(net, VirtualKB.load(index, mentions, config.mips, config.precision, device,
                                                       **search),
                                   reader=reader, read_passages=read_passages), config)
 

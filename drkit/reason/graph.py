@@ -69,10 +69,10 @@ class FollowGraph:
         self.source = source
         # the dtype float32 queries are scored in (`pair_scores`): bf16 where the hardware computes it natively,
         # else float32 (`drkit.util.hardware`); exact MIPS over the same vectors uses the same one
-        self.score_dtype = score_dtype if score_dtype is not None else choose("auto", "cpu").score_dtype
         # where the dense part of a hop runs (the pair scores and their gradient, on the copy of f(M) in the score
         # dtype that `vectors_as` makes there); the index's integer bookkeeping stays in numpy on the CPU
         self.device = torch.device(device or "cpu")
+        self.score_dtype = score_dtype if score_dtype is not None else choose("auto", self.device.type).score_dtype
         self._index = None  # set by from_index: the optional arrays are read from it on first use
         self._given = {"entity_link": (entity_link_indptr, entity_link),
                        "entity_mentions": (entity_mention_indptr, entity_mentions), "passage_entity": passage_entity}

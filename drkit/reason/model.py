@@ -176,8 +176,9 @@ class MultiHopModel(nn.Module):
             lengths.append(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
             flat.append(np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int64, count=int(lengths[-1].sum())))
         lengths = torch.from_numpy(np.concatenate(lengths)) if lengths else torch.zeros(0, dtype=torch.long)
-        self.entity_pieces = torch.from_numpy(np.concatenate(flat)) if flat else torch.zeros(0, dtype=torch.long)
-        self.entity_piece_indptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, 0)])
+        pieces = torch.from_numpy(np.concatenate(flat)) if flat else torch.zeros(0, dtype=torch.long)
+        self.entity_pieces = pieces.to(self.device)  # on the model's device, wherever it is when this is called
+        self.entity_piece_indptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, 0)]).to(self.device)
 
     @property
     def device(self) -> torch.device:

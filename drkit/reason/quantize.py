@@ -40,7 +40,7 @@ def quantize_transformer(model: torch.nn.Module, compute_precision: str) -> int:
         raise ConfigError(f"--quantize int8 keeps the activations in fp32; it does not go with --precision "
                           f"{compute_precision} (pass --precision fp32)")
     if any(p.device.type != "cpu" for p in model.parameters()):
-        raise ConfigError("--quantize int8 is for answering on a CPU; the model is on a GPU")
+        raise ConfigError("--quantize int8 is for answering on a CPU; the model is on a GPU (pass --device cpu)")
     if "fbgemm" in torch.backends.quantized.supported_engines:
         torch.backends.quantized.engine = "fbgemm"
     names = transformer_linears(model)

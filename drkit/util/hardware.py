@@ -10,7 +10,8 @@ mention vectors (exact MIPS, the follow's pair scores) asks this module what to 
   timed in fp32 and under bf16 autocast. On a GPU ``auto`` is fp32: measured on an H100, bf16 autocast
   made every stage of drkit's 22M-parameter encoder slower (the GPU work is bound by kernel launches, and
   autocast adds a cast before each product); ``bf16`` stays for a larger base transformer.
-* ``device``: ``auto`` (CUDA when a GPU is present, else the CPU), ``cpu`` or ``cuda``.
+* ``device``: ``auto`` (the environment's DRKIT_DEVICE when set, else CUDA when a GPU is present, else the
+  CPU), ``cpu`` or ``cuda``.
 * threads: torch's intra-op threads set to the CPUs this process may use (its affinity and cgroup
   quota), less what a caller reserves for processes running beside it.
 
@@ -131,8 +132,15 @@ def _auto_cpu() -> tuple[str, str]:
 
 
 def resolve_device(device: str = "auto") -> torch.device:
+    """The torch device of a `device` setting. ``auto`` takes the environment variable DRKIT_DEVICE when it is set
+    (auto, cpu or cuda: to keep every stage of a process off a GPU, say, as the test suite does), else a CUDA
+    GPU when torch sees one, else the CPU."""
     if device not in DEVICES:
         raise ConfigError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if device == "auto":
+        device = os.environ.get("DRKIT_DEVICE", "").strip() or "auto"
+        if device not in DEVICES:
+            raise ConfigError(f"the environment variable DRKIT_DEVICE must be one of {', '.join(DEVICES)}, got {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda was asked for, but torch sees no CUDA GPU (use --device auto or cpu)")
     if device == "auto":
@@ -164,7 +172,7 @@ def choose(precision: str = "auto", device: str = "auto", training: bool = False
         if precision != "fp32" and torch.backends.cuda.cudnn_sdp_enabled():
             # cuDNN's attention builds an execution plan for every new sequence length: a 3.5x slower bf16
             # pretraining step on an H100 (precision-cuda-random-init-nocudnn.md); flash / memory-efficient
-            # attention need none
+            # attention need none. For the whole process (fp32 attention there uses memory-efficient kernels anyway)
             torch.backends.cuda.enable_cudnn_sdp(False)
             reason += "; cuDNN attention off (it plans each new sequence length)"
     else:
