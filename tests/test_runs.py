@@ -156,3 +156,29 @@ def test_a_mixing_run_made_before_the_objective_setting_reads_as_the_objective_i
     assert json.loads((tmp_path / "run.json").read_text())["train"]["objective"] == "pages+answers"
     with pytest.raises(ConfigError, match="objective"):
         prepare_run(tmp_path, {"train": dataclasses.asdict(MixTrainConfig())}, False, "training")
+
+
+def test_a_run_resumes_and_a_result_stands_on_another_device(tmp_path):
+    """The device is where a run computes, not what: a run made before --device (or on another device) resumes
+    with the same settings, and a result made with another device setting is not made again; any other
+    setting still differs."""
+    import dataclasses
+
+    import pytest
+
+    from drkit.errors import ConfigError
+    from drkit.experiments.steps import made_again, write_json
+    from drkit.reason.train import TrainConfig
+    from drkit.util.runs import prepare_run, settings_diff, upgrade_run_settings
+
+    old = {k: v for k, v in dataclasses.asdict(TrainConfig()).items() if k != "device"}
+    (tmp_path / "run.json").write_text(json.dumps({"train": old}))
+    upgrade_run_settings(tmp_path, {"train": TrainConfig})
+    prepare_run(tmp_path, {"train": dataclasses.asdict(TrainConfig(device="cpu"))}, False, "training")  # resumes
+    assert settings_diff({"a": {"device": "cuda", "x": 1}}, {"a": {"device": "cpu", "x": 2}}) == [
+        "a.x: 1 in the run, 2 asked"]
+    with pytest.raises(ConfigError, match="steps"):
+        prepare_run(tmp_path, {"train": dataclasses.asdict(TrainConfig(steps=7))}, False, "training")
+    write_json(tmp_path / "metrics.json", {"hits": 1, "made_with": {"retrieve": {"device": "auto", "top": 20}}})
+    assert not made_again(tmp_path / "metrics.json", {"retrieve": {"top": 20}}, log=lambda *a: None)
+    assert made_again(tmp_path / "metrics.json", {"retrieve": {"top": 5}}, log=lambda *a: None)

@@ -42,5 +42,7 @@ def made_again(path: Path, made_with: dict, log=print) -> bool:
     if before == made_with:
         return False
     changed = [line.split(":")[0] for line in settings_diff(before or {}, made_with)]
+    if before is not None and not changed:  # only what is no difference (`NOT_IDENTITY`: the device) changed
+        return False
     log(f"{path} was made from another {', '.join(changed)}; making it again")
     return True

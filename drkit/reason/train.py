@@ -90,10 +90,6 @@ class TrainConfig:
         if self.question_entity not in QUESTION_ENTITY:
             raise ConfigError(f"question_entity must be one of {QUESTION_ENTITY}, got {self.question_entity!r}")
 
-    # what a field absent from a run made before it existed meant (`drkit.util.runs.upgrade_run_settings`): a run
-    # made before --device trained on the CPU, and resumes there
-    ABSENT_MEANT = {"device": "cpu"}
-
 
 def question_entity_of(manifest: dict) -> str:
     """How the model of `manifest` found Z_0 in training: "bracketed" or "linked" ("bracketed" before the option)."""

@@ -82,7 +82,7 @@ class MixTrainConfig:
             raise ConfigError(f"objective must be 'pages' or 'pages+answers', got {self.objective!r}")
 
     # what a field absent from a run made before it existed meant (`drkit.util.runs.upgrade_run_settings`)
-    ABSENT_MEANT = {"objective": "pages+answers", "device": "cpu"}
+    ABSENT_MEANT = {"objective": "pages+answers"}
 
 
 def linked_entity_set(linked) -> EntitySet:

@@ -39,11 +39,17 @@ CHECKPOINT_VERSION = 1
 BEST_MODEL = "model"  # where a run publishes its selected model
 
 
+NOT_IDENTITY = ("device",)  # where a run computes, not what: a run resumes (a result stands) on another device
+
+
 def settings_diff(previous: dict, settings: dict, prefix: str = "", paths: tuple[str, ...] = ()) -> list[str]:
     """The settings that differ, nested keys dotted: ``["follow.min_weight: 0.01 in the run, 0.001 asked"]``.
-    The dotted keys in `paths` are file paths: the same file spelt differently is no difference."""
+    The dotted keys in `paths` are file paths: the same file spelt differently is no difference. Keys named in
+    `NOT_IDENTITY` (the device) are no difference either."""
     out = []
     for k in sorted(previous.keys() | settings.keys()):
+        if k in NOT_IDENTITY:
+            continue
         old, new = previous.get(k), settings.get(k)
         if isinstance(old, dict) and isinstance(new, dict):
             out += settings_diff(old, new, f"{prefix}{k}.", paths)
