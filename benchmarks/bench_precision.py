@@ -121,7 +121,8 @@ def main() -> None:
     p.add_argument("--work", type=Path, default=ROOT / "runs" / "bench-precision")
     p.add_argument("--steps", type=int, default=4, help="timed steps of pretraining and of training, per precision")
     p.add_argument("--embed-passages", type=int, default=200)
-    p.add_argument("--questions", type=int, default=128, help="questions timed at batch 1 and at batch 64")
+    p.add_argument("--questions", type=int, default=128, help="questions timed at batch 1 and at batch 64 (on a GPU "
+                   "128 is two batches of 64, a noisy figure: give more, e.g. 448, where time allows)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "precision")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where every row computes")
     p.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
