@@ -297,7 +297,11 @@ def test_answer_cli_and_the_front_door_agree(mixing_run, reader_run, tmp_path, c
     assert len(result.passages) == 2 and result.reading is not None
     assert result.reading.text == rows[0]["answer"] and result.reading.type == rows[0]["answer_type"]
     assert [s.passage_id for s in result.reading.supporting] == [s["passage_id"] for s in rows[0]["supporting"]]
-    if result.reading.type == "span":
+    assert (result.reading.comparison is not None) == ("comparison" in rows[0])
+    if result.reading.comparison is not None:  # settled by the dates read: the answer is an option, not a span
+        assert result.reading.comparison == rows[0]["comparison"] and result.reading.passage_id is None
+        assert result.reading.text in [v["option"] for v in result.reading.comparison["values"]]
+    elif result.reading.type == "span":
         passage = next(p for p in kit.retrieve(questions[0]["question"], 3) if p.id == result.reading.passage_id)
         source = passage.title if result.reading.in_title else passage.text
         assert source[result.reading.start : result.reading.end] == result.reading.text

@@ -79,12 +79,20 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     assert a["questions"] == 4 and a["fixed_2hop_bracketed_lines"] == 4
     assert 0 <= a["drkit_mixing_hits@1"] <= 1 and 0 <= a["fixed_2hop_bracketed_hits@1"] <= 1
     reader = results["reader"]
-    assert set(reader["rows"]) == {"gold", "drkit", "bm25"} and reader["training"]["questions"] == 8
+    assert set(reader["rows"]) == {"gold", "drkit", "drkit_reader_only", "bm25"} and reader["training"]["questions"] == 8
     for name, m in reader["rows"].items():
         rows = [json.loads(line) for line in (out / f"read-{name}" / "predictions.jsonl").read_text().splitlines()]
         assert len(rows) == m["questions"] == 8 and m["em"] == pytest.approx(np.mean([r["em"] for r in rows]), abs=1e-4)
         assert set(m["by_type"]) == {"comparison", "compositional"}
     assert reader["rows"]["gold"]["passage_recall_read"] == 1.0 and "entity_answer" in reader["rows"]["drkit"]
+    # the same passages read with and without the date comparison: they differ only where it settled a question
+    assert [m["compare"] for m in reader["rows"].values()] == [True, True, False, True]
+    with_, without = ([json.loads(line) for line in (out / f"read-{n}" / "predictions.jsonl").read_text().splitlines()]
+                      for n in ("drkit", "drkit_reader_only"))
+    assert reader["rows"]["drkit_reader_only"]["compared"] == 0
+    assert reader["rows"]["drkit"]["compared"] == sum("comparison" in r for r in with_)
+    for a, b in zip(with_, without):
+        assert a["answer"] == b["answer"] or "comparison" in a
     assert set(reader["transfer"]["rows"]) == {"drkit", "bm25"} and reader["transfer"]["rows"]["drkit"]["questions"] == 16
     md = (out / "results.md").read_text()
     assert "| **drkit** (hop mixing) |" in md and "BM25" in md and "Entity answers" in md

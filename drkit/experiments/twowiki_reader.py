@@ -7,7 +7,11 @@ Rows, all the same reader on the same dev questions, each reading N passages:
 * ``gold``: the gold passages (an upper bound that isolates the reader);
 * ``drkit``: drkit's top N (the retrieval step's own ranking, ``retrieve-drkit``), with drkit's entity answer
   (the last hop's best entity not named in the question) scored beside the reader's;
+* ``drkit_reader_only``: the same passages, the reader's answer alone (no date comparison);
 * ``bm25``: BM25's top N (``peer-bm25``).
+
+Every row but ``drkit_reader_only`` settles which-of-two date questions by comparing the dates read
+(`drkit.reader.compare`, the default of ``drkit answer``).
 
 On the transfer corpus (musique100, not trained on) the same reader reads drkit's and BM25's top N of the
 transfer step. Each row's predictions and metrics are in OUT/read-{row} (OUT/transfer/read-{row}).
@@ -15,6 +19,7 @@ transfer step. Each row's predictions and metrics are in OUT/read-{row} (OUT/tra
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -22,8 +27,10 @@ from drkit.errors import InputFormatError
 from drkit.experiments.steps import made_again, write_json
 from drkit.util.artifact import file_checksum
 
-ROWS = {"gold": None, "drkit": "retrieve-drkit", "bm25": "peer-bm25"}
+ROWS = {"gold": None, "drkit": "retrieve-drkit", "drkit_reader_only": "retrieve-drkit", "bm25": "peer-bm25"}
+NO_COMPARE = ("drkit_reader_only",)  # rows read without the date comparison
 ROW_NAMES = {"gold": "reader on the gold passages (upper bound)", "drkit": "**drkit** top N + reader",
+             "drkit_reader_only": "drkit top N + reader, without the date comparison",
              "bm25": "BM25 top N + reader", "entity": "drkit's entity answer alone (last hop)"}
 
 
@@ -40,7 +47,7 @@ def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, confi
     reader = Reader.load(run / "reader")
     found = {"training": json.loads((run / "done.json").read_text()),
              "rows": _rows(reader, read_passages(data / "corpus.jsonl"), split / "dev.jsonl", out, out, config,
-                           ("gold", "drkit", "bm25"), timings, "read", log)}
+                           tuple(ROWS), timings, "read", log)}
     if transfer is not None and (out / "transfer" / "retrieve-drkit" / "predictions.jsonl").exists():
         found["transfer"] = {"data": str(transfer), "rows": _rows(
             reader, read_passages(transfer / "corpus.jsonl"), transfer / "questions.jsonl", out / "transfer",
@@ -55,6 +62,7 @@ def _rows(reader, passages, questions: Path, retrieved: Path, out: Path, config,
     corpus = {p.id: p for p in passages}
     records = read_questions(questions)
     answer_config = AnswerConfig(passages=config.reader_passages)
+    no_compare = dataclasses.replace(answer_config, compare=False)
     reader_sha = file_checksum(reader.path / "model.safetensors")["sha256"]
     found = {}
     for name in rows:
@@ -63,11 +71,12 @@ def _rows(reader, passages, questions: Path, retrieved: Path, out: Path, config,
         if source is not None and not source.exists():  # e.g. --no-peers: no BM25 ranking to read
             log(f"{ev}: skipped, {source} is missing")
             continue
+        row_config = no_compare if name in NO_COMPARE else answer_config
         made_with = {"reader": reader_sha, "questions_sha256": file_checksum(questions)["sha256"],
                      "passages_sha256": file_checksum(source)["sha256"] if source else "gold",
-                     "passages": answer_config.passages}
+                     "passages": answer_config.passages, "compare": row_config.compare}
         if made_again(ev / "metrics.json", made_with, log):
-            def run(name=name, source=source, ev=ev, made_with=made_with):
+            def run(name=name, source=source, ev=ev, made_with=made_with, row_config=row_config):
                 if source is None:
                     read = [_gold(r, corpus, questions) for r in records]
                     extra = None
@@ -80,7 +89,7 @@ def _rows(reader, passages, questions: Path, retrieved: Path, out: Path, config,
                     read = [by_id[r["id"]] for r in records]
                     extra = _entity_answers(source) if name == "drkit" else None
                     extra = [{"entity_answer": extra.get(r["id"])} for r in records] if extra else None
-                metrics = read_and_score(reader, records, read, ev, answer_config, extra, log)
+                metrics = read_and_score(reader, records, read, ev, row_config, extra, log)
                 write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
             timings.run(f"{step}-{name}", run, log)
         found[name] = json.loads((ev / "metrics.json").read_text())

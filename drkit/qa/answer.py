@@ -50,6 +50,10 @@ class AnswerConfig:
         "help": "word pieces the reader reads (fewer: faster, passages cut shorter)", "type": int,
         "default_help": "the reader's, 512"})
     precision: str = precision_field("the reader's transformer")
+    compare: bool = field(default=True, metadata={
+        "help": "answer a which-of-two date question (\"Who was born first, A or B?\") by comparing the dates read in "
+                "the options' passages where they settle it (drkit.reader.compare); --no-compare: the reader's answer "
+                "alone"})
 
     def __post_init__(self):
         if self.passages < 1 or self.batch_size < 1 or self.qps_sample < 0:
@@ -61,11 +65,15 @@ class AnswerConfig:
 NOTHING = {"answer": "", "answer_type": None, "type_prob": None, "supporting": []}  # a question with no passage
 
 
-def reading_row(reading) -> dict:
-    """The JSON of a `drkit.reader.model.Reading` (passage numbers replaced by corpus ids)."""
-    return {"answer": reading.answer, "answer_type": reading.answer_type, "type_prob": round(reading.type_prob, 4),
-            "supporting": [{"passage_id": s.passage_id, "sentence": s.sentence, "text": s.text,
-                            "prob": round(s.prob, 4)} for s in reading.supporting]}
+def reading_row(reading, passages=None) -> dict:
+    """The JSON of a `drkit.reader.model.Reading` of `passages` (passage numbers replaced by corpus ids); with
+    ``"comparison"`` when the dates read settled the answer (`drkit.reader.compare`)."""
+    row = {"answer": reading.answer, "answer_type": reading.answer_type, "type_prob": round(reading.type_prob, 4),
+           "supporting": [{"passage_id": s.passage_id, "sentence": s.sentence, "text": s.text,
+                           "prob": round(s.prob, 4)} for s in reading.supporting]}
+    if reading.comparison is not None:
+        row["comparison"] = reading.comparison.to_dict(passages)
+    return row
 
 
 def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[ReaderPassage]], out: str | Path,
@@ -85,14 +93,14 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
     t0 = time.perf_counter()
     for i in progress(range(0, len(readable), config.batch_size), desc="reading"):
         found += reader.read(readable[i : i + config.batch_size], config.batch_size, config.support_threshold, compute,
-                             config.max_pieces)
+                             config.max_pieces, config.compare)
     read_s = time.perf_counter() - t0
     readings = iter(found)
     extra = extra or [{}] * len(records)
     rows = []
     with open(out / "predictions.jsonl", "w", encoding="utf-8") as f:
         for i, (r, e) in enumerate(zip(records, examples)):
-            said = reading_row(next(readings)) if e.passages else NOTHING
+            said = reading_row(next(readings), e.passages) if e.passages else NOTHING
             row = {"id": r["id"], "question": r["question"], **said,
                    "passages": [{"id": p.id, "title": p.title} for p in e.passages], **extra[i]}
             if r.get("answers"):
@@ -100,16 +108,17 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
             rows.append(row)
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     metrics: dict = {"questions": len(records), "passages_read": config.passages, "read_seconds": round(read_s, 2),
-                     "without_passages": len(examples) - len(readable)}
+                     "without_passages": len(examples) - len(readable), "compare": config.compare,
+                     "compared": sum("comparison" in row for row in rows)}
     scored = [i for i, r in enumerate(records) if r.get("answers")]
     if scored:
         metrics.update(score([records[i] for i in scored], [rows[i] for i in scored]))
         metrics["without_answers"] = len(records) - len(scored)  # not scored (a question line without "answers")
     if config.qps_sample and readable:
         sample = readable[: config.qps_sample]
-        reader.read(sample[:2], 1, config.support_threshold, compute, config.max_pieces)  # warm-up
+        reader.read(sample[:2], 1, config.support_threshold, compute, config.max_pieces, config.compare)  # warm-up
         t = time.perf_counter()
-        reader.read(sample, 1, config.support_threshold, compute, config.max_pieces)
+        reader.read(sample, 1, config.support_threshold, compute, config.max_pieces, config.compare)
         metrics["reader_ms_per_question_batch1"] = round(1000 * (time.perf_counter() - t) / len(sample), 1)
         metrics["reader_batch1_sample"] = len(sample)
     metrics["reader"] = {"compute": compute.describe(), **{k: reader.manifest.get(k) for k in ("format", "created")}}

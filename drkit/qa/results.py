@@ -101,6 +101,9 @@ class ReaderAnswer:
     end: int | None
     supporting: tuple[SupportingSentence, ...]
     evidence: tuple  # the passages read that hold the span or a supporting sentence (`ReaderPassage`: id, title, text)
+    # or a compared date
+    comparison: dict | None = None  # when the dates read settled a which-of-two question: what was compared, each
+    # option's dates, passage and sentence (`drkit.reader.compare.Comparison.to_dict`); the answer is then that option
 
 
 def reader_answer(reading, passages) -> ReaderAnswer:
@@ -115,10 +118,12 @@ def reader_answer(reading, passages) -> ReaderAnswer:
         support.append(SupportingSentence(s.passage_id, passages[s.passage].title, s.sentence, s.text, round(s.prob, 4),
                                           a, b))
     held = {s.passage for s in reading.supporting} | ({span.passage} if span else set())
+    comparison = reading.comparison.to_dict(passages) if reading.comparison is not None else None
+    held |= {v["passage"] for v in comparison["values"]} if comparison else set()
     return ReaderAnswer(reading.answer, reading.answer_type, round(reading.type_prob, 4),
                         passages[span.passage].id if span else None, bool(span and span.sentence == TITLE),
                         span.start if span else None, span.end if span else None, tuple(support),
-                        tuple(passages[i] for i in sorted(held)))
+                        tuple(passages[i] for i in sorted(held)), comparison)
 
 
 @dataclass(frozen=True)

@@ -187,7 +187,7 @@ def kb_sources(triples, passages: Sequence[ReaderPassage], distractors: Distract
             for (t, p), q, d in zip(kept, questions, extra)]
 
 
-_MONTHS = {m: i for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july", "august",
+MONTHS = {m: i for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july", "august",
                                         "september", "october", "november", "december"), 1)}
 
 
@@ -198,7 +198,7 @@ def parse_date(text: str) -> tuple[int, int, int] | None:
     if not years:
         return None
     words = re.findall(r"[a-z]+", text.lower())
-    month = next((_MONTHS[w] for w in words if w in _MONTHS), 0)
+    month = next((MONTHS[w] for w in words if w in MONTHS), 0)
     days = [int(d) for d in re.findall(r"\b(\d{1,2})\b", text) if 1 <= int(d) <= 31]
     return int(years[-1]), month, days[0] if days and month else 0
 

@@ -35,6 +35,7 @@ from torch.nn import functional as F
 from drkit.data.tokenizer import DEFAULT_ENCODER, encoder_path
 from drkit.errors import ConfigError
 from drkit.reader.examples import ANSWER_TYPES, SPAN, ReaderExample
+from drkit.reader.reading import Reading, Span, Supporting
 from drkit.reader.text import find_all, split_sentences
 from drkit.util.artifact import ArtifactWriter, read_manifest
 
@@ -294,10 +295,13 @@ class Reader(nn.Module):
 
     @torch.no_grad()
     def read(self, examples: Sequence[ReaderExample], batch_size: int = 8, support_threshold: float = 0.5,
-             compute=None, max_pieces: int | None = None) -> list["Reading"]:
+             compute=None, max_pieces: int | None = None, compare: bool = True) -> list["Reading"]:
         """The answer of each example, with its type, span and supporting sentences; `max_pieces`: read at most
-        that many word pieces (default: what the reader was trained with)."""
+        that many word pieces (default: what the reader was trained with). With `compare`, a which-of-two date
+        question the passages' dates settle gets that answer (`drkit.reader.compare`)."""
         import contextlib
+
+        from drkit.reader.compare import settle
 
         self.eval()
         out = []
@@ -308,7 +312,8 @@ class Reader(nn.Module):
                 logits = self(**self.batch(features))
             logits = {k: v.float().cpu() for k, v in logits.items()}
             for r, (e, f) in enumerate(zip(chunk, features)):
-                out.append(self._decode(e, f, {k: v[r] for k, v in logits.items()}, support_threshold))
+                reading = self._decode(e, f, {k: v[r] for k, v in logits.items()}, support_threshold)
+                out.append(settle(e, reading) if compare else reading)
         return out
 
     def _decode(self, example: ReaderExample, f: Features, logits: dict, support_threshold: float) -> "Reading":
@@ -367,34 +372,3 @@ def _positions(f: Features, spans) -> tuple[list[int], list[int]]:
                 ends.add(over[-1])
                 break
     return sorted(starts), sorted(ends)
-
-
-@dataclass(frozen=True)
-class Span:
-    text: str
-    passage: int  # its passage's number in the example
-    sentence: int  # its sentence's number in the passage (TITLE: in the title)
-    start: int  # character offsets in the title or in the passage text
-    end: int
-    score: float  # start + end logit
-
-
-@dataclass(frozen=True)
-class Supporting:
-    passage: int  # the passage's number in the example
-    sentence: int  # the sentence's number in the passage
-    passage_id: str
-    text: str
-    prob: float
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What the reader read from one example."""
-
-    answer: str  # the span's text, or "yes" / "no"
-    answer_type: str  # span | yes | no
-    type_prob: float
-    span: Span | None  # the best span (also when the type is yes or no)
-    supporting: tuple[Supporting, ...]
-    type_probs: dict

@@ -1,0 +1,37 @@
+"""What the reader returns for one example: its answer, the span it was read from and the supporting sentences."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Span:
+    text: str
+    passage: int  # its passage's number in the example
+    sentence: int  # its sentence's number in the passage (`drkit.reader.model.TITLE`: in the title)
+    start: int  # character offsets in the title or in the passage text
+    end: int
+    score: float  # start + end logit
+
+
+@dataclass(frozen=True)
+class Supporting:
+    passage: int  # the passage's number in the example
+    sentence: int  # the sentence's number in the passage
+    passage_id: str
+    text: str
+    prob: float
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the reader read from one example."""
+
+    answer: str  # the span's text, "yes" / "no", or the option a date comparison chose
+    answer_type: str  # span | yes | no
+    type_prob: float
+    span: Span | None  # the best span (also when the type is yes or no; None when a comparison answered)
+    supporting: tuple[Supporting, ...]
+    type_probs: dict
+    comparison: object = None  # a `drkit.reader.compare.Comparison` when the dates read settled the answer

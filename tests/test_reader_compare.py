@@ -1,0 +1,174 @@
+"""The date comparison of which-of-two questions (drkit.reader.compare): its parts by hand, and the whole on
+generated passages against the dates they were written from."""
+
+import random
+
+import pytest
+
+from drkit.reader.compare import _life_dates, compare, find_dates, parse_question
+from drkit.reader.examples import ReaderExample, ReaderPassage
+
+MONTH_NAMES = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+               "November", "December"]
+
+
+def test_dates_in_their_common_forms():
+    got = [(d.year, d.month, d.day, d.text) for d in find_dates(
+        "Born 12 January 1968, moved on March 23, 1886 or in Sept. 1990, then 1918; 125 films, 3.1975 no")]
+    assert got == [(1968, 1, 12, "12 January 1968"), (1886, 3, 23, "March 23, 1886"), (1990, 9, None, "Sept. 1990"),
+                   (1918, None, None, "1918")]
+    assert [d.year for d in find_dates("died 875")] == [] and [d.year for d in find_dates("died 875", True)] == [875]
+
+
+@pytest.mark.parametrize("text, birth, death", [
+    ("Teutberga( died 11 November 875) was a queen", None, "11 November 875"),
+    ("Astrid North( Astrid Karina North Radmann; 24 August 1973, Berlin – 25 June 2019, Berlin) was", "24 August 1973",
+     "25 June 2019"),
+    ("Henry Walter Moore( 1849 – 20 August 1916) was", "1849", "20 August 1916"),
+    ("Lothair II (835 –) was the king", "835", None),
+    ("Nicki Minaj (born December 8, 1982), known", "December 8, 1982", None),
+    ("Edith Carlmar (Edith Mary Johanne Mathiesen) (15 November 1911 – 17 May 2003) was", "15 November 1911",
+     "17 May 2003"),
+    ("Kiliwehi Kaʻauwai (– November 4, 1873) was", None, "November 4, 1873"),
+    ("Charles Barton( May 25, 1902 December 5, 1981) was", "May 25, 1902", "December 5, 1981"),
+    ("John Farrow (10 February 190427 January 1963) was", "10 February 1904", "27 January 1963"),
+    ("Cornel Wilde( born Kornél Lajos Weisz; October 13, 1912 – October 16, 1989) was", "October 13, 1912",
+     "October 16, 1989"),
+    ("Dunlap was born in Chicago, Illinois in 1892 and died in 1970.", "1892", "1970"),
+])
+def test_a_life_from_its_parenthesis_or_its_words(text, birth, death):
+    b, d = _life_dates(text)
+    assert (b and b.text, d and d.text) == (birth, death)
+
+
+def test_questions_parsed_by_hand():
+    q = parse_question("Which film has the director who died later, Love, Honor And Oh-Baby! or I Cover The Underworld?")
+    assert (q.options, q.attribute, q.later, q.relation) == (("Love, Honor And Oh-Baby!", "I Cover The Underworld"),
+                                                             "death", True, "director")
+    q = parse_question("Was Shahanuddin Choudhury or Domenico Distilo born first?")
+    assert (q.options, q.attribute, q.later, q.relation) == (("Shahanuddin Choudhury", "Domenico Distilo"), "birth",
+                                                             False, None)
+    q = parse_question("Who was born first out of C. Maurice Patterson and Maj-Briht Bergström-Walan?")
+    assert q.options == ("C. Maurice Patterson", "Maj-Briht Bergström-Walan") and q.attribute == "birth"
+    q = parse_question("Which film whose director is younger, Dangerously They Live or Salad By The Roots?")
+    assert (q.attribute, q.later, q.relation) == ("birth", True, "director")
+    q = parse_question("Who lived longer, Ludwig Elsbett or Pamela Ann Rymer?")
+    assert (q.attribute, q.later) == ("life", True)
+    q = parse_question("Which museum was established first, Museum Of Croatian Archaeology or Bayernhof Music Museum?")
+    assert (q.attribute, q.later, q.relation) == ("date", False, None) and "established" in q.cue
+    for not_one in ("Are Marufabad and Nasamkhrali both located in the same country?", "Who directed Kismet?",
+                    "Which is longer, the Nile or the Amazon?", "Who was born first or last, A or B?"):
+        assert parse_question(not_one) is None, not_one
+    # an " or " inside a title: the split whose options are both titles read
+    q = parse_question("Which film came out first, Now or Never or Kismet?", ["Kismet", "Now or Never"])
+    assert q.options == ("Now or Never", "Kismet")
+
+
+def _date_text(y, m, d, form):
+    return {"dmy": f"{d} {MONTH_NAMES[m - 1]} {y}", "mdy": f"{MONTH_NAMES[m - 1]} {d}, {y}", "y": str(y)}[form]
+
+
+def _person(name, birth, death, rng):
+    form = rng.choice(["dmy", "mdy", "y"])
+    b, d = _date_text(*birth, form), _date_text(*death, form)
+    life = rng.choice([f"({b} – {d})", f"( {b} - {d})", f"(born {b}; died {d})"])
+    return ReaderPassage(name, name, f"{name} {life} was a film director. He made many films in {birth[0] + 30}."), form
+
+
+def _truth(a, b, later):
+    """Which of two (y, m, d) dates the question asks for, at the precision both are written in (None: a tie)."""
+    if a == b:
+        return None
+    return (a > b) == later
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_generated_questions_get_the_answer_their_dates_give(seed):
+    """Passages written from random dates in random forms; each question's expected answer comes from comparing
+    the dates it was written from, directly."""
+    rng = random.Random(seed)
+    checked = 0
+    for i in range(60):
+        dates = []
+        for _ in range(2):
+            y = rng.randint(1850, 1990)
+            dates.append(((y, rng.randint(1, 12), rng.randint(1, 28)), (y + rng.randint(20, 90), rng.randint(1, 12),
+                                                                     rng.randint(1, 28))))
+        if rng.random() < 0.2:  # some ties on the year
+            dates[1] = ((dates[0][0][0],) + dates[1][0][1:], dates[1][1])
+        people = [f"Person{i}a Smith", f"Person{i}b Jones"]
+        films = [f"Film{i} Alpha", f"Film{i} Beta"]
+        passages, forms = zip(*[_person(p, *d, rng) for p, d in zip(people, dates)])
+        passages = list(passages)
+        kind = rng.choice(["birth", "death", "bridge-birth", "bridge-death", "film"])
+        later = rng.random() < 0.5
+        word = ("later" if later else "earlier")
+        if kind == "film":
+            years = [rng.randint(1920, 2020) for _ in range(2)]
+            passages = [ReaderPassage(f, f, f"{f} is a {y} American drama film directed by {p}.")
+                        for f, y, p in zip(films, years, people)]
+            question, options, values = f"Which film came out {word}, {films[0]} or {films[1]}?", films, [
+                (y, 0, 0) for y in years]
+        elif kind.startswith("bridge"):
+            what = "was born" if kind.endswith("birth") else "died"
+            passages += [ReaderPassage(f, f, f"{f} is a 1950 film starring Ann Lee and directed by {p}.")
+                         for f, p in zip(films, people)]
+            rng.shuffle(passages)
+            question = f"Which film has the director who {what} {word}, {films[0]} or {films[1]}?"
+            options, values = films, [d[0] if what == "was born" else d[1] for d in dates]
+        else:
+            what = "was born" if kind == "birth" else "died"
+            question = f"Who {what} {word}, {people[0]} or {people[1]}?"
+            options, values = people, [d[0] if what == "was born" else d[1] for d in dates]
+        texts = [p.text for p in passages]
+        if "y" in forms and kind != "film":  # a life written in years only: compared on the years
+            values = [(v[0], 0, 0) for v in values]
+        truth = _truth(values[0], values[1], later)
+        got = compare(question, [p.title for p in passages], texts)
+        if truth is None:
+            assert got is None, question
+        else:
+            assert got is not None and got.answer == options[0 if truth else 1], (question, texts, got)
+            checked += 1
+    assert checked > 30
+
+
+def test_an_option_or_a_date_not_found_settles_nothing():
+    p = [ReaderPassage("1", "Ann Lee", "Ann Lee (born 3 May 1950) is a singer."),
+         ReaderPassage("2", "Bob Ray", "Bob Ray is a singer from Ohio.")]
+    assert compare("Who was born first, Ann Lee or Bob Ray?", [x.title for x in p], [x.text for x in p]) is None
+    assert compare("Who was born first, Ann Lee or Cy Twombly?", [x.title for x in p], [x.text for x in p]) is None
+    p[1] = ReaderPassage("2", "Bob Ray", "Bob Ray (born 1950) is a singer.")
+    assert compare("Who was born first, Ann Lee or Bob Ray?", [x.title for x in p], [x.text for x in p]) is None  # 1950 = 1950
+    p[1] = ReaderPassage("2", "Bob Ray (singer)", "Bob Ray (born 1949) is a singer.")
+    got = compare("Who was born first, Ann Lee or Bob Ray?", [x.title for x in p], [x.text for x in p])
+    assert got.answer == "Bob Ray" and got.to_dict(p)["values"][1] == {
+        "option": "Bob Ray", "passage": 1, "passage_id": "2", "via": None, "dates": ["1949"],
+        "sentence": "Bob Ray (born 1949) is a singer."}
+
+
+def test_the_reader_settles_a_comparison_only_when_asked(tiny_reader):
+    from drkit.qa.answer import reading_row
+    from drkit.qa.results import reader_answer
+
+    passages = (ReaderPassage("a", "Ann Lee", "Ann Lee (3 May 1950 – 1 June 2001) was a singer."),
+                ReaderPassage("b", "Bob Ray", "Bob Ray (born 9 July 1948) is a singer. He sang."),
+                ReaderPassage("c", "Kismet", "Kismet is a 1944 film."))
+    e = ReaderExample("q", "Who was born later, Ann Lee or Bob Ray?", passages)
+    alone, settled = tiny_reader.read([e], compare=False)[0], tiny_reader.read([e])[0]
+    assert alone.comparison is None and settled.comparison is not None
+    assert settled.answer == "Ann Lee" and settled.answer_type == "span" and settled.span is None
+    assert settled.supporting == alone.supporting  # the reader's evidence is kept
+    row = reading_row(settled, passages)
+    assert row["answer"] == "Ann Lee" and [v["passage_id"] for v in row["comparison"]["values"]] == ["a", "b"]
+    a = reader_answer(settled, passages)
+    assert a.comparison == row["comparison"] and {p.id for p in a.evidence} >= {"a", "b"} and a.passage_id is None
+    other = ReaderExample("q2", "Who directed Kismet?", passages)
+    assert tiny_reader.read([other])[0] == tiny_reader.read([other], compare=False)[0]
+
+
+@pytest.fixture(scope="module")
+def tiny_reader(tiny_base):
+    from drkit.reader.model import Reader, ReaderConfig
+
+    return Reader.from_base(ReaderConfig(base=str(tiny_base), max_pieces=96, max_question_pieces=12, max_answer_pieces=6))
