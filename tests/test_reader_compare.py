@@ -1,5 +1,6 @@
-"""The date comparison of which-of-two questions (drkit.reader.compare): its parts by hand, and the whole on
-generated passages against the dates they were written from."""
+"""The comparisons that settle which-of-two date questions and same-country questions (drkit.reader.compare,
+drkit.reader.same): their parts by hand, and the whole on generated passages against the dates and
+countries they were written from."""
 
 import random
 
@@ -172,3 +173,63 @@ def tiny_reader(tiny_base):
     from drkit.reader.model import Reader, ReaderConfig
 
     return Reader.from_base(ReaderConfig(base=str(tiny_base), max_pieces=96, max_question_pieces=12, max_answer_pieces=6))
+
+
+def test_countries_by_name_and_demonym_with_their_exceptions():
+    from drkit.reader.countries import countries_in
+
+    text = ("a Greek American player, a French-American director, a Hungarian-born Austrian, Gulîstan( French "
+            "title: x) near Fort Nelson, British Columbia, Canada; English and Scottish; the US and us")
+    assert [c for c, _ in countries_in(text)] == ["United States", "United States", "Austria", "Canada",
+                                                  "United Kingdom", "United Kingdom", "United States"]
+
+
+def test_same_country_questions_by_hand():
+    from drkit.reader.same import country_of, options_named, same_country
+
+    titles = ["Kismet (1944 film)", "Kismet", "Walter Lang", "State Fair (1945 film)", "Lang"]
+    q = "Do both films Kismet (1944 Film) and State Fair (1945 Film) have the directors from the same country?"
+    assert options_named(q, titles) == [3, 0]  # the longest names first; "Kismet" and "Lang" inside them do not count
+    assert country_of("X is a 1944 American film. It is set in Iran.") == "United States"
+    assert country_of("X (French title: Y) is a village in Fars Province, Iran.") == "Iran"
+    texts = ["Kismet is a 1944 film directed by William Dieterle and starring Walter Lang.", "", "Walter Lang (1896 - "
+             "1972) was an American film director.", "State Fair is a 1945 film directed by Walter Lang.", ""]
+    assert same_country(q, titles, texts) is None  # Dieterle's passage was not read: nothing settled
+    titles[1], texts[1] = "William Dieterle", "William Dieterle (1893 - 1972) was a German-born American film director."
+    answer, values, relation = same_country(q, titles, texts)
+    assert (answer, relation) == ("yes", "director") and [v[1:] for v in values] == [(2, "United States"),
+                                                                                    (1, "United States")]
+    texts[1] = "William Dieterle (1893 - 1972) was a German film director."
+    assert same_country(q, titles, texts)[0] == "no"
+    assert same_country("Are Kismet (1944 Film) and State Fair (1945 Film) from the same country?", titles,
+                        texts) is None  # no country named in either film's passage
+    assert same_country("Who directed Kismet (1944 film) and State Fair (1945 film)?", titles, texts) is None
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_generated_same_country_questions_get_the_answer_their_countries_give(seed):
+    from drkit.reader.countries import COUNTRY
+
+    rng = random.Random(seed)
+    demonyms = [n for n in COUNTRY if n[0].isupper() and n.endswith(("an", "ish", "ese", "ch", "ic"))]
+    for i in range(50):
+        picks = [rng.choice(demonyms) for _ in range(2)]
+        if rng.random() < 0.4:
+            picks[1] = picks[0]
+        a, b = f"Place{i} Alpha", f"Place{i} Beta"
+        passages = [ReaderPassage(str(k), t, f"{t} is a {d} company founded in 1950. It is large.")
+                    for k, (t, d) in enumerate(zip((a, b), picks))]
+        question = rng.choice([f"Are {a} and {b} located in the same country?", f"Are both {a} and {b} from the "
+                               f"same country?", f"Do {a} and {b} share the same nationality?"])
+        reading = tiny_reader_stub(question, passages)
+        expected = "yes" if COUNTRY[picks[0]] == COUNTRY[picks[1]] else "no"
+        assert reading.answer == reading.answer_type == expected, (question, picks)
+        assert [v.country for v in reading.comparison.values] == [COUNTRY[p] for p in picks]
+
+
+def tiny_reader_stub(question, passages):
+    """`settle` applied to a reading that answers "no idea" (what a reader said does not matter here)."""
+    from drkit.reader.compare import settle
+    from drkit.reader.reading import Reading
+
+    return settle(ReaderExample("q", question, tuple(passages)), Reading("no idea", "span", 0.5, None, (), {}))

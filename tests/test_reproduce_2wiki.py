@@ -85,7 +85,7 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
         assert len(rows) == m["questions"] == 8 and m["em"] == pytest.approx(np.mean([r["em"] for r in rows]), abs=1e-4)
         assert set(m["by_type"]) == {"comparison", "compositional"}
     assert reader["rows"]["gold"]["passage_recall_read"] == 1.0 and "entity_answer" in reader["rows"]["drkit"]
-    # the same passages read with and without the date comparison: they differ only where it settled a question
+    # the same passages read with and without the comparisons: they differ only where it settled a question
     assert [m["compare"] for m in reader["rows"].values()] == [True, True, False, True]
     with_, without = ([json.loads(line) for line in (out / f"read-{n}" / "predictions.jsonl").read_text().splitlines()]
                       for n in ("drkit", "drkit_reader_only"))

@@ -197,3 +197,27 @@ def test_the_page_shows_the_readers_answer_with_its_sentences_marked(mixing_run,
         if want["type"] == "span":  # the span in bold, in its passage's title or text
             where = ".title strong.answer-span" if want["in_title"] else ".text strong.answer-span"
             assert "".join(x.text for x in box.find_elements(By.CSS_SELECTOR, where)) == want["answer"]
+
+
+def test_the_page_shows_a_comparison_that_settled_the_answer(mixing_run, reader_run, browser):  # noqa: F811
+    import json
+
+    from selenium.webdriver.common.by import By
+
+    d = mixing_run
+    engine = Engine.load(d / "index1", d / "run", reader=reader_run)
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()]
+    settled = [(q, r["reading"]) for q, r in zip(questions, engine.run(questions, Request(top_k=5)))
+               if r.get("reading") and r["reading"].get("comparison")]
+    assert settled, "no question of the sample was settled by a comparison"
+    question, want = settled[0]
+    with live_server(create_app(engine, ServeConfig())) as url:
+        browser.get(url + "/")
+        wait(browser, lambda d: "Hop-mixing model" in d.find_element(By.ID, "model-info").text)
+        ask(browser, question)
+        box = browser.find_element(By.CSS_SELECTOR, ".result section.reading")
+        assert box.find_element(By.CSS_SELECTOR, ".reader-answer").text == want["answer"]
+        assert "dates read, compared" in box.text
+        line = box.find_element(By.CSS_SELECTOR, ".comparison").text
+        for v in want["comparison"]["values"]:
+            assert f"{v['option']}: dated {v['dates'][0]}" in line

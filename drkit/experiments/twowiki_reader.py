@@ -7,11 +7,11 @@ Rows, all the same reader on the same dev questions, each reading N passages:
 * ``gold``: the gold passages (an upper bound that isolates the reader);
 * ``drkit``: drkit's top N (the retrieval step's own ranking, ``retrieve-drkit``), with drkit's entity answer
   (the last hop's best entity not named in the question) scored beside the reader's;
-* ``drkit_reader_only``: the same passages, the reader's answer alone (no date comparison);
+* ``drkit_reader_only``: the same passages, the reader's answer alone (no comparison of dates or countries);
 * ``bm25``: BM25's top N (``peer-bm25``).
 
-Every row but ``drkit_reader_only`` settles which-of-two date questions by comparing the dates read
-(`drkit.reader.compare`, the default of ``drkit answer``).
+Every row but ``drkit_reader_only`` settles which-of-two date questions and same-country questions by
+comparing the dates or countries read (`drkit.reader.compare`, the default of ``drkit answer``).
 
 On the transfer corpus (musique100, not trained on) the same reader reads drkit's and BM25's top N of the
 transfer step. Each row's predictions and metrics are in OUT/read-{row} (OUT/transfer/read-{row}).
@@ -28,9 +28,9 @@ from drkit.experiments.steps import made_again, write_json
 from drkit.util.artifact import file_checksum
 
 ROWS = {"gold": None, "drkit": "retrieve-drkit", "drkit_reader_only": "retrieve-drkit", "bm25": "peer-bm25"}
-NO_COMPARE = ("drkit_reader_only",)  # rows read without the date comparison
+NO_COMPARE = ("drkit_reader_only",)  # rows read without comparing dates or countries
 ROW_NAMES = {"gold": "reader on the gold passages (upper bound)", "drkit": "**drkit** top N + reader",
-             "drkit_reader_only": "drkit top N + reader, without the date comparison",
+             "drkit_reader_only": "drkit top N + reader alone (no comparison of dates or countries)",
              "bm25": "BM25 top N + reader", "entity": "drkit's entity answer alone (last hop)"}
 
 

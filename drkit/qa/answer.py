@@ -51,9 +51,9 @@ class AnswerConfig:
         "default_help": "the reader's, 512"})
     precision: str = precision_field("the reader's transformer")
     compare: bool = field(default=True, metadata={
-        "help": "answer a which-of-two date question (\"Who was born first, A or B?\") by comparing the dates read in "
-                "the options' passages where they settle it (drkit.reader.compare); --no-compare: the reader's answer "
-                "alone"})
+        "help": "answer a which-of-two date question (\"Who was born first, A or B?\") or a same-country one (\"Are A "
+                "and B in the same country?\") by comparing the dates or countries read in the options' passages, where "
+                "they settle it (drkit.reader.compare); --no-compare: the reader's answer alone"})
 
     def __post_init__(self):
         if self.passages < 1 or self.batch_size < 1 or self.qps_sample < 0:

@@ -20,7 +20,8 @@ A person's dates are read from the parenthesis after the name ("(born 12 January
 option or a missing date settles nothing: the reader's answer then stands.
 
 The phrases above were written for English comparison questions in general, after reading the wording
-of 2WikiMultiHopQA's questions; a question worded otherwise is left to the reader.
+of 2WikiMultiHopQA's questions; a question worded otherwise is left to the reader. `settle` applies this
+and then `drkit.reader.same` (yes/no: do two things share a country?) to a reader's answer.
 """
 
 from __future__ import annotations
@@ -95,8 +96,9 @@ class Value:
     option: str
     passage: int  # the passage's number in the example
     sentence: str  # the sentence holding the date (or the first of two)
-    dates: tuple[Date, ...]  # one date, or (birth, death) for a life
+    dates: tuple[Date, ...]  # one date, or (birth, death) for a life; () for a country
     via: str | None  # the bridge passage's title, when the date is that of the option's relation
+    country: str | None = None  # for a same-country question (`drkit.reader.same`)
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,8 @@ class Comparison:
         return {"attribute": self.asked.attribute, "later": self.asked.later, "relation": self.asked.relation,
                 "values": [{"option": v.option, "passage": v.passage,
                             **({"passage_id": passages[v.passage].id} if passages is not None else {}),
-                            "via": v.via, "dates": [d.text for d in v.dates], "sentence": v.sentence}
+                            "via": v.via, "dates": [d.text for d in v.dates], "sentence": v.sentence,
+                            **({"country": v.country} if v.country else {})}
                            for v in self.values]}
 
 
@@ -277,8 +280,9 @@ def _value(asked: Asked, option: str, titles: Sequence[str], texts: Sequence[str
     return None
 
 
-def _bridges(relation: str, p: int, titles: Sequence[str], texts: Sequence[str]) -> list[tuple[int, str]]:
-    """The passages, among those read, of the people that passage `p` names, nearest the relation's word first."""
+def _bridges(relation: str, p: int, titles: Sequence[str], texts: Sequence[str], near: int = 40) -> list[tuple[int, str]]:
+    """The passages, among those read, of the people that passage `p` names within `near` characters of the
+    relation's word ("directed by X" for "director"), nearest first."""
     text = texts[p].lower()
     stem = relation[:5]
     cues = [m.start() for m in re.finditer(rf"\b{re.escape(stem)}", text)]
@@ -290,8 +294,9 @@ def _bridges(relation: str, p: int, titles: Sequence[str], texts: Sequence[str])
         at = text.find(name) if len(name) > 2 else -1
         if at < 0:
             continue
-        distance = min((abs(at - c) for c in cues), default=10 ** 6)
-        named.append((distance, at, q, title))
+        distance = min((abs(at - c) for c in cues), default=near + 1)
+        if distance <= near:
+            named.append((distance, at, q, title))
     return [(q, title) for _, _, q, title in sorted(named)]
 
 
@@ -326,11 +331,27 @@ def _length(dates: Sequence[Date]) -> float | None:
 
 
 def settle(example, reading):
-    """`reading` (a `drkit.reader.model.Reading` of `example`) with its answer replaced by the comparison's where
-    `compare` settles the question; unchanged otherwise."""
+    """`reading` (a `drkit.reader.model.Reading` of `example`) with its answer replaced where the dates read settle a
+    which-of-two question (`compare`) or the countries read a same-country one (`drkit.reader.same`); unchanged
+    otherwise."""
     import dataclasses
 
-    found = compare(example.question, [p.title for p in example.passages], [p.text for p in example.passages])
+    titles, texts = [p.title for p in example.passages], [p.text for p in example.passages]
+    found = compare(example.question, titles, texts) or _same(example.question, titles, texts)
     if found is None:
         return reading
-    return dataclasses.replace(reading, answer=found.answer, answer_type="span", span=None, comparison=found)
+    kind = found.answer if found.asked.attribute == "country" else "span"  # a same-country answer is yes or no
+    return dataclasses.replace(reading, answer=found.answer, answer_type=kind, span=None, comparison=found)
+
+
+def _same(question: str, titles: Sequence[str], texts: Sequence[str]) -> Comparison | None:
+    """`drkit.reader.same.same_country` as a `Comparison` (attribute "country")."""
+    from drkit.reader.same import same_country
+
+    same = same_country(question, titles, texts)
+    if same is None:
+        return None
+    answer, read, relation = same
+    values = tuple(Value(titles[p], q, _sentence_of(texts[q], 0), (), titles[q] if q != p else None, country)
+                   for p, q, country in read)
+    return Comparison(answer, Asked((titles[read[0][0]], titles[read[1][0]]), "country", False, relation, ()), values)

@@ -298,7 +298,8 @@ class Reader(nn.Module):
              compute=None, max_pieces: int | None = None, compare: bool = True) -> list["Reading"]:
         """The answer of each example, with its type, span and supporting sentences; `max_pieces`: read at most
         that many word pieces (default: what the reader was trained with). With `compare`, a which-of-two date
-        question the passages' dates settle gets that answer (`drkit.reader.compare`)."""
+        question or a same-country question that the dates or countries read settle gets that answer
+        (`drkit.reader.compare.settle`)."""
         import contextlib
 
         from drkit.reader.compare import settle

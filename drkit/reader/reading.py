@@ -28,7 +28,7 @@ class Supporting:
 class Reading:
     """What the reader read from one example."""
 
-    answer: str  # the span's text, "yes" / "no", or the option a date comparison chose
+    answer: str  # the span's text, "yes" / "no", or what a comparison of dates or countries chose
     answer_type: str  # span | yes | no
     type_prob: float
     span: Span | None  # the best span (also when the type is yes or no; None when a comparison answered)

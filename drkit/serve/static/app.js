@@ -148,14 +148,16 @@ function markedText(text, sentences, answer) {
 // sentences marked and the answer's span in bold.
 function readingBox(reading) {
   const c = reading.comparison;
-  const kind = c ? "the dates read, compared" : reading.type === "span" ? "read from the passages" : "a yes/no question";
+  const kind = c ? `the ${c.attribute === "country" ? "countries" : "dates"} read, compared`
+    : reading.type === "span" ? "read from the passages" : "a yes/no question";
   const node = el("section", { class: "reading" },
     el("div", {}, el("span", { class: "reader-answer", text: reading.answer || "(no answer)" }),
       el("span", { class: "muted", text: c ? ` · ${kind}` : ` · ${kind}, p = ${fmt(reading.prob)}` })));
   if (c) {
     const what = { birth: "born", death: "died", life: "lived", date: "dated" }[c.attribute];
     node.append(el("div", { class: "comparison", text: c.values.map((v) =>
-      `${v.option}${v.via ? ` (${c.relation}: ${v.via})` : ""}: ${what} ${v.dates.join(" to ")}`).join("; ") }));
+      `${v.option}${v.via ? ` (${c.relation || "via"}: ${v.via})` : ""}: ${c.attribute === "country" ? v.country
+        : `${what} ${v.dates.join(" to ")}`}`).join("; ") }));
   }
   for (const p of reading.evidence) {
     const spans = reading.supporting.filter((s) => s.passage_id === p.id).map((s) => [s.start, s.end]);
