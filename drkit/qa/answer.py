@@ -67,7 +67,7 @@ NOTHING = {"answer": "", "answer_type": None, "type_prob": None, "supporting": [
 
 def reading_row(reading, passages=None) -> dict:
     """The JSON of a `drkit.reader.model.Reading` of `passages` (passage numbers replaced by corpus ids); with
-    ``"comparison"`` when the dates read settled the answer (`drkit.reader.compare`)."""
+    ``"comparison"`` when the dates or countries read settled the answer (`drkit.reader.compare`)."""
     row = {"answer": reading.answer, "answer_type": reading.answer_type, "type_prob": round(reading.type_prob, 4),
            "supporting": [{"passage_id": s.passage_id, "sentence": s.sentence, "text": s.text,
                            "prob": round(s.prob, 4)} for s in reading.supporting]}

@@ -102,8 +102,8 @@ class ReaderAnswer:
     supporting: tuple[SupportingSentence, ...]
     evidence: tuple  # the passages read that hold the span or a supporting sentence (`ReaderPassage`: id, title, text)
     # or a compared date
-    comparison: dict | None = None  # when the dates read settled a which-of-two question: what was compared, each
-    # option's dates, passage and sentence (`drkit.reader.compare.Comparison.to_dict`); the answer is then that option
+    comparison: dict | None = None  # when the dates or countries read settled a comparison question: what was
+    # compared, each option's dates or country, passage and sentence (`drkit.reader.compare.Comparison.to_dict`)
 
 
 def reader_answer(reading, passages) -> ReaderAnswer:

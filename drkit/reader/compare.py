@@ -36,14 +36,22 @@ from drkit.reader.text import normalize_answer, split_sentences
 _MONTHS = {**MONTHS, **{m[:3]: i for m, i in MONTHS.items()}}
 _MONTH = r"(January|February|March|April|May|June|July|August|September|October|November|December|" \
          r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?"
-_DATE_PATTERNS = (  # (regex, which groups are day / month / year), longest forms first
-    (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH}\s*,?\s+(\d{{3,4}})\b", re.I), (1, 2, 3)),
-    (re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?\s*,?\s+(\d{{3,4}})\b", re.I), (2, 1, 3)),
-    (re.compile(rf"\b{_MONTH}\s*,?\s+(\d{{3,4}})\b", re.I), (None, 1, 2)),
-    (re.compile(r"(?<![\d.,:/-])\b(\d{4})\b(?![.,:/]?\d)"), (None, None, 1)),
-)
-_SHORT_YEAR = re.compile(r"(?<![\d.,:/-])\b(\d{3})\b(?![.,:/]?\d)")  # "died 875": only inside a life's parenthesis
+_YEAR = r"(1\d{3}|20\d{2})"  # as drkit.index.found reads years: 1000 to 2099
+_ANY_YEAR = r"(\d{3,4})"  # inside a life's parenthesis, "died 875" too
 
+
+def _date_patterns(year: str) -> tuple:
+    """(regex, which groups are day / month / year), longest forms first; a year not inside a longer number,
+    not "2000-seat", and may follow a hyphen only after a digit ("1849-1916")."""
+    alone = rf"(?<![\d.,:/])(?<![A-Za-z]-)\b{year}\b(?![.,:/]?\d)(?!-[A-Za-z])"
+    return ((re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH}\s*,?\s+{year}\b", re.I), (1, 2, 3)),
+            (re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?\s*,?\s+{year}\b", re.I), (2, 1, 3)),
+            (re.compile(rf"\b{_MONTH}\s*,?\s+{year}\b", re.I), (None, 1, 2)),
+            (re.compile(alone), (None, None, 1)))
+
+
+_DATE_PATTERNS = {False: _date_patterns(_YEAR), True: _date_patterns(_ANY_YEAR)}
+_BC = re.compile(r"\s*(?:BCE|BC|B\.C\.E?\.?)(?!\w)")
 _EARLIER = re.compile(r"\b(first|earlier|earliest|older|oldest|before|sooner|elder|eldest)\b")
 _LATER = re.compile(r"\b(later|latest|last|more recently|most recently|recent|younger|youngest|after|newer|newest)\b")
 _LONGER = re.compile(r"\blived? (longer|the longest)\b|\blonger (life|lifespan)\b")
@@ -54,6 +62,9 @@ _NOT_RELATION = r"(?!(?:who|that|whose|which|is|was|were|born|died)\b)"
 _RELATION = (re.compile(rf"\b(?:has|had|have|with|by)\s+(?:the|a|an)\s+(?:[a-z]+\s+)?{_NOT_RELATION}([a-z]+)\s+"
                         r"(?:who|that|whose|born|died|is|was|were)\b"),
              re.compile(r"\bwhose\s+([a-z]+)\s+(?:is|was|were|died|born|lived)\b"))
+_UNREAD_RELATION = re.compile(r"[a-z]'s\s+[a-z]+\s+(?:who|that|is|was|were|born|died)\b|\b(?:has|had|with)\s+(?:the|a|an)\s+"
+                              r"(?:older|younger|elder|oldest|youngest|eldest)\s+[a-z]+")
+MAX_QUESTION_CHARS = 300  # longer questions are left to the reader
 _OPTION_FORMS = (  # (the two options and the question around them, the word between the options)
     (re.compile(r"^(?P<head>(?:was|is|were|did|does|do))\s+(?P<options>\S.*?\s+or\s+.*?)\s+(?P<tail>(?:born|die|died|"
                 r"live|lived|release|released|come out|came out|establish|established|found|founded|older|younger)\b"
@@ -118,11 +129,12 @@ class Comparison:
 
 
 def find_dates(text: str, short_years: bool = False) -> list[Date]:
-    """The dates of `text` in order, each at its longest form ("12 January 1968" rather than "1968")."""
+    """The dates of `text` in order, each at its longest form ("12 January 1968" rather than "1968"); a year
+    "BC" is negative. Years are 1000 to 2099, or with `short_years` any of 3 or 4 digits (inside a life's
+    parenthesis: "(died 875)")."""
     found: list[Date] = []
     taken: list[tuple[int, int]] = []
-    patterns = _DATE_PATTERNS + (((_SHORT_YEAR, (None, None, 1)),) if short_years else ())
-    for pattern, (d, m, y) in patterns:
+    for pattern, (d, m, y) in _DATE_PATTERNS[short_years]:
         for match in pattern.finditer(text):
             a, b = match.span()
             if any(a < e and b > s for s, e in taken):
@@ -131,7 +143,10 @@ def find_dates(text: str, short_years: bool = False) -> list[Date]:
             day = int(match.group(d)) if d else None
             if day is not None and not 1 <= day <= 31:
                 continue
-            found.append(Date(int(match.group(y)), month, day, match.group(0), a, b))
+            year = int(match.group(y))
+            if _BC.match(text, b):
+                year = -year
+            found.append(Date(year, month, day, match.group(0), a, b))
             taken.append((a, b))
     return sorted(found, key=lambda x: x.start)
 
@@ -141,6 +156,8 @@ def parse_question(question: str, titles: Sequence[str] = ()) -> Asked | None:
     the options could be split at more than one " or " ("Now or Never or Y"), the split whose two options are
     both titles of `titles` is taken, else the first."""
     q = " ".join(question.strip().split())
+    if len(q) > MAX_QUESTION_CHARS:  # the option forms' lazy matches grow fast with the length
+        return None
     for form, conjunction in _OPTION_FORMS:
         match = form.match(q)
         if match:
@@ -151,27 +168,31 @@ def parse_question(question: str, titles: Sequence[str] = ()) -> Asked | None:
     if not a or not b or normalize_answer(a) == normalize_answer(b):
         return None
     rest = (match.group("head") + " " + (match.groupdict().get("tail") or "")).lower()
-    if _LONGER.search(rest) or _SHORTER.search(rest):
-        attribute, later = "life", bool(_LONGER.search(rest))
-    else:
-        earlier, late = _EARLIER.search(rest), _LATER.search(rest)
-        if bool(earlier) == bool(late):
-            return None
-        later = bool(late)
-        if re.search(r"\b(younger|youngest|older|oldest|elder|eldest)\b", rest):
-            attribute = "birth"  # the younger was born later: "later" already says so
-        elif _DEATH.search(rest):
-            attribute = "death"
-        elif _BIRTH.search(rest):
-            attribute = "birth"
-        else:
-            attribute = "date"
     relation = None
     for pattern in _RELATION:
         found = pattern.search(rest)
         if found and found.group(1) not in ("one", "other", "person"):
             relation = found.group(1)
             break
+    if relation is None and _UNREAD_RELATION.search(rest):  # "the film's director", "the older director"
+        return None
+    age = re.search(r"\b(younger|youngest|older|oldest|elder|eldest)\b", rest)
+    if _LONGER.search(rest) or _SHORTER.search(rest) or (age and _DEATH.search(rest)):  # "died younger": a life
+        attribute, later = "life", bool(_LONGER.search(rest) or (age and age.group(1) in ("older", "oldest", "elder",
+                                                                                         "eldest")))
+    else:
+        earlier, late = _EARLIER.search(rest), _LATER.search(rest)
+        if bool(earlier) == bool(late):
+            return None
+        later = bool(late)
+        if age:  # a person's age is their birth ("who is younger"); a thing's, its own date ("which band is older")
+            attribute = "birth" if relation or rest.startswith("who") else "date"
+        elif _DEATH.search(rest):
+            attribute = "death"
+        elif _BIRTH.search(rest):
+            attribute = "birth"
+        else:
+            attribute = "date"
     cue = tuple(w for w in re.findall(r"[a-z]+", rest) if w not in _STOP and len(w) > 3)
     return Asked((a, b), attribute, later, relation, cue)
 
@@ -190,27 +211,49 @@ def _title_key(title: str) -> str:
     return normalize_answer(title)
 
 
+def without_suffix(title: str) -> str:
+    """A title without its "(...)" disambiguation: "Kismet (1944 film)" -> "Kismet"."""
+    return re.sub(r"\s*\([^)]*\)\s*$", "", title)
+
+
 def _bare(title: str) -> str:
-    return normalize_answer(re.sub(r"\s*\([^)]*\)\s*$", "", title))
+    return normalize_answer(without_suffix(title))
 
 
 def _option_passages(option: str, titles: Sequence[str]) -> list[int]:
+    """The passages whose title is the option (case and punctuation aside), else the one passage whose title is
+    it but for a "(...)" suffix; none when several titles are ("Kismet (1944 film)", "Kismet (1955 film)")."""
     key, bare = _title_key(option), _bare(option)
     exact = [i for i, t in enumerate(titles) if _title_key(t) == key]
-    return exact or [i for i, t in enumerate(titles) if _bare(t) == bare and bare]
+    if exact:
+        return exact
+    loose = [i for i, t in enumerate(titles) if _bare(t) == bare and bare]
+    return loose if len({_title_key(titles[i]) for i in loose}) == 1 else []
 
 
 _GLUED = re.compile(rf"\b(\d{{4}})(\d{{1,2}})(?=\s+{_MONTH})", re.I)  # "17 September 190030 April 1985": a lost dash
 _DASH = re.compile(r"\s*(?:[\u2013\u2014-]|\bto\b)\s*")
 
 
+def _subject_end(text: str) -> int:
+    """Where the first sentence's subject ends: at its first "is" / "was" / "were" / "are" outside parentheses
+    (the end of the first sentence when it has none)."""
+    first = split_sentences(text)[:1]
+    end = first[0][1] if first else len(text)
+    blanked = re.sub(r"\([^()]*(?:\([^()]*\)[^()]*)*\)", lambda m: " " * len(m.group(0)), text[:end])
+    verb = re.search(r"\b(?:is|was|were|are)\b", blanked)
+    return verb.start() if verb else end
+
+
 def _life_dates(text: str) -> tuple[Date | None, Date | None]:
-    """(birth, death) from the first parenthesis of a person's passage that holds a date ("(born 12 January
-    1968)", "(22 March 1908 - 3 October 1982)", "(- 4 November 1873)"), else from "born ..." and "died ..."."""
+    """(birth, death) of the person a passage is about: from the first parenthesis of its subject (before the
+    first sentence's "is" / "was") that holds a date ("(born 12 January 1968)", "(22 March 1908 - 3 October
+    1982)", "(- 4 November 1873)"), else from "born ..." / "died ..." in its first two sentences, not after
+    "his", "her", "their" or "whose" (someone else's). Each date's offsets are its parenthesis's."""
     birth = death = None
-    for paren in re.finditer(r"\(([^()]*(?:\([^()]*\)[^()]*)*)\)", text[:400]):
+    for paren in re.finditer(r"\(([^()]*(?:\([^()]*\)[^()]*)*)\)", text[: _subject_end(text)]):
         inner = _GLUED.sub(lambda m: f"{m.group(1)} \u2013 {m.group(2)}", paren.group(1))
-        dates = find_dates(inner, short_years=True)
+        dates = [Date(d.year, d.month, d.day, d.text, d.start, d.end) for d in find_dates(inner, short_years=True)]
         if not dates:
             continue
         born, died = re.search(r"\bborn\b", inner), re.search(r"\bdied\b|\bd\.", inner)
@@ -226,15 +269,24 @@ def _life_dates(text: str) -> tuple[Date | None, Date | None]:
             later = [d for d in dates if d.start >= (dash.end() if dash else after) and d is not birth]
             if later and (dash or (birth and len(dates) == 2)):  # "May 25, 1902 December 5, 1981": the dash lost
                 death = later[0]
+        at = paren.start()
+        birth, death = (d and Date(d.year, d.month, d.day, d.text, at, paren.end()) for d in (birth, death))
         break
+    sentences = split_sentences(text)[:2]
+    head = text[: sentences[-1][1]] if sentences else text
     for word in ("born", "died"):
-        if (birth if word == "born" else death) is None:
-            found = re.search(rf"\b{word}\b(?:\s+(?:on|in|at))?", text)
-            after = find_dates(text[found.end(): found.end() + 60]) if found else []
+        if (birth if word == "born" else death) is not None:
+            continue
+        for found in re.finditer(rf"(?<![-\w])(?<!-\s){word}\b(?:\s+(?:on|in|at))?", head):
+            clause = re.split(r"[,;.]", head[: found.start()])[-1]
+            if re.search(r"\b(?:his|her|their|whose|its)\b", clause, re.I):
+                continue
+            after = find_dates(head[found.end(): found.end() + 60])
             if after:
                 d = after[0]
                 date = Date(d.year, d.month, d.day, d.text, d.start + found.end(), d.end + found.end())
                 birth, death = (date, death) if word == "born" else (birth, date)
+            break
     return birth, death
 
 
@@ -266,7 +318,7 @@ def _value(asked: Asked, option: str, titles: Sequence[str], texts: Sequence[str
         via = None
         sources = [(p, None)]
         if asked.relation and asked.attribute in ("birth", "death", "life"):
-            sources = _bridges(asked.relation, p, titles, texts)
+            sources = _bridges(asked.relation, p, titles, texts)[:1]  # the person named, not the next one
         for q, via in sources:
             text = texts[q]
             if asked.attribute == "date":
@@ -280,24 +332,33 @@ def _value(asked: Asked, option: str, titles: Sequence[str], texts: Sequence[str
     return None
 
 
-def _bridges(relation: str, p: int, titles: Sequence[str], texts: Sequence[str], near: int = 40) -> list[tuple[int, str]]:
-    """The passages, among those read, of the people that passage `p` names within `near` characters of the
-    relation's word ("directed by X" for "director"), nearest first."""
-    text = texts[p].lower()
+def _bridges(relation: str, p: int, titles: Sequence[str], texts: Sequence[str]) -> list[tuple[int, str]]:
+    """The passages, among those read, of the people that passage `p` names right by the relation's word:
+    after it with at most three lower-case words between ("directed by X", "directed and produced by X"), or
+    just before it ("X's film", "X directed"); nearest first. "directed by Ed Wood and starring Walter Lang"
+    names Ed Wood only: another name stands between the word and Walter Lang."""
+    text = texts[p]
+    lowered = text.lower()
     stem = relation[:5]
-    cues = [m.start() for m in re.finditer(rf"\b{re.escape(stem)}", text)]
+    cues = [(m.start(), m.end()) for m in re.finditer(rf"\b{re.escape(stem)}[a-z]*", lowered)]
     named = []
     for q, title in enumerate(titles):
         if q == p or _bare(title) == _bare(titles[p]):
             continue
-        name = re.sub(r"\s*\([^)]*\)\s*$", "", title).lower()
-        at = text.find(name) if len(name) > 2 else -1
-        if at < 0:
+        name = without_suffix(title).lower()
+        if len(name) < 3:
             continue
-        distance = min((abs(at - c) for c in cues), default=near + 1)
-        if distance <= near:
-            named.append((distance, at, q, title))
-    return [(q, title) for _, _, q, title in sorted(named)]
+        for at in (m.start() for m in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", lowered)):
+            for c0, c1 in cues:
+                after, before = text[c1:at], text[at + len(name): c0]
+                if at >= c1 and re.fullmatch(r"(?:\s+[a-z-]+){0,3}\s+", after):
+                    named.append((at - c1, q, title))
+                elif at < c0 and re.fullmatch(r"(?:'s)?\s*", before):
+                    named.append((c0 - at, q, title))
+    best = {}
+    for distance, q, title in sorted(named):
+        best.setdefault(q, (distance, q, title))
+    return [(q, title) for _, q, title in sorted(best.values())]
 
 
 def compare(question: str, titles: Sequence[str], texts: Sequence[str]) -> Comparison | None:
@@ -310,8 +371,8 @@ def compare(question: str, titles: Sequence[str], texts: Sequence[str]) -> Compa
     if values[0] is None or values[1] is None or values[0].passage == values[1].passage:
         return None
     if asked.attribute == "life":
-        lengths = [_length(v.dates) for v in values]
-        if None in lengths or abs(lengths[0] - lengths[1]) < 1e-9:
+        lengths = _lengths(values[0].dates, values[1].dates)
+        if lengths is None:
             return None
         first_wins = (lengths[0] > lengths[1]) == asked.later
     else:
@@ -322,12 +383,28 @@ def compare(question: str, titles: Sequence[str], texts: Sequence[str]) -> Compa
     return Comparison(asked.options[0 if first_wins else 1], asked, (values[0], values[1]))
 
 
-def _length(dates: Sequence[Date]) -> float | None:
-    """A life's length in years, as finely as both dates tell (whole years when either gives only its year)."""
-    (by, bm, bd), (dy, dm, dd) = dates[0].ymd, dates[1].ymd
-    if not bm or not dm:
-        return float(dy - by)
-    return dy - by + ((dm - bm) + ((dd or 1) - (bd or 1)) / 31) / 12
+def _lengths(a: Sequence[Date], b: Sequence[Date]) -> tuple[int, int] | None:
+    """Two lives' lengths (birth, death) at the precision all four dates give: in days, months or years; None
+    when they do not tell which is longer (a difference within what the precision can hide: 2 months, 2
+    years) or one is not a life (negative, or over 122 years)."""
+    import datetime
+
+    dates = [*a, *b]
+    precision = min(3 if d.day else 2 if d.month else 1 for d in dates)
+    try:
+        if precision == 3:
+            days = [datetime.date(*d.ymd).toordinal() for d in dates]
+            out, margin, top = (days[1] - days[0], days[3] - days[2]), 1, 122 * 366
+        elif precision == 2:
+            months = [d.year * 12 + d.month for d in dates]
+            out, margin, top = (months[1] - months[0], months[3] - months[2]), 2, 122 * 12
+        else:
+            out, margin, top = (dates[1].year - dates[0].year, dates[3].year - dates[2].year), 2, 122
+    except ValueError:  # "31 February", or a year before 1 (BC) that datetime cannot hold
+        return None
+    if min(out) < 0 or max(out) > top or abs(out[0] - out[1]) < margin:
+        return None
+    return out
 
 
 def settle(example, reading):
@@ -352,6 +429,6 @@ def _same(question: str, titles: Sequence[str], texts: Sequence[str]) -> Compari
     if same is None:
         return None
     answer, read, relation = same
-    values = tuple(Value(titles[p], q, _sentence_of(texts[q], 0), (), titles[q] if q != p else None, country)
-                   for p, q, country in read)
+    values = tuple(Value(titles[p], q, _sentence_of(texts[q], at), (), titles[q] if q != p else None, country)
+                   for p, q, country, at in read)
     return Comparison(answer, Asked((titles[read[0][0]], titles[read[1][0]]), "country", False, relation, ()), values)

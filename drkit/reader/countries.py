@@ -145,10 +145,12 @@ for _line in _TABLE.strip().splitlines():
 
 # Longest names first, so that "South Korean" wins over "Korean"; case kept ("US" is not "us"). Not a
 # country: a demonym before "-born" (where one was born: "Hungarian-born American"), before "title" or
-# "language" (a language), or in a place's name ("British Columbia", "American Samoa", "Indian Ocean").
+# "language" (a language), before "football" (a sport), or a name inside a place's name ("British Columbia",
+# "American Samoa", "New Mexico", "New South Wales", "Lebanon County").
 _NOT_A_COUNTRY = (r"-\s?born|\s-\s?born|\s(?:title|language|name|version|dub)|-language|\s(?:Columbia|Samoa|Virgin|"
-                  r"Guiana|Ocean|Sea|Polynesia|Indies|Guinea)\b")
-_NAMES = re.compile(r"(?<!\w)(" + "|".join(re.escape(n) for n in sorted(COUNTRY, key=len, reverse=True))
+                  r"Guiana|Ocean|Sea|Polynesia|Indies|Guinea|County|Township|City|River|Street|Avenue|Park|"
+                  r"University|College)\b|\sfootball")  # "American football": a sport, not a nationality
+_NAMES = re.compile(r"(?<!\w)(?<!New\s)(?<!South\s)(" + "|".join(re.escape(n) for n in sorted(COUNTRY, key=len, reverse=True))
                     + rf")(?![\w]|{_NOT_A_COUNTRY})")
 
 

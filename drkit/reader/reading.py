@@ -30,8 +30,8 @@ class Reading:
 
     answer: str  # the span's text, "yes" / "no", or what a comparison of dates or countries chose
     answer_type: str  # span | yes | no
-    type_prob: float
+    type_prob: float  # the reader's probability of its own type (kept when a comparison replaced its answer)
     span: Span | None  # the best span (also when the type is yes or no; None when a comparison answered)
     supporting: tuple[Supporting, ...]
     type_probs: dict
-    comparison: object = None  # a `drkit.reader.compare.Comparison` when the dates read settled the answer
+    comparison: object = None  # a `drkit.reader.compare.Comparison` when the dates or countries read settled it

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from drkit.reader.compare import MAX_QUESTION_CHARS, _bridges, without_suffix
 from drkit.reader.countries import countries_in
 from drkit.reader.text import normalize_answer, split_sentences
 
@@ -29,9 +30,13 @@ def options_named(question: str, titles: Sequence[str]) -> list[int]:
     q = f" {normalize_answer(question)} "
     names = []
     for i, t in enumerate(titles):
-        for name in {normalize_answer(t), normalize_answer(re.sub(r"\s*\([^)]*\)\s*$", "", t))}:
+        for name in {normalize_answer(t), normalize_answer(without_suffix(t))}:
             if len(name) > 2:
                 names.append((name, i))
+    titled = {}  # a name -> the distinct titles it is the name of ("Kismet": "Kismet (1944 film)", "Kismet (1955 film)")
+    for name, i in names:
+        titled.setdefault(name, set()).add(normalize_answer(titles[i]))
+    names = [(name, i) for name, i in names if len(titled[name]) == 1]
     taken: list[tuple[int, int]] = []
     found: list[int] = []
     seen: set[str] = set()
@@ -46,21 +51,24 @@ def options_named(question: str, titles: Sequence[str]) -> list[int]:
     return found
 
 
-def country_of(text: str) -> str | None:
-    """The first country the passage's first two sentences name."""
+def country_of(text: str) -> tuple[str, int] | None:
+    """The first country the passage's first two sentences name after its subject ("Tom Holland is an English
+    actor": English, not Holland), with its character offset."""
+    from drkit.reader.compare import _subject_end
+
     sentences = split_sentences(text)[:2]
     head = text[: sentences[-1][1]] if sentences else text
-    found = countries_in(head)
-    return found[0][0] if found else None
+    start = _subject_end(text)
+    found = countries_in(head[start:])
+    return (found[0][0], found[0][1] + start) if found else None
 
 
 def same_country(question: str, titles: Sequence[str], texts: Sequence[str]):
-    """("yes" | "no", [(option passage, passage read for it, its country)] * 2, the relation word or None) for a
-    same-country question the passages settle; None otherwise."""
-    from drkit.reader.compare import _bridges
+    """("yes" | "no", [(option passage, passage read for it, its country, the country's offset in that passage)]
+    * 2, the relation word or None) for a same-country question the passages settle; None otherwise."""
 
-    if not _SAME.search(question):
-        return None
+    if len(question) > MAX_QUESTION_CHARS or not _SAME.search(question) or re.search(r"\bnot\b|n't\b", question):
+        return None  # "Are A and B not in the same country?" is left to the reader
     options = options_named(question, titles)
     if len(options) != 2:
         return None
@@ -71,7 +79,7 @@ def same_country(question: str, titles: Sequence[str], texts: Sequence[str]):
         country = country_of(texts[sources[0][0]]) if sources else None
         if country is None:
             return None
-        values.append((p, sources[0][0], country))
+        values.append((p, sources[0][0], *country))
     if values[0][1] == values[1][1]:  # both options led to one passage: nothing to compare
         return None
     return ("yes" if values[0][2] == values[1][2] else "no"), values, relation
