@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from drkit.reader.compare import _life_dates, compare, find_dates, parse_question
+from drkit.reader.compare import compare, parse_question
+from drkit.reader.dates import find_dates, life_dates
 from drkit.reader.examples import ReaderExample, ReaderPassage
 
 MONTH_NAMES = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -38,7 +39,7 @@ def test_dates_in_their_common_forms():
     ("Dunlap was born in Chicago, Illinois in 1892 and died in 1970.", "1892", "1970"),
 ])
 def test_a_life_from_its_parenthesis_or_its_words(text, birth, death):
-    b, d = _life_dates(text)
+    b, d = life_dates(text)
     assert (b and b.text, d and d.text) == (birth, death)
 
 

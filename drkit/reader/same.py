@@ -4,7 +4,7 @@
 B have the directors from the same country?": the reader answers these about as often right as a coin.
 Here each option is a title read that the question names (the longest names first); for "the directors
 of films A and B" (a relation word before "of film(s)" or after "have the"), the option's person is the one
-its passage names nearest that word (`drkit.reader.compare`'s bridge). The country is the first one the
+its passage names nearest that word (`drkit.reader.clues.bridges`). The country is the first one the
 passage's first two sentences name, by name or demonym, not counting "X-born" (`drkit.reader.countries`):
 "is a 1944 American film", "is an English actor", "is a village in ..., Iran". Both found: "yes" when they
 are one country, "no" otherwise; an option, a person or a country not found settles nothing.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from drkit.reader.compare import MAX_QUESTION_CHARS, _bridges, without_suffix
+from drkit.reader.clues import MAX_QUESTION_CHARS, bridges, subject_end, without_suffix
 from drkit.reader.countries import countries_in
 from drkit.reader.text import normalize_answer, split_sentences
 
@@ -54,11 +54,9 @@ def options_named(question: str, titles: Sequence[str]) -> list[int]:
 def country_of(text: str) -> tuple[str, int] | None:
     """The first country the passage's first two sentences name after its subject ("Tom Holland is an English
     actor": English, not Holland), with its character offset."""
-    from drkit.reader.compare import _subject_end
-
     sentences = split_sentences(text)[:2]
     head = text[: sentences[-1][1]] if sentences else text
-    start = _subject_end(text)
+    start = subject_end(text)
     found = countries_in(head[start:])
     return (found[0][0], found[0][1] + start) if found else None
 
@@ -75,7 +73,7 @@ def same_country(question: str, titles: Sequence[str], texts: Sequence[str]):
     relation = next((m.group(1) for p in _RELATION for m in [p.search(question.lower())] if m), None)
     values = []
     for p in options:
-        sources = _bridges(relation, p, titles, texts)[:1] if relation else [(p, None)]
+        sources = bridges(relation, p, titles, texts)[:1] if relation else [(p, None)]
         country = country_of(texts[sources[0][0]]) if sources else None
         if country is None:
             return None
