@@ -300,3 +300,20 @@ def test_a_bridge_is_the_person_named_by_the_relations_word():
 def test_long_questions_are_left_to_the_reader():
     q = "Was a or born " * 200 + "first?"  # the option forms' lazy matches would take minutes on this
     assert compare(q, ["a"], ["a (born 1900) x."]) is None and parse_question(q) is None
+
+
+def test_hotpotqa_style_wordings():
+    """Two comparison questions worded as HotpotQA's (its paper's examples), passages written as Wikipedia's."""
+    from drkit.reader.same import same_country
+
+    titles = ["Arthur's Magazine", "First for Women"]
+    texts = ["Arthur's Magazine (1844–1846) was an American literary periodical published in Philadelphia.",
+             "First for Women is a woman's magazine published by Bauer Media Group in the USA. The magazine was "
+             "started in 1989."]
+    got = compare("Which magazine was started first, Arthur's Magazine or First for Women?", titles, texts)
+    assert got.answer == "Arthur's Magazine" and [d.text for v in got.values for d in v.dates] == ["1844", "1989"]
+    titles = ["Scott Derrickson", "Ed Wood"]
+    texts = ["Scott Derrickson (born July 16, 1966) is an American director, screenwriter and producer.",
+             "Edward Davis Wood Jr. (October 10, 1924 – December 10, 1978) was an American filmmaker."]
+    assert same_country("Were Scott Derrickson and Ed Wood of the same nationality?", titles, texts)[0] == "yes"
+    assert compare("Who was born first, Scott Derrickson or Ed Wood?", titles, texts).answer == "Ed Wood"
