@@ -6,9 +6,10 @@ OUT/predictions.jsonl, one line per question::
 
     {"id", "question", "answer", "answer_type": "span" | "yes" | "no", "type_prob",
      "supporting": [{"passage_id", "sentence", "text", "prob"}], "passages": [{"id", "title"}],
-     "entity_answer", "error"}
+     "entity_answer", "comparison", "error"}
 
-("error": why a question got no passages, e.g. no entity of the index is named in it; it is then not read,
+("comparison": present when the dates or countries read settled a comparison question, `drkit.reader.compare`;
+"error": why a question got no passages, e.g. no entity of the index is named in it; it is then not read,
 its answer is "" with answer_type null, and it counts as a miss). Only lines with ``answers`` are scored
 (``without_answers`` counts the others). With gold answers in the question file, OUT/metrics.json holds answer
 EM and F1 (HotpotQA's normalisation, best over a question's answers), overall and by question type, each
