@@ -39,7 +39,8 @@ _EARLIER = re.compile(r"\b(first|earlier|earliest|older|oldest|before|sooner|eld
 _LATER = re.compile(r"\b(later|latest|last|more recently|most recently|recent|younger|youngest|after|newer|newest)\b")
 _LONGER = re.compile(r"\blived? (longer|the longest)\b|\blonger (life|lifespan)\b")
 _SHORTER = re.compile(r"\blived? (shorter|the shortest)\b|\bshorter (life|lifespan)\b")
-_BIRTH = re.compile(r"\b(born|birth|older|oldest|younger|youngest|elder|eldest|age)\b")
+_AGE = re.compile(r"\b(younger|youngest|older|oldest|elder|eldest)\b")
+_BIRTH = re.compile(r"\b(born|birth|age)\b")  # the words of _AGE are read before it
 _DEATH = re.compile(r"\b(died|die|death|passed away)\b")
 _NOT_RELATION = r"(?!(?:who|that|whose|which|is|was|were|born|died)\b)"
 _RELATION = (re.compile(rf"\b(?:has|had|have|with|by)\s+(?:the|a|an)\s+(?:[a-z]+\s+)?{_NOT_RELATION}([a-z]+)\s+"
@@ -120,10 +121,9 @@ def parse_question(question: str, titles: Sequence[str] = ()) -> Asked | None:
             break
     if relation is None and _UNREAD_RELATION.search(rest):  # "the film's director", "the older director"
         return None
-    age = re.search(r"\b(younger|youngest|older|oldest|elder|eldest)\b", rest)
-    if _LONGER.search(rest) or _SHORTER.search(rest) or (age and _DEATH.search(rest)):  # "died younger": a life
-        attribute, later = "life", bool(_LONGER.search(rest) or (age and age.group(1) in ("older", "oldest", "elder",
-                                                                                         "eldest")))
+    age, longer = _AGE.search(rest), _LONGER.search(rest)
+    if longer or _SHORTER.search(rest) or (age and _DEATH.search(rest)):  # "died younger": a life
+        attribute, later = "life", bool(longer or (age and _EARLIER.search(age.group(1))))  # "died older": longer
     else:
         earlier, late = _EARLIER.search(rest), _LATER.search(rest)
         if bool(earlier) == bool(late):
@@ -153,7 +153,6 @@ def _split(options: str, conjunction: str, titles: Sequence[str]) -> tuple[str, 
 
 def _value(asked: Asked, option: str, titles: Sequence[str], texts: Sequence[str]) -> Value | None:
     for p in option_passages(option, titles):
-        via = None
         sources = [(p, None)]
         if asked.relation and asked.attribute in ("birth", "death", "life"):
             sources = bridges(asked.relation, p, titles, texts)[:1]  # the person named, not the next one

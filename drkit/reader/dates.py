@@ -9,17 +9,19 @@ November 4, 1873)"; a dash lost in the text, "190030 April 1985", is put back), 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from drkit.index.found import MONTHS as MONTH_NAMES
 from drkit.reader.clues import subject_end
 from drkit.reader.examples import MONTHS
 from drkit.reader.text import split_sentences
 
-_MONTHS = {**MONTHS, **{m[:3]: i for m, i in MONTHS.items()}}
-_MONTH = r"(January|February|March|April|May|June|July|August|September|October|November|December|" \
-         r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?"
+_MONTH_NUMBER = {m[:3]: i for m, i in MONTHS.items()}  # "jan" -> 1: a month's name or abbreviation, by its start
+_ABBREVIATIONS = [a for m in MONTH_NAMES if len(m) > 3 for a in (("Sept", "Sep") if m == "September" else (m[:3],))]
+_MONTH = "(" + "|".join((*MONTH_NAMES, *_ABBREVIATIONS)) + r")\.?"
 _YEAR = r"(1\d{3}|20\d{2})"  # as drkit.index.found reads years: 1000 to 2099
 _ANY_YEAR = r"(\d{3,4})"  # inside a life's parenthesis, "died 875" too
 
@@ -63,7 +65,7 @@ def find_dates(text: str, short_years: bool = False) -> list[Date]:
             a, b = match.span()
             if any(a < e and b > s for s, e in taken):
                 continue
-            month = _MONTHS[match.group(m).lower().rstrip(".")[:3]] if m else None
+            month = _MONTH_NUMBER[match.group(m).lower().rstrip(".")[:3]] if m else None
             day = int(match.group(d)) if d else None
             if day is not None and not 1 <= day <= 31:
                 continue
@@ -88,7 +90,7 @@ def life_dates(text: str) -> tuple[Date | None, Date | None]:
     birth = death = None
     for paren in re.finditer(r"\(([^()]*(?:\([^()]*\)[^()]*)*)\)", text[: subject_end(text)]):
         inner = _GLUED.sub(lambda m: f"{m.group(1)} \u2013 {m.group(2)}", paren.group(1))
-        dates = [Date(d.year, d.month, d.day, d.text, d.start, d.end) for d in find_dates(inner, short_years=True)]
+        dates = find_dates(inner, short_years=True)
         if not dates:
             continue
         born, died = re.search(r"\bborn\b", inner), re.search(r"\bdied\b|\bd\.", inner)
@@ -104,8 +106,7 @@ def life_dates(text: str) -> tuple[Date | None, Date | None]:
             later = [d for d in dates if d.start >= (dash.end() if dash else after) and d is not birth]
             if later and (dash or (birth and len(dates) == 2)):  # "May 25, 1902 December 5, 1981": the dash lost
                 death = later[0]
-        at = paren.start()
-        birth, death = (d and Date(d.year, d.month, d.day, d.text, at, paren.end()) for d in (birth, death))
+        birth, death = (d and dataclasses.replace(d, start=paren.start(), end=paren.end()) for d in (birth, death))
         break
     sentences = split_sentences(text)[:2]
     head = text[: sentences[-1][1]] if sentences else text
@@ -119,7 +120,7 @@ def life_dates(text: str) -> tuple[Date | None, Date | None]:
             after = find_dates(head[found.end(): found.end() + 60])
             if after:
                 d = after[0]
-                date = Date(d.year, d.month, d.day, d.text, d.start + found.end(), d.end + found.end())
+                date = dataclasses.replace(d, start=d.start + found.end(), end=d.end + found.end())
                 birth, death = (date, death) if word == "born" else (birth, date)
             break
     return birth, death

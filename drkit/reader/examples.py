@@ -32,6 +32,7 @@ from typing import Sequence
 
 from drkit.data.corpus import iter_json_objects
 from drkit.errors import ConfigError, InputFormatError
+from drkit.index.found import MONTHS as MONTH_NAMES
 from drkit.reader.text import normalize_answer
 from drkit.util.sampling import generator
 
@@ -187,8 +188,7 @@ def kb_sources(triples, passages: Sequence[ReaderPassage], distractors: Distract
             for (t, p), q, d in zip(kept, questions, extra)]
 
 
-MONTHS = {m: i for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july", "august",
-                                        "september", "october", "november", "december"), 1)}
+MONTHS = {m.lower(): i for i, m in enumerate(MONTH_NAMES, 1)}  # "january" -> 1
 
 
 def parse_date(text: str) -> tuple[int, int, int] | None:

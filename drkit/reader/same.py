@@ -64,7 +64,6 @@ def country_of(text: str) -> tuple[str, int] | None:
 def same_country(question: str, titles: Sequence[str], texts: Sequence[str]):
     """("yes" | "no", [(option passage, passage read for it, its country, the country's offset in that passage)]
     * 2, the relation word or None) for a same-country question the passages settle; None otherwise."""
-
     if len(question) > MAX_QUESTION_CHARS or not _SAME.search(question) or re.search(r"\bnot\b|n't\b", question):
         return None  # "Are A and B not in the same country?" is left to the reader
     options = options_named(question, titles)
