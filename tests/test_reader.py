@@ -308,6 +308,28 @@ def test_answer_cli_and_the_front_door_agree(mixing_run, reader_run, tmp_path, c
     assert json.loads(json.dumps(result.to_dict()))["reading"]["text"] == result.reading.text
 
 
+def test_no_compare_reads_without_the_rules_in_the_cli_the_front_door_and_serve(mixing_run, reader_run,  # noqa: F811
+                                                                                tmp_path):
+    from drkit.serve.engine import Engine
+    from drkit.serve.views import Request
+
+    d = mixing_run
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()]
+    assert main(["answer", "--index", str(d / "index1"), "--model", str(d / "run"), "--reader", str(reader_run),
+                 "--questions", str(d / "questions1.jsonl"), "--out", str(tmp_path / "off"), "--qps-sample", "0",
+                 "--no-compare"]) == 0
+    cli_off = [json.loads(line) for line in (tmp_path / "off" / "predictions.jsonl").read_text().splitlines()]
+    on = Engine.load(d / "index1", d / "run", reader=reader_run).run(questions, Request(top_k=5))
+    off = Engine.load(d / "index1", d / "run", reader=reader_run, compare=False).run(questions, Request(top_k=5))
+    settled = [i for i, r in enumerate(on) if r["reading"] and r["reading"].get("comparison")]
+    assert settled, "no question of the sample was settled by a comparison: the switch would be untested"
+    assert not any(r["reading"] and r["reading"].get("comparison") for r in off)
+    assert not any("comparison" in row for row in cli_off)
+    # off, every answer is the reader's own (the CLI's too); where no rule settled it, on and off read alike
+    assert [r["reading"]["answer"] if r["reading"] else "" for r in off] == [row["answer"] for row in cli_off]
+    assert all(on[i]["reading"] == off[i]["reading"] for i in range(len(on)) if i not in settled)
+
+
 def test_a_question_without_passages_is_answered_with_nothing(mixing_run, reader_run, tmp_path):  # noqa: F811
     d = mixing_run
     questions = [json.loads(line) for line in (d / "questions1.jsonl").read_text().splitlines()][:2]

@@ -91,11 +91,12 @@ def _run_serve(args) -> int:
         configure_threads(1, what="the HTTP process")  # it only parses, queues and formats: the model has the cores
         engine = ModelProcess(args.index, args.model, args.mentions, load_config, config.chain_top, config.threads,
                               load_timeout_s=config.load_timeout_s, batch_timeout_s=config.batch_timeout_s,
-                              reader=args.reader, watch_s=config.watch_s, restart_backoff_s=config.restart_backoff_s)
+                              reader=args.reader, watch_s=config.watch_s, restart_backoff_s=config.restart_backoff_s,
+                              compare=config.compare)
     else:
         configure_threads(config.threads)
         engine = Engine.load(args.index, args.model, args.mentions, load_config, chain_top=config.chain_top,
-                             reader=args.reader)
+                             reader=args.reader, compare=config.compare)
         engine.warm_up()
         engine.watch(config.watch_s)
     print(f"drkit serve: loaded; the warm-up question took {engine.warm_up_s:.2f} s; index version "

@@ -66,17 +66,20 @@ HOP_MIXING = "hop-mixing"  # of a `drkit train-mixing` / `drkit reproduce-2wiki`
 class DrKIT:
     """A trained model over its virtual KB, ready to answer. Build with `DrKIT.load`."""
 
-    def __init__(self, model, vkb: VirtualKB, retriever=None, reader=None, read_passages: int = 5):
+    def __init__(self, model, vkb: VirtualKB, retriever=None, reader=None, read_passages: int = 5,
+                 compare: bool = True):
         """`model`: a `MultiHopModel` on `vkb`; or a hop-mixing model, with `retriever` (its
         `drkit.qa.retrieve.DrKITRetriever` on `vkb`); `reader`: a `drkit.reader.model.Reader` that reads the top
-        `read_passages` passages of each answered question."""
+        `read_passages` passages of each answered question; with `compare`, the dates or countries read in those
+        passages settle a which-of-two or same-country question where they can (`drkit.reader.compare`), and
+        without it the reader's answer stands alone."""
         if read_passages < 1:
             raise ConfigError(f"read_passages must be at least 1, got {read_passages}")
         self.retriever = retriever
         self.vkb = vkb
         # the reader reads where the model answers (`_read` hands it the virtual KB's compute)
         self.reader = None if reader is None else reader.to(vkb.compute.device)
-        self.read_passages = read_passages
+        self.read_passages, self.compare = read_passages, compare
         if retriever is not None:
             self.kind, self.model = HOP_MIXING, retriever.model.eval()
             return
@@ -87,13 +90,14 @@ class DrKIT:
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None,
              config: LoadConfig = LoadConfig(), retriever_options: dict | None = None,
-             reader: str | Path | None = None, read_passages: int = 5) -> "DrKIT":
+             reader: str | Path | None = None, read_passages: int = 5, compare: bool = True) -> "DrKIT":
         """`index`: a ``drkit index`` directory; `model`: a model, or the run that trained it (``drkit train``:
         its best model; ``drkit train-mixing``: its model); `mentions`: the dense mention index, by default the
         one the model was trained with (give it for another corpus); `retriever_options`: a hop-mixing
         model's `drkit.qa.retrieve.DrKITRetriever` arguments (`RetrieveConfig.retriever_options`); `reader`: a
         ``drkit train-reader`` reader (or run), which then reads the top `read_passages` passages of every
-        answered question (`Result.reading`)."""
+        answered question (`Result.reading`), settling which-of-two and same-country questions by the dates or
+        countries read unless `compare` is False (`drkit.reader.compare`)."""
         from drkit.reason.mixing import is_mixing_model
 
         search = cls._search_settings(config)
@@ -110,7 +114,7 @@ class DrKIT:
 
             r = DrKITRetriever.load(index, model, mentions, precision=config.precision, device=device,
                                     searcher=config.mips, search=search, **(retriever_options or {}))
-            return cls._quantized(cls(r.model, r.vkb, r, reader, read_passages), config)
+            return cls._quantized(cls(r.model, r.vkb, r, reader, read_passages, compare), config)
         model_dir = model_dir_of(model)
         net = MultiHopModel.load(model_dir)
         mentions = mentions or net.manifest.get("mentions", {}).get("path")
@@ -121,7 +125,7 @@ class DrKIT:
                               "pass the mentions directory")
         return cls._quantized(cls(net, VirtualKB.load(index, mentions, config.mips, config.precision, device,
                                                       **search),
-                                  reader=reader, read_passages=read_passages), config)
+                                  reader=reader, read_passages=read_passages, compare=compare), config)
 
     @staticmethod
     def _quantized(kit: "DrKIT", config: LoadConfig) -> "DrKIT":
@@ -270,7 +274,7 @@ class DrKIT:
         for i, r in enumerate(results):  # a question without passages is not read (`reading` stays None)
             ps = tuple(ReaderPassage(p.id, p.title, p.text) for p in r.passages[: self.read_passages])
             reading = reader_answer(self.reader.read([ReaderExample(str(i), r.text, ps)], batch_size=1,
-                                                     compute=self.vkb.compute)[0], ps) if ps else None
+                                                     compute=self.vkb.compute, compare=self.compare)[0], ps) if ps else None
             out.append(dataclasses.replace(r, passages=r.passages[:passages], reading=reading))
         return out
 

@@ -27,6 +27,9 @@ class ServeConfig:
     max_questions: int = field(default=64, metadata={"help": "most questions in one request"})
     max_chars: int = field(default=1000, metadata={"help": "longest question, in characters"})
     chain_top: int = field(default=3, metadata={"help": "entities shown per hop of the reasoning chain"})
+    compare: bool = field(default=True, metadata={"help": "with --reader: the dates or countries read in the top "
+                                                          "passages settle a which-of-two or same-country question "
+                                                          "where they can (--no-compare: the reader's answer alone)"})
     threads: int = field(default=0, metadata={"help": "torch threads for the model (0: every CPU the process may use)"})
     model_process: bool = field(default=True, metadata={"help": "compute the model in a process of its own, so that "
                                                                 "it never waits for the HTTP side's interpreter lock "

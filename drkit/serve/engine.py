@@ -126,10 +126,11 @@ class Engine:
 
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None,
-             config: LoadConfig = LoadConfig(), chain_top: int = 3, reader: str | Path | None = None) -> "Engine":
+             config: LoadConfig = LoadConfig(), chain_top: int = 3, reader: str | Path | None = None,
+             compare: bool = True) -> "Engine":
         """The model of `model` (a ``drkit train`` or ``drkit train-mixing`` run, or its model directory) on the
         index `index`; the mention index defaults to the one the model was trained with; `reader`: a ``drkit
-        train-reader`` reader, whose answer every result then carries (``reading``). `refresh` loads a later
+        train-reader`` reader, whose answer every result then carries (``reading``; `compare`: as `DrKIT.load`'s). `refresh` loads a later
         version of the index with the same settings."""
         from drkit.reason.mixing import is_mixing_model, mixing_model_dir
         from drkit.reason.model import model_dir_of
@@ -142,7 +143,7 @@ class Engine:
             raise ConfigError(f"the model {model} does not exist")
 
         def load_kit() -> DrKIT:
-            return DrKIT.load(index, model, mentions, config, reader=reader)
+            return DrKIT.load(index, model, mentions, config, reader=reader, compare=compare)
 
         model_dir = mixing_model_dir(model) if is_mixing_model(model) else Path(model_dir_of(model))
         seen = on_disk(index)

@@ -50,7 +50,7 @@ def _die_with_parent() -> None:
 
 
 def _child(conn, index, model, mentions, load_config, chain_top: int, threads: int, reader=None,
-           watch_s: float = 0.0) -> None:
+           watch_s: float = 0.0, compare: bool = True) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us once its requests are answered
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -59,7 +59,7 @@ def _child(conn, index, model, mentions, load_config, chain_top: int, threads: i
         from drkit.util.hardware import configure_threads
 
         configure_threads(threads, what="the model process")
-        engine = Engine.load(index, model, mentions, load_config, chain_top=chain_top, reader=reader)
+        engine = Engine.load(index, model, mentions, load_config, chain_top=chain_top, reader=reader, compare=compare)
         engine.warm_up()
         engine.watch(watch_s)
         conn.send(("ready", {"kind": engine.kind, "max_hops": engine.max_hops, "version": engine.version,
@@ -90,14 +90,15 @@ class ModelProcess:
 
     def __init__(self, index: str | Path, model: str | Path, mentions: str | Path | None = None, load_config=None,
                  chain_top: int = 3, threads: int = 0, load_timeout_s: float = 600.0, batch_timeout_s: float = 60.0,
-                 reader: str | Path | None = None, watch_s: float = 0.0, restart_backoff_s: float = 1.0):
+                 reader: str | Path | None = None, watch_s: float = 0.0, restart_backoff_s: float = 1.0,
+                 compare: bool = True):
         from drkit.qa.pipeline import LoadConfig
 
         if not Path(index).is_dir():
             raise ConfigError(f"the index {index} does not exist")
         self.model = model
         self._args = (str(index), str(model), str(mentions) if mentions else None, load_config or LoadConfig(),
-                      chain_top, threads, str(reader) if reader else None, watch_s)
+                      chain_top, threads, str(reader) if reader else None, watch_s, compare)
         self.load_timeout_s, self.batch_timeout_s = load_timeout_s, batch_timeout_s
         self.restart_backoff_s = restart_backoff_s
         self.restarts = 0
