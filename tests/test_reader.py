@@ -319,8 +319,9 @@ def test_no_compare_reads_without_the_rules_in_the_cli_the_front_door_and_serve(
                  "--questions", str(d / "questions1.jsonl"), "--out", str(tmp_path / "off"), "--qps-sample", "0",
                  "--no-compare"]) == 0
     cli_off = [json.loads(line) for line in (tmp_path / "off" / "predictions.jsonl").read_text().splitlines()]
-    on = Engine.load(d / "index1", d / "run", reader=reader_run).run(questions, Request(top_k=5))
-    off = Engine.load(d / "index1", d / "run", reader=reader_run, compare=False).run(questions, Request(top_k=5))
+    engines = [Engine.load(d / "index1", d / "run", reader=reader_run, compare=c) for c in (True, False)]
+    assert [e.info()["manifests"]["reader"]["compare"] for e in engines] == [True, False]
+    on, off = (e.run(questions, Request(top_k=5)) for e in engines)
     settled = [i for i, r in enumerate(on) if r["reading"] and r["reading"].get("comparison")]
     assert settled, "no question of the sample was settled by a comparison: the switch would be untested"
     assert not any(r["reading"] and r["reading"].get("comparison") for r in off)
