@@ -7,6 +7,9 @@
 #   export PYTHONPATH=$PWD/.gpu/site:$PWD:/tmp/site
 #   python3 -m pytest -q tests/test_gpu.py tests/test_hardware.py
 #   python3 benchmarks/bench_precision.py --device cuda --random-init --work /tmp/bp --out $OUT --steps 8
+# With the argument `metaqa` it also writes .gpu/model16.safetensors (MiniLM's weights in fp16, 45 MB: under the
+# limit, loaded in fp32 there) and .gpu/mq.tar.xz (the MetaQA files reproduce-metaqa reads, 8 MB) for
+# scripts/gpu_metaqa.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
@@ -23,4 +26,17 @@ import os
 def get_model_path():
     return os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "base"))
 PY
+if [ "${1:-}" = "metaqa" ]; then
+    .venv/bin/python - "$model/model.safetensors" .gpu/model16.safetensors <<'PY'
+import sys
+
+from safetensors.torch import load_file, save_file
+
+weights = load_file(sys.argv[1])
+save_file({k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in weights.items()}, sys.argv[2],
+          metadata={"format": "pt"})
+PY
+    (cd ../shared/data/metaqa && tar cf - wiki.txt kb.txt ./*-hop/vanilla/qa_train.txt ./*-hop/vanilla/qa_dev.txt \
+        ./*-hop/qa_dev_qtype.txt | xz -6 -T1) > .gpu/mq.tar.xz
+fi
 du -sh .gpu
