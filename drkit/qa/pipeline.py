@@ -274,7 +274,8 @@ class DrKIT:
         for i, r in enumerate(results):  # a question without passages is not read (`reading` stays None)
             ps = tuple(ReaderPassage(p.id, p.title, p.text) for p in r.passages[: self.read_passages])
             reading = reader_answer(self.reader.read([ReaderExample(str(i), r.text, ps)], batch_size=1,
-                                                     compute=self.vkb.compute, compare=self.compare)[0], ps) if ps else None
+                                                     compute=self.vkb.compute, compare=self.compare)[0],
+                                    ps) if ps else None
             out.append(dataclasses.replace(r, passages=r.passages[:passages], reading=reading))
         return out
 
