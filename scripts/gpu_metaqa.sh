@@ -28,7 +28,8 @@ if [ $tests = 1 ]; then
     timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_hardware.py > "$OUT/tests.log" 2>&1
     echo "tests rc $? at $(( $(date +%s) - t0 )) s"; tail -1 "$OUT/tests.log"
 fi
-timeout $(( limit - ($(date +%s) - t0) )) python3 -m drkit reproduce-metaqa --data /tmp/metaqa --out /tmp/mq "$@" \
+left=$(( limit - ($(date +%s) - t0) )); [ $left -gt 0 ] || { echo "no time left for reproduce-metaqa"; exit 6; }
+timeout $left python3 -m drkit reproduce-metaqa --data /tmp/metaqa --out /tmp/mq "$@" \
     > "$OUT/metaqa.log" 2>&1
 echo "reproduce-metaqa rc $? at $(( $(date +%s) - t0 )) s"
 grep -v "it/s\]" "$OUT/metaqa.log" | grep -E "Hits|wrote|^- |^\|" | tail -30

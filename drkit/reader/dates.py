@@ -16,10 +16,9 @@ from typing import Sequence
 
 from drkit.index.found import MONTHS as MONTH_NAMES
 from drkit.reader.clues import subject_end
-from drkit.reader.examples import MONTHS
 from drkit.reader.text import split_sentences
 
-_MONTH_NUMBER = {m[:3]: i for m, i in MONTHS.items()}  # "jan" -> 1: a month's name or abbreviation, by its start
+_MONTH_NUMBER = {m[:3].lower(): i for i, m in enumerate(MONTH_NAMES, 1)}  # "jan" -> 1: a name or abbreviation, by its start
 _ABBREVIATIONS = [a for m in MONTH_NAMES if len(m) > 3 for a in (("Sept", "Sep") if m == "September" else (m[:3],))]
 _MONTH = "(" + "|".join((*MONTH_NAMES, *_ABBREVIATIONS)) + r")\.?"
 _YEAR = r"(1\d{3}|20\d{2})"  # as drkit.index.found reads years: 1000 to 2099
