@@ -1,12 +1,16 @@
-"""The reader's answer EM/F1 against its time, over how many word pieces it reads, side by side in one run.
+"""The reader's answer EM/F1 against its time, over readers, how many word pieces they read and int8, side by
+side in one run.
 
     .venv/bin/python benchmarks/bench_reader.py --run runs/2wiki-f0 --out benchmarks/results/reader-speed
+    .venv/bin/python benchmarks/bench_reader.py --run runs/2wiki-f0 --readers runs/2wiki-f0/train-reader \
+        runs/2wiki-f0-l3/train-reader --passages 5 3 --max-pieces 512 384 320 --out benchmarks/results/reader-inputs
 
-For a `drkit reproduce-2wiki` run (its reader in RUN/train-reader, its dev questions and drkit's top 5 of
-each in RUN/retrieve-drkit), the same reader reads the same 5 passages of every dev question at each
-``--max-pieces`` (the passages are cut to fit, `drkit.reader.model.allot`), and the script records answer EM
-and F1 and the reader's milliseconds a question at batch 1 (every question, one at a time, after a warm-up)
-and at batch 8. Writes ``OUT/bench_reader.json`` and ``OUT/bench_reader.md``.
+For a `drkit reproduce-2wiki` run (its dev questions and drkit's ranking of each in RUN/retrieve-drkit), each
+reader of ``--readers`` (default: the run's own, RUN/train-reader) reads drkit's top N (each N of ``--passages``)
+of every dev question at each ``--max-pieces`` (the passages are cut to fit, `drkit.reader.model.allot`), and the script
+records answer EM and F1 (with the comparison rules, as ``drkit answer`` reads by default) and the reader's
+milliseconds a question at batch 1 (every question, one at a time, after a warm-up) and at batch 8. Writes
+``OUT/bench_reader.json`` and ``OUT/bench_reader.md``.
 """
 
 from __future__ import annotations
@@ -32,22 +36,24 @@ from drkit.util.hardware import configure_threads
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", required=True, type=Path, help="a drkit reproduce-2wiki run with its reader step done")
+    ap.add_argument("--readers", type=Path, nargs="+", default=None,
+                    help="readers (or their train-reader runs) read side by side (default: RUN/train-reader)")
     ap.add_argument("--corpus", type=Path, default=Path("../shared/data/2wiki/corpus.jsonl"))
     ap.add_argument("--max-pieces", type=int, nargs="+", default=[512, 384, 256])
-    ap.add_argument("--passages", type=int, default=5)
+    ap.add_argument("--passages", type=int, nargs="+", default=[5], help="drkit's top N passages read, each N side by side")
     ap.add_argument("--quantize", nargs="+", choices=QUANTIZE, default=["none"],
                     help="each setting read side by side: none (fp32) or int8 (the transformer's Linear layers as int8 "
                          "dynamic quantisation, as --quantize int8 does)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     configure_threads(0)
-    fp32 = Reader.load(args.run / "train-reader")
+    readers = [Reader.load(path) for path in args.readers or [args.run / "train-reader"]]
     corpus = {p.id: p for p in read_passages(args.corpus)}
     records = read_questions(args.run / "split" / "dev.jsonl")
-    by_id = passages_from_predictions(args.run / "retrieve-drkit" / "predictions.jsonl", corpus, args.passages)
-    examples = [ReaderExample(r["id"], r["question"], tuple(by_id[r["id"]])) for r in records]
+    by_id = passages_from_predictions(args.run / "retrieve-drkit" / "predictions.jsonl", corpus, max(args.passages))
     rows = []
-    for quantize, pieces in itertools.product(args.quantize, args.max_pieces):
+    for fp32, n, quantize, pieces in itertools.product(readers, args.passages, args.quantize, args.max_pieces):
+        examples = [ReaderExample(r["id"], r["question"], tuple(by_id[r["id"]][:n])) for r in records]
         reader = fp32
         if quantize == "int8":
             reader = copy.deepcopy(fp32)
@@ -61,23 +67,26 @@ def main() -> None:
         batch8 = (time.perf_counter() - t) / len(examples)
         scores = [best_scores(x.answer, r["answers"]) for x, r in zip(readings, records)]
         lengths = [len(reader.featurize(e, max_pieces=pieces).ids) for e in examples]
-        rows.append({"quantize": quantize, "max_pieces": pieces, "em": round(sum(s[0] for s in scores) / len(scores), 4),
+        rows.append({"reader": str(fp32.path), "layers": fp32.transformer.config.num_hidden_layers,
+                     "parameters": sum(p.numel() for p in fp32.parameters()), "passages": n, "quantize": quantize,
+                     "max_pieces": pieces,
+                     "em": round(sum(s[0] for s in scores) / len(scores), 4),
                      "f1": round(sum(s[1] for s in scores) / len(scores), 4),
                      "ms_per_question_batch1": round(1000 * batch1, 1), "ms_per_question_batch8": round(1000 * batch8, 1),
                      "mean_pieces_read": round(sum(lengths) / len(lengths), 1)})
         print(rows[-1], flush=True)
-    found = {"run": str(args.run), "questions": len(records), "passages": args.passages,
+    found = {"run": str(args.run), "questions": len(records),
              "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
                          "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()},
-             "reader": str(fp32.path), "rows": rows}
+             "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench_reader.json").write_text(json.dumps(found, indent=2) + "\n")
-    lines = [f"# The reader's EM/F1 against its time ({len(records)} dev questions of {args.run}, drkit's top "
-             f"{args.passages})", "", f"Machine: {found['machine']}.", "",
-             "| quantize | max pieces | mean pieces read | EM | F1 | ms/question batch 1 | ms/question batch 8 |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['quantize']} | {r['max_pieces']} | {r['mean_pieces_read']} | {r['em']:.3f} | {r['f1']:.3f} | {r['ms_per_question_batch1']} "
-              f"| {r['ms_per_question_batch8']} |" for r in rows]
+    lines = [f"# The reader's EM/F1 against its time ({len(records)} dev questions of {args.run}, drkit's top N)", "",
+             f"Machine: {found['machine']}. EM and F1 with the comparison rules (as `drkit answer` reads by default).", "",
+             "| reader | layers | N | quantize | max pieces | mean pieces read | EM | F1 | ms/question batch 1 "
+             "| ms/question batch 8 |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['reader']} | {r['layers']} | {r['passages']} | {r['quantize']} | {r['max_pieces']} | {r['mean_pieces_read']} | {r['em']:.3f} "
+              f"| {r['f1']:.3f} | {r['ms_per_question_batch1']} | {r['ms_per_question_batch8']} |" for r in rows]
     (args.out / "bench_reader.md").write_text("\n".join(lines) + "\n")
 
 

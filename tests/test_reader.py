@@ -291,6 +291,9 @@ def test_answer_cli_and_the_front_door_agree(mixing_run, reader_run, tmp_path, c
     assert metrics["em"] == pytest.approx(np.mean([r["em"] for r in rows]), abs=1e-4)
     assert set(metrics["by_type"]) == {"comparison", "compositional"}
     assert metrics["reader_ms_per_question_batch1"] > 0 and metrics["questions_per_s"] > 0
+    # the timed sample (the first 2 questions): those the rules settled are counted, the others timed alone
+    assert metrics["reader_batch1_sample_settled"] == sum("comparison" in r for r in rows[:2])
+    assert (metrics.get("reader_ms_per_read_batch1", 0) > 0) == (metrics["reader_batch1_sample_settled"] < 2)
     # the front door with the reader reads the same passages and gives the same answer
     kit = DrKIT.load(d / "index1", d / "run", reader=reader_run, read_passages=3)
     result = kit.answer(questions[0]["question"], passages=2)
@@ -424,3 +427,54 @@ def test_composed_questions_follow_from_the_triples():
     assert yes == sum(m.answers == ("no",) for m in made) > 0
     assert all(set(m.answers) <= {"yes", "no"} or any(find_all(g.title + " " + g.text, m.answers[0]) for g in m.gold)
                for m in made)
+
+
+def test_layers_keeps_the_base_first_layers_and_saves_and_loads_them(tiny_base, tmp_path):
+    from drkit.dense.encoder import load_transformer
+    from drkit.errors import ConfigError
+
+    cut = Reader.from_base(ReaderConfig(base=str(tiny_base), max_pieces=96, layers=1))
+    whole = load_transformer(tiny_base)  # the base as it is, 2 layers
+    assert len(cut.transformer.encoder.layer) == cut.transformer.config.num_hidden_layers == 1
+    kept = cut.transformer.state_dict()
+    assert {k for k in kept if ".layer.1." in k} == set()
+    assert all(torch.equal(v, whole.state_dict()[k]) for k, v in kept.items())  # embeddings and layer 0 as the base's
+    # the cut transformer computes what the base's first layer computes (reference: the base's own layers)
+    ids = torch.tensor([[101, 2054, 2003, 102]])
+    with torch.no_grad():
+        ref = whole(input_ids=ids, output_hidden_states=True).hidden_states[1]
+        got = cut.transformer(input_ids=ids).last_hidden_state
+    assert torch.allclose(got, ref, atol=1e-6)
+    cut.save(tmp_path / "r")
+    again = Reader.load(tmp_path / "r")
+    assert again.config.layers == 1 and len(again.transformer.encoder.layer) == 1
+    e = example()
+    assert again.read([e]) == cut.eval().read([e])
+    assert len(Reader.from_base(ReaderConfig(base=str(tiny_base), max_pieces=96)).transformer.encoder.layer) == 2
+    with pytest.raises(ConfigError, match="has 2"):
+        Reader.from_base(ReaderConfig(base=str(tiny_base), max_pieces=96, layers=3))
+    with pytest.raises(ConfigError, match="layers"):
+        ReaderConfig(layers=-1)
+
+
+def test_a_reader_run_made_before_layers_existed_resumes_as_all_layers(reader_run, tmp_path):
+    import shutil
+
+    from drkit.reader.train import ReaderTrainConfig, train_reader
+
+    run = tmp_path / "old"
+    shutil.copytree(reader_run.parent, run)
+    settings = json.loads((run / "run.json").read_text())
+    del settings["reader"]["layers"]
+    (run / "run.json").write_text(json.dumps(settings))
+    manifest = json.loads((run / "reader" / "manifest.json").read_text())
+    del manifest["config"]["layers"]
+    (run / "reader" / "manifest.json").write_text(json.dumps(manifest))
+    d = reader_run.parent.parent
+    config = ReaderTrainConfig(epochs=2, batch_size=4, checkpoint_every=3, log_every=1, precision="fp32")
+    said = []
+    path = train_reader(d / "corpus1.jsonl", d / "questions1.jsonl", run, None,
+                        ReaderConfig(base=settings["reader"]["base"], max_pieces=128), OrderConfig(passages=3), config,
+                        log=said.append)
+    assert said == [f"{run}: already trained"]
+    assert Reader.load(path).config.layers == 0

@@ -2,6 +2,7 @@
 drkit.reader.same): their parts by hand, and the whole on generated passages against the dates and
 countries they were written from."""
 
+import json
 import random
 
 import pytest
@@ -157,16 +158,39 @@ def test_the_reader_settles_a_comparison_only_when_asked(tiny_reader):
                 ReaderPassage("b", "Bob Ray", "Bob Ray (born 9 July 1948) is a singer. He sang."),
                 ReaderPassage("c", "Kismet", "Kismet is a 1944 film."))
     e = ReaderExample("q", "Who was born later, Ann Lee or Bob Ray?", passages)
-    alone, settled = tiny_reader.read([e], compare=False)[0], tiny_reader.read([e])[0]
+    runs = []
+    hook = tiny_reader.transformer.register_forward_hook(lambda module, args, out: runs.append(args))
+    try:
+        settled = tiny_reader.read([e])[0]
+        assert runs == []  # settled by the dates: the transformer did not run
+        alone = tiny_reader.read([e], compare=False)[0]
+        assert len(runs) == 1
+    finally:
+        hook.remove()
     assert alone.comparison is None and settled.comparison is not None
     assert settled.answer == "Ann Lee" and settled.answer_type == "span" and settled.span is None
-    assert settled.supporting == alone.supporting  # the reader's evidence is kept
+    assert settled.type_prob is None and settled.type_probs == {}
+    # the evidence is the two sentences the dates were read from, with no probability
+    assert [(s.passage_id, s.sentence, s.text, s.prob) for s in settled.supporting] == [
+        ("a", 0, "Ann Lee (3 May 1950 – 1 June 2001) was a singer.", None),
+        ("b", 0, "Bob Ray (born 9 July 1948) is a singer.", None)]
     row = reading_row(settled, passages)
     assert row["answer"] == "Ann Lee" and [v["passage_id"] for v in row["comparison"]["values"]] == ["a", "b"]
+    assert row["type_prob"] is None and [s["prob"] for s in row["supporting"]] == [None, None]
+    json.dumps(row)  # a line of predictions.jsonl
     a = reader_answer(settled, passages)
     assert a.comparison == row["comparison"] and {p.id for p in a.evidence} >= {"a", "b"} and a.passage_id is None
+    assert a.prob is None and [(s.passage_id, s.start, s.end) for s in a.supporting] == [("a", 0, 48), ("b", 0, 39)]
     other = ReaderExample("q2", "Who directed Kismet?", passages)
     assert tiny_reader.read([other])[0] == tiny_reader.read([other], compare=False)[0]
+    # in a batch, the settled questions are skipped and the others read as alone, in their order
+    mixed = tiny_reader.read([e, other, e, other], batch_size=8)
+    read = tiny_reader.read([other])[0]
+    assert mixed[0] == mixed[2] == settled
+    for got in (mixed[1], mixed[3]):  # read in a batch of two: the same up to the float sums' order
+        assert (got.answer, got.answer_type, got.span.text, got.comparison) == (read.answer, read.answer_type,
+                                                                                read.span.text, None)
+        assert got.type_prob == pytest.approx(read.type_prob, abs=1e-5)
 
 
 @pytest.fixture(scope="module")
@@ -239,11 +263,13 @@ def test_generated_same_country_questions_get_the_answer_their_countries_give(se
 
 
 def tiny_reader_stub(question, passages):
-    """`settle` applied to a reading that answers "no idea" (what a reader said does not matter here)."""
-    from drkit.reader.compare import settle
+    """What the rules answer (`settled`), or a reading that answers "no idea" where they settle nothing."""
+    from drkit.reader.compare import settled, settled_reading
     from drkit.reader.reading import Reading
 
-    return settle(ReaderExample("q", question, tuple(passages)), Reading("no idea", "span", 0.5, None, (), {}))
+    e = ReaderExample("q", question, tuple(passages))
+    found = settled(e)
+    return settled_reading(e, found) if found is not None else Reading("no idea", "span", 0.5, None, (), {})
 
 
 @pytest.mark.parametrize("question, texts, answer", [

@@ -38,3 +38,18 @@ def test_every_results_table_states_its_denominator():
     assert len(captions) == 3
     for caption in captions:
         assert DENOMINATOR_CAPTION in caption, caption
+
+
+def test_the_reader_rows_say_their_milliseconds_for_one_fold_and_pooled():
+    from drkit.experiments.twowiki_reader import reader_markdown
+
+    def m(ms, read):
+        return {"em": 0.5, "em_ci95": [0.4, 0.6], "f1": 0.6, "f1_ci95": [0.5, 0.7], "by_type": {"comparison": {"em": 1.0}},
+                "reader_ms_per_question_batch1": ms, **({"reader_ms_per_read_batch1": read} if read != "absent" else {})}
+
+    one = reader_markdown({"rows": {"gold": m(50.0, 100.0), "drkit": m(80.0, "absent")}}, "# t")
+    pooled = reader_markdown({"rows": {"gold": m([50.0, 60.0], [100.0, 110.0]), "drkit_reader_only": m([90.0, 95.0],
+                                                                                                         [None, None])}}, "# t")
+    assert one[-1].endswith("gold 50.0 / 100.0; drkit 80.0 / -.")
+    assert pooled[-1].endswith("gold [50.0, 60.0] / [100.0, 110.0]; drkit_reader_only [90.0, 95.0] / -.")
+    assert "| reader on the gold passages (upper bound) | 0.500 [0.400, 0.600] | 0.600 [0.500, 0.700] | 1.000 |" in one

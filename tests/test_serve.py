@@ -866,6 +866,33 @@ def test_a_document_added_while_serving_is_answered_without_a_restart(sample_run
         remote.close()
 
 
+def test_a_new_index_version_keeps_the_reader_loaded_once(sample_run, tiny_base, tmp_path, monkeypatch):  # noqa: F811
+    """`Engine.refresh` loads the new index beside the served one; the reader, which is not watched, is not loaded
+    from disk again: the new version reads with the same one."""
+    import shutil
+
+    from drkit.dense.update import add_documents
+    from drkit.reader.model import Reader, ReaderConfig
+    from drkit.serve.engine import Engine
+
+    index, run = sample_run
+    shutil.copytree(index, tmp_path / "index")
+    shutil.copytree(index.parent / "mentions", tmp_path / "mentions")
+    Reader.from_base(ReaderConfig(base=str(tiny_base), max_pieces=96)).save(tmp_path / "reader")
+    loads, load = [], Reader.load
+    monkeypatch.setattr(Reader, "load", lambda path: loads.append(path) or load(path))
+    engine = Engine.load(tmp_path / "index", run, tmp_path / "mentions", reader=tmp_path / "reader")
+    first = engine.kit
+    (tmp_path / "new.txt").write_text(NEW_FILM, encoding="utf-8")
+    (tmp_path / "names.txt").write_text("Zorblax Returns\n", encoding="utf-8")
+    add_documents(tmp_path / "index", tmp_path / "new.txt", [tmp_path / "mentions"],
+                  entity_lists=[tmp_path / "names.txt"], log=lambda *a: None)
+    assert engine.refresh() and engine.kit is not first
+    assert engine.kit.reader is first.reader and loads == [tmp_path / "reader"]
+    result = engine.kit.answer("who directed [Zorblax Returns]")  # the new version answers, and reads
+    assert result.question_entity == "Zorblax Returns" and result.reading is not None
+
+
 def test_sigterm_exits_within_the_drain_time_even_with_a_hung_batch(sample_run):  # noqa: F811
     """The worst case of a drain: the model process hangs (SIGSTOP) inside a batch when SIGTERM arrives. The
     server must still exit, with status 0, within --drain-s (plus the interpreter's own exit), the hung

@@ -114,6 +114,8 @@ class TwoWikiConfig:
                                                          "reading the gold passages, drkit's and BM25's top N"})
     reader_epochs: int = field(default=2, metadata={"help": "the reader's training epochs"})
     reader_passages: int = field(default=5, metadata={"help": "passages the reader reads (N)"})
+    reader_layers: int = field(default=0, metadata={"help": "transformer layers of the reader, the base's first ones "
+                                                            "(0: all)"})
 
     def __post_init__(self):
         unknown = [r for r in self.rows if r not in ROWS]

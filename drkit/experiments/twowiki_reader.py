@@ -29,6 +29,9 @@ from drkit.util.artifact import file_checksum
 
 ROWS = {"gold": None, "drkit": "retrieve-drkit", "drkit_reader_only": "retrieve-drkit", "bm25": "peer-bm25"}
 NO_COMPARE = ("drkit_reader_only",)  # rows read without comparing dates or countries
+# how a row with the comparison rules is read; one made otherwise is read again. 2: the questions the rules settle
+# are not read by the transformer (their supporting sentences are those compared)
+READING = 2
 ROW_NAMES = {"gold": "reader on the gold passages (upper bound)", "drkit": "**drkit** top N + reader",
              "drkit_reader_only": "drkit top N + reader alone (no comparison of dates or countries)",
              "bm25": "BM25 top N + reader", "entity": "drkit's entity answer alone (last hop)"}
@@ -37,11 +40,12 @@ ROW_NAMES = {"gold": "reader on the gold passages (upper bound)", "drkit": "**dr
 def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, config, timings, log) -> dict:
     """Train the reader unless done, read each row (module docstring), return the rows' metrics."""
     from drkit.reader.examples import read_passages
-    from drkit.reader.model import Reader
+    from drkit.reader.model import Reader, ReaderConfig
     from drkit.reader.train import ReaderTrainConfig, train_reader
 
     run = out / "train-reader"
     call = lambda: train_reader(data / "corpus.jsonl", split / "train.jsonl", run, out / "kb-train.txt",  # noqa: E731
+                                ReaderConfig(layers=config.reader_layers),
                                 config=ReaderTrainConfig(epochs=config.reader_epochs), log=log)
     call() if (run / "done.json").exists() else timings.run("train-reader", call, log)
     reader = Reader.load(run / "reader")
@@ -74,7 +78,8 @@ def _rows(reader, passages, questions: Path, retrieved: Path, out: Path, config,
         row_config = no_compare if name in NO_COMPARE else answer_config
         made_with = {"reader": reader_sha, "questions_sha256": file_checksum(questions)["sha256"],
                      "passages_sha256": file_checksum(source)["sha256"] if source else "gold",
-                     "passages": answer_config.passages, "compare": row_config.compare}
+                     "passages": answer_config.passages, "compare": row_config.compare,
+                     **({"reading": READING} if row_config.compare else {})}
         if made_again(ev / "metrics.json", made_with, log):
             def run(name=name, source=source, ev=ev, made_with=made_with, row_config=row_config):
                 if source is None:
@@ -134,8 +139,9 @@ def pool_reader(runs: list[Path]) -> dict | None:
         if [x["id"] for x in rows] != [q["id"] for q in records]:
             raise ValueError(f"read-{name}: predictions are not in the order of the dev questions")
         out["rows"][name] = score(records, rows)
-        out["rows"][name]["reader_ms_per_question_batch1"] = [
-            json.loads((r / f"read-{name}" / "metrics.json").read_text()).get("reader_ms_per_question_batch1") for r in runs]
+        metrics = [json.loads((r / f"read-{name}" / "metrics.json").read_text()) for r in runs]
+        for key in ("reader_ms_per_question_batch1", "reader_ms_per_read_batch1"):
+            out["rows"][name][key] = [m.get(key) for m in metrics]
     transfer = [r / "transfer" for r in runs if (r / "transfer" / "read-drkit" / "metrics.json").exists()]
     out["transfer"] = {str(t): {n: json.loads((t / f"read-{n}" / "metrics.json").read_text())
                                 for n in ("drkit", "bm25") if (t / f"read-{n}" / "metrics.json").exists()}
@@ -161,6 +167,12 @@ def reader_markdown(found: dict, title: str) -> list[str]:
         lines.append(line(ROW_NAMES[name], m))
         if name == "drkit" and m.get("entity_answer"):
             lines.append(line(ROW_NAMES["entity"], m["entity_answer"]))
-    ms = "; ".join(f"{name} {m.get('reader_ms_per_question_batch1')}" for name, m in rows.items())
-    lines += ["", f"The reader's milliseconds a question at batch 1, reading N passages (per fold where pooled): {ms}."]
+    def said(value):  # a figure, or per fold where pooled; "-" where not measured
+        return "-" if value is None or (isinstance(value, list) and all(v is None for v in value)) else value
+
+    ms = "; ".join(f"{name} {said(m.get('reader_ms_per_question_batch1'))} / {said(m.get('reader_ms_per_read_batch1'))}"
+                   for name, m in rows.items())
+    lines += ["", "The reader's milliseconds at batch 1, reading N passages, a question (those the comparison rules "
+              "settle unread included) / a question the transformer reads (per fold where pooled; - : not measured): "
+              f"{ms}."]
     return lines

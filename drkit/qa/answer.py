@@ -9,13 +9,16 @@ OUT/predictions.jsonl, one line per question::
      "entity_answer", "comparison", "error"}
 
 ("comparison": present when the dates or countries read settled a comparison question, `drkit.reader.compare`;
-"error": why a question got no passages, e.g. no entity of the index is named in it; it is then not read,
+the transformer then does not run, "type_prob" is null and "supporting" holds the sentences compared, each with
+"prob" null; "error": why a question got no passages, e.g. no entity of the index is named in it; it is then not read,
 its answer is "" with answer_type null, and it counts as a miss). Only lines with ``answers`` are scored
 (``without_answers`` counts the others). With gold answers in the question file, OUT/metrics.json holds answer
 EM and F1 (HotpotQA's normalisation, best over a question's answers), overall and by question type, each
 with a 95% bootstrap interval; the same for the entity answer; the share of gold passages among those
 read (passage recall at N); the share of predicted supporting sentences that lie in a gold passage; and the
-speed: questions/s of the whole pipeline, and the reader's own milliseconds a question at batch 1 on a sample.
+speed: questions/s of the whole pipeline, and the reader's own milliseconds a question at batch 1 on a sample
+(``reader_ms_per_question_batch1``, the questions the rules settle included) and a question it reads
+(``reader_ms_per_read_batch1``).
 
 `read_and_score` is the same reading and scoring for passages given by anything (the gold passages, a
 peer's ranking): the experiment's rows (`drkit.experiments.twowiki`) all go through it.
@@ -69,12 +72,16 @@ NOTHING = {"answer": "", "answer_type": None, "type_prob": None, "supporting": [
 def reading_row(reading, passages=None) -> dict:
     """The JSON of a `drkit.reader.model.Reading` of `passages` (passage numbers replaced by corpus ids); with
     ``"comparison"`` when the dates or countries read settled the answer (`drkit.reader.compare`)."""
-    row = {"answer": reading.answer, "answer_type": reading.answer_type, "type_prob": round(reading.type_prob, 4),
+    row = {"answer": reading.answer, "answer_type": reading.answer_type, "type_prob": _rounded(reading.type_prob),
            "supporting": [{"passage_id": s.passage_id, "sentence": s.sentence, "text": s.text,
-                           "prob": round(s.prob, 4)} for s in reading.supporting]}
+                           "prob": _rounded(s.prob)} for s in reading.supporting]}
     if reading.comparison is not None:
         row["comparison"] = reading.comparison.to_dict(passages)
     return row
+
+
+def _rounded(prob: float | None) -> float | None:
+    return None if prob is None else round(prob, 4)  # None: the comparison rules answered, the transformer unread
 
 
 def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[ReaderPassage]], out: str | Path,
@@ -82,6 +89,7 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
                    timing: dict | None = None) -> dict:
     """Read `passages[i]` (at most N) for question `records[i]`; write OUT/predictions.jsonl (with `extra[i]`
     merged into each line) and, when the records have answers, OUT/metrics.json. Returns the metrics."""
+    from drkit.reader.compare import settled
     from drkit.util.hardware import choose
     from drkit.util.progress import progress
 
@@ -122,6 +130,15 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
         reader.read(sample, 1, config.support_threshold, compute, config.max_pieces, config.compare)
         metrics["reader_ms_per_question_batch1"] = round(1000 * (time.perf_counter() - t) / len(sample), 1)
         metrics["reader_batch1_sample"] = len(sample)
+        # the questions of the sample the transformer reads (the rules settle the others unread), timed alone
+        unsettled = [e for e in sample if not (config.compare and settled(e))]
+        metrics["reader_batch1_sample_settled"] = len(sample) - len(unsettled)
+        if 0 < len(unsettled) < len(sample):
+            t = time.perf_counter()
+            reader.read(unsettled, 1, config.support_threshold, compute, config.max_pieces, config.compare)
+            metrics["reader_ms_per_read_batch1"] = round(1000 * (time.perf_counter() - t) / len(unsettled), 1)
+        elif unsettled:
+            metrics["reader_ms_per_read_batch1"] = metrics["reader_ms_per_question_batch1"]
     metrics["reader"] = {"compute": compute.describe(), **{k: reader.manifest.get(k) for k in ("format", "created")}}
     metrics.update(timing or {})
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")

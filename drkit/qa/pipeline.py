@@ -90,12 +90,12 @@ class DrKIT:
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None,
              config: LoadConfig = LoadConfig(), retriever_options: dict | None = None,
-             reader: str | Path | None = None, read_passages: int = 5, compare: bool = True) -> "DrKIT":
+             reader=None, read_passages: int = 5, compare: bool = True) -> "DrKIT":
         """`index`: a ``drkit index`` directory; `model`: a model, or the run that trained it (``drkit train``:
         its best model; ``drkit train-mixing``: its model); `mentions`: the dense mention index, by default the
         one the model was trained with (give it for another corpus); `retriever_options`: a hop-mixing
         model's `drkit.qa.retrieve.DrKITRetriever` arguments (`RetrieveConfig.retriever_options`); `reader`: a
-        ``drkit train-reader`` reader (or run), which then reads the top `read_passages` passages of every
+        ``drkit train-reader`` reader (or run), or one loaded (`drkit.reader.model.Reader`), which then reads the top `read_passages` passages of every
         answered question (`Result.reading`), settling which-of-two and same-country questions by the dates or
         countries read unless `compare` is False (`drkit.reader.compare`)."""
         from drkit.reason.mixing import is_mixing_model
@@ -108,7 +108,7 @@ class DrKIT:
         if reader is not None:
             from drkit.reader.model import Reader
 
-            reader = Reader.load(reader)
+            reader = reader if isinstance(reader, Reader) else Reader.load(reader)
         if is_mixing_model(model):
             from drkit.qa.retrieve import DrKITRetriever
 

@@ -83,7 +83,7 @@ class SupportingSentence:
     title: str
     sentence: int  # its number in the passage's sentences (`drkit.reader.text.split_sentences`)
     text: str
-    prob: float
+    prob: float | None  # None: a sentence the comparison rules read (the reader's transformer did not run)
     start: int  # its character offsets in the passage's text
     end: int
 
@@ -94,7 +94,7 @@ class ReaderAnswer:
 
     text: str  # the span, or "yes" / "no"
     type: str  # span | yes | no
-    prob: float  # the reader's probability of that type
+    prob: float | None  # the reader's probability of that type; None when the comparison rules answered unread
     passage_id: str | None  # the passage the span is in (None for yes / no)
     in_title: bool  # the span is in that passage's title (else in its text)
     start: int | None  # character offsets of the span in the title or text
@@ -115,12 +115,13 @@ def reader_answer(reading, passages) -> ReaderAnswer:
     support = []
     for s in reading.supporting:
         a, b = split_sentences(passages[s.passage].text)[s.sentence]
-        support.append(SupportingSentence(s.passage_id, passages[s.passage].title, s.sentence, s.text, round(s.prob, 4),
-                                          a, b))
+        support.append(SupportingSentence(s.passage_id, passages[s.passage].title, s.sentence, s.text,
+                                          None if s.prob is None else round(s.prob, 4), a, b))
     held = {s.passage for s in reading.supporting} | ({span.passage} if span else set())
     comparison = reading.comparison.to_dict(passages) if reading.comparison is not None else None
     held |= {v["passage"] for v in comparison["values"]} if comparison else set()
-    return ReaderAnswer(reading.answer, reading.answer_type, round(reading.type_prob, 4),
+    prob = None if reading.type_prob is None else round(reading.type_prob, 4)  # None: the rules answered unread
+    return ReaderAnswer(reading.answer, reading.answer_type, prob,
                         passages[span.passage].id if span else None, bool(span and span.sentence == TITLE),
                         span.start if span else None, span.end if span else None, tuple(support),
                         tuple(passages[i] for i in sorted(held)), comparison)

@@ -19,8 +19,9 @@ precision both have, two lives at the precision all four dates have, and a tie, 
 date or a relation the rules do not read settles nothing: the reader's answer then stands.
 
 The phrases above were written for English comparison questions in general, after reading the wording
-of 2WikiMultiHopQA's questions; a question worded otherwise is left to the reader. `settle` applies this
-and then `drkit.reader.same` (yes/no: do two things share a country?) to a reader's answer.
+of 2WikiMultiHopQA's questions; a question worded otherwise is left to the reader. `settled` applies this
+and then `drkit.reader.same` (yes/no: do two things share a country?) before reading: the reader's transformer
+runs only on the questions they do not settle (`settled_reading` gives the others' answer and evidence).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from typing import Sequence
 from drkit.reader.clues import MAX_QUESTION_CHARS, bridges, option_passages, sentence_of
 from drkit.reader.dates import Date, life_dates, life_lengths, own_date
 from drkit.reader.examples import earlier
+from drkit.reader.reading import Reading, Supporting
 from drkit.reader.same import same_country
-from drkit.reader.text import normalize_answer
+from drkit.reader.text import normalize_answer, split_sentences
 
 _EARLIER = re.compile(r"\b(first|earlier|earliest|older|oldest|before|sooner|elder|eldest)\b")
 _LATER = re.compile(r"\b(later|latest|last|more recently|most recently|recent|younger|youngest|after|newer|newest)\b")
@@ -191,18 +193,25 @@ def compare(question: str, titles: Sequence[str], texts: Sequence[str]) -> Compa
     return Comparison(asked.options[0 if first_wins else 1], asked, (values[0], values[1]))
 
 
-def settle(example, reading):
-    """`reading` (a `drkit.reader.model.Reading` of `example`) with its answer replaced where the dates read settle a
-    which-of-two question (`compare`) or the countries read a same-country one (`drkit.reader.same`); unchanged
-    otherwise."""
-    import dataclasses
-
+def settled(example) -> Comparison | None:
+    """What the dates (`compare`) or the countries (`drkit.reader.same`) read in `example`'s passages answer of its
+    question, or None when they do not settle it. It needs no reading: the reader skips what it settles."""
     titles, texts = [p.title for p in example.passages], [p.text for p in example.passages]
-    found = compare(example.question, titles, texts) or _same(example.question, titles, texts)
-    if found is None:
-        return reading
+    return compare(example.question, titles, texts) or _same(example.question, titles, texts)
+
+
+def settled_reading(example, found: Comparison) -> Reading:
+    """The `drkit.reader.model.Reading` of an `example` that `settled` answered (`found`), the transformer unread:
+    its supporting sentences are those the comparison read (no probability), its type that of the answer."""
+    supporting = []
+    for v in found.values:
+        text = example.passages[v.passage].text
+        for s, (a, b) in enumerate(split_sentences(text)):
+            if text[a:b] == v.sentence and all((x.passage, x.sentence) != (v.passage, s) for x in supporting):
+                supporting.append(Supporting(v.passage, s, example.passages[v.passage].id, v.sentence, None))
+                break
     kind = found.answer if found.asked.attribute == "country" else "span"  # a same-country answer is yes or no
-    return dataclasses.replace(reading, answer=found.answer, answer_type=kind, span=None, comparison=found)
+    return Reading(found.answer, kind, None, None, tuple(supporting), {}, found)
 
 
 def _same(question: str, titles: Sequence[str], texts: Sequence[str]) -> Comparison | None:

@@ -21,7 +21,7 @@ class Supporting:
     sentence: int  # the sentence's number in the passage
     passage_id: str
     text: str
-    prob: float
+    prob: float | None  # None: a sentence the comparison rules read (`drkit.reader.compare.settled_reading`)
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,8 @@ class Reading:
 
     answer: str  # the span's text, "yes" / "no", or what a comparison of dates or countries chose
     answer_type: str  # span | yes | no
-    type_prob: float  # the reader's probability of its own type (kept when a comparison replaced its answer)
+    type_prob: float | None  # the reader's probability of its own type; None when a comparison answered unread
     span: Span | None  # the best span (also when the type is yes or no; None when a comparison answered)
-    supporting: tuple[Supporting, ...]
-    type_probs: dict
+    supporting: tuple[Supporting, ...]  # when a comparison answered: the sentences it read
+    type_probs: dict  # {} when a comparison answered
     comparison: object = None  # a `drkit.reader.compare.Comparison` when the dates or countries read settled it

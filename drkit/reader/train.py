@@ -31,7 +31,7 @@ from drkit.reader.model import Reader, ReaderConfig
 from drkit.util.artifact import file_checksum
 from drkit.util.hardware import choose, device_field, precision_field
 from drkit.util.progress import progress
-from drkit.util.runs import adamw, append_log, optimizer_step, prepare_run, resume, save_checkpoint
+from drkit.util.runs import adamw, append_log, optimizer_step, prepare_run, resume, save_checkpoint, upgrade_run_settings
 from drkit.util.sampling import step_rows
 
 
@@ -74,6 +74,7 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
                 "train": dataclasses.asdict(config),
                 "inputs": {"corpus": file_checksum(corpus), "questions": file_checksum(questions),
                            "kb": file_checksum(kb) if kb else None}}
+    upgrade_run_settings(out, {"reader": ReaderConfig, "order": OrderConfig, "train": ReaderTrainConfig})
     prepare_run(out, settings, overwrite, "reader training",
                 paths=("inputs.corpus.path", "inputs.questions.path", "inputs.kb.path"))
     if (out / "done.json").exists() and (out / "reader" / "manifest.json").exists():

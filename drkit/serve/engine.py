@@ -143,6 +143,11 @@ class Engine:
         if not Path(model).exists():
             raise ConfigError(f"the model {model} does not exist")
 
+        if reader is not None:  # loaded once: a reload of the index keeps it (the reader is not watched)
+            from drkit.reader.model import Reader
+
+            reader = Reader.load(reader)
+
         def load_kit() -> DrKIT:
             return DrKIT.load(index, model, mentions, config, reader=reader, compare=compare)
 
