@@ -193,6 +193,25 @@ def test_the_reader_settles_a_comparison_only_when_asked(tiny_reader):
         assert got.type_prob == pytest.approx(read.type_prob, abs=1e-5)
 
 
+def test_the_timed_sample_counts_what_the_rules_settle_and_times_the_rest_alone(tiny_reader, tmp_path):
+    from drkit.qa.answer import AnswerConfig, read_and_score
+
+    passages = [ReaderPassage("a", "Ann Lee", "Ann Lee (3 May 1950 – 1 June 2001) was a singer."),
+                ReaderPassage("b", "Bob Ray", "Bob Ray (born 9 July 1948) is a singer. He sang.")]
+    records = [{"id": "1", "question": "Who was born later, Ann Lee or Bob Ray?", "answers": ["Ann Lee"]},
+               {"id": "2", "question": "What did Bob Ray do?", "answers": ["sang"]},
+               {"id": "3", "question": "Who was born first, Ann Lee or Bob Ray?", "answers": ["Bob Ray"]}]
+    metrics = read_and_score(tiny_reader, records, [passages] * 3, tmp_path, AnswerConfig(qps_sample=3, precision="fp32"),
+                             log=lambda *a: None)
+    assert metrics["compared"] == 2  # questions 1 and 3, settled by the dates
+    assert metrics["reader_batch1_sample"] == 3 and metrics["reader_batch1_sample_settled"] == 2
+    assert metrics["reader_ms_per_read_batch1"] > 0 and metrics["reader_ms_per_question_batch1"] > 0
+    off = read_and_score(tiny_reader, records, [passages] * 3, tmp_path / "off",
+                         AnswerConfig(qps_sample=3, precision="fp32", compare=False), log=lambda *a: None)
+    assert off["compared"] == 0 and off["reader_batch1_sample_settled"] == 0
+    assert off["reader_ms_per_read_batch1"] == off["reader_ms_per_question_batch1"]
+
+
 @pytest.fixture(scope="module")
 def tiny_reader(tiny_base):
     from drkit.reader.model import Reader, ReaderConfig
@@ -321,6 +340,21 @@ def test_a_bridge_is_the_person_named_by_the_relations_word():
     assert compare(q, titles, texts).values[0].via == "Ed Wood"  # "directed later by Ed Wood": words between
     titles[0:2] = ["Kismet (1944 film)", "Kismet (1955 film)"]
     assert compare("Which film came out first, Kismet or Fury?", titles, texts) is None  # which Kismet?
+
+
+def test_a_settled_reading_names_each_option_s_bridge_sentence_then_its_date():
+    from drkit.reader.compare import settled, settled_reading
+
+    texts = ["Kismet is a 1944 film. It was directed by Ed Wood.", "Fury is a 1936 film directed by Fritz Lang.",
+             "Ed Wood (1924 - 1978) was a director. He lived in Poughkeepsie.", "Fritz Lang (1890 - 1976) was a director."]
+    passages = tuple(ReaderPassage(str(i), t, x) for i, (t, x) in enumerate(zip(["Kismet", "Fury", "Ed Wood", "Fritz Lang"],
+                                                                                  texts)))
+    e = ReaderExample("q", "Which film has the director who was born first, Kismet or Fury?", passages)
+    reading = settled_reading(e, settled(e))
+    assert reading.answer == "Fury" and reading.comparison.asked.relation == "director"
+    assert [(s.passage_id, s.sentence, s.text) for s in reading.supporting] == [
+        ("0", 1, "It was directed by Ed Wood."), ("2", 0, "Ed Wood (1924 - 1978) was a director."),
+        ("1", 0, "Fury is a 1936 film directed by Fritz Lang."), ("3", 0, "Fritz Lang (1890 - 1976) was a director.")]
 
 
 def test_long_questions_are_left_to_the_reader():

@@ -118,6 +118,8 @@ class TwoWikiConfig:
                                                             "(0: all)"})
 
     def __post_init__(self):
+        if self.reader_layers < 0:
+            raise ConfigError(f"reader_layers must be 0 (all of the base's) or more, got {self.reader_layers}")
         unknown = [r for r in self.rows if r not in ROWS]
         if unknown:
             raise ConfigError(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")

@@ -30,8 +30,9 @@ from drkit.util.artifact import file_checksum
 ROWS = {"gold": None, "drkit": "retrieve-drkit", "drkit_reader_only": "retrieve-drkit", "bm25": "peer-bm25"}
 NO_COMPARE = ("drkit_reader_only",)  # rows read without comparing dates or countries
 # how a row with the comparison rules is read; one made otherwise is read again. 2: the questions the rules settle
-# are not read by the transformer (their supporting sentences are those compared)
-READING = 2
+# are not read by the transformer (their supporting sentences are those compared); 3: with, for "the director of
+# A", the sentence of A's passage that names the director
+READING = 3
 ROW_NAMES = {"gold": "reader on the gold passages (upper bound)", "drkit": "**drkit** top N + reader",
              "drkit_reader_only": "drkit top N + reader alone (no comparison of dates or countries)",
              "bm25": "BM25 top N + reader", "entity": "drkit's entity answer alone (last hop)"}

@@ -9,7 +9,7 @@ OUT/predictions.jsonl, one line per question::
      "entity_answer", "comparison", "error"}
 
 ("comparison": present when the dates or countries read settled a comparison question, `drkit.reader.compare`;
-the transformer then does not run, "type_prob" is null and "supporting" holds the sentences compared, each with
+the transformer then does not run, "type_prob" is null and "supporting" holds the sentences the rules read, each with
 "prob" null; "error": why a question got no passages, e.g. no entity of the index is named in it; it is then not read,
 its answer is "" with answer_type null, and it counts as a miss). Only lines with ``answers`` are scored
 (``without_answers`` counts the others). With gold answers in the question file, OUT/metrics.json holds answer
@@ -100,8 +100,9 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
     readable = [e for e in examples if e.passages]  # a question with no passage is answered with nothing, not read
     found: list = []
     t0 = time.perf_counter()
-    for i in progress(range(0, len(readable), config.batch_size), desc="reading"):
-        found += reader.read(readable[i : i + config.batch_size], config.batch_size, config.support_threshold, compute,
+    chunk = 8 * config.batch_size  # the rules settle some unread: the transformer's batches of each chunk stay full
+    for i in progress(range(0, len(readable), chunk), desc="reading"):
+        found += reader.read(readable[i : i + chunk], config.batch_size, config.support_threshold, compute,
                              config.max_pieces, config.compare)
     read_s = time.perf_counter() - t0
     readings = iter(found)

@@ -78,7 +78,8 @@ class DrKIT:
         self.retriever = retriever
         self.vkb = vkb
         # the reader reads where the model answers (`_read` hands it the virtual KB's compute)
-        self.reader = None if reader is None else reader.to(vkb.compute.device)
+        # (a reader already there is left as it is: an index reload shares it with the kit still serving)
+        self.reader = reader if reader is None or reader.device == vkb.compute.device else reader.to(vkb.compute.device)
         self.read_passages, self.compare = read_passages, compare
         if retriever is not None:
             self.kind, self.model = HOP_MIXING, retriever.model.eval()

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from drkit.reader.clues import MAX_QUESTION_CHARS, bridges, option_passages, sentence_of
+from drkit.reader.clues import MAX_QUESTION_CHARS, bridges, option_passages, sentence_of, without_suffix
 from drkit.reader.dates import Date, life_dates, life_lengths, own_date
 from drkit.reader.examples import earlier
 from drkit.reader.reading import Reading, Supporting
@@ -202,14 +202,27 @@ def settled(example) -> Comparison | None:
 
 def settled_reading(example, found: Comparison) -> Reading:
     """The `drkit.reader.model.Reading` of an `example` that `settled` answered (`found`), the transformer unread:
-    its supporting sentences are those the comparison read (no probability), its type that of the answer."""
-    supporting = []
-    for v in found.values:
-        text = example.passages[v.passage].text
+    its supporting sentences are those the comparison read (no probability): for each option, the sentence of its
+    passage that names the person whose date or country it is (for "the director of A"), then the sentence of
+    the date or country; its type is that of the answer."""
+    passages = example.passages
+    titles = [p.title for p in passages]
+    supporting: list[Supporting] = []
+
+    def add(p: int, hit) -> None:  # the first sentence of passage p for which hit(sentence) holds
+        text = passages[p].text
         for s, (a, b) in enumerate(split_sentences(text)):
-            if text[a:b] == v.sentence and all((x.passage, x.sentence) != (v.passage, s) for x in supporting):
-                supporting.append(Supporting(v.passage, s, example.passages[v.passage].id, v.sentence, None))
-                break
+            if hit(text[a:b]):
+                if all((x.passage, x.sentence) != (p, s) for x in supporting):
+                    supporting.append(Supporting(p, s, passages[p].id, text[a:b], None))
+                return
+
+    for v in found.values:
+        if v.via is not None:  # the date or country is of the person the option's passage names: that sentence too
+            name = without_suffix(v.via).lower()
+            for p in option_passages(v.option, titles):
+                add(p, lambda sentence: name in sentence.lower())
+        add(v.passage, lambda sentence: sentence == v.sentence)
     kind = found.answer if found.asked.attribute == "country" else "span"  # a same-country answer is yes or no
     return Reading(found.answer, kind, None, None, tuple(supporting), {}, found)
 

@@ -126,11 +126,11 @@ class Engine:
 
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None,
-             config: LoadConfig = LoadConfig(), chain_top: int = 3, reader: str | Path | None = None,
+             config: LoadConfig = LoadConfig(), chain_top: int = 3, reader=None,
              compare: bool = True) -> "Engine":
         """The model of `model` (a ``drkit train`` or ``drkit train-mixing`` run, or its model directory) on the
         index `index`; the mention index defaults to the one the model was trained with; `reader`: a ``drkit
-        train-reader`` reader, whose answer every result then carries (``reading``), with the comparison rules
+        train-reader`` reader (or one loaded, `drkit.reader.model.Reader`; loaded once, an index reload keeps it), whose answer every result then carries (``reading``), with the comparison rules
         unless `compare` is False (as `DrKIT.load`). `refresh` loads a later version of the index with the same
         settings."""
         from drkit.reason.mixing import is_mixing_model, mixing_model_dir
@@ -146,7 +146,7 @@ class Engine:
         if reader is not None:  # loaded once: a reload of the index keeps it (the reader is not watched)
             from drkit.reader.model import Reader
 
-            reader = Reader.load(reader)
+            reader = reader if isinstance(reader, Reader) else Reader.load(reader)
 
         def load_kit() -> DrKIT:
             return DrKIT.load(index, model, mentions, config, reader=reader, compare=compare)

@@ -169,7 +169,10 @@ function readingBox(reading) {
     text.append(body);
     node.append(text);
   }
-  if (!reading.supporting.length) node.append(el("div", { class: "muted", text: "no sentence scored above 0.5 as evidence" }));
+  if (!reading.supporting.length) {
+    node.append(el("div", { class: "muted", text: c ? "the compared sentences were not found as sentences of their passages"
+      : "no sentence scored above 0.5 as evidence" }));
+  }
   return node;
 }
 
