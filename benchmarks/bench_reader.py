@@ -89,8 +89,9 @@ def main() -> None:
              "applied to its answers (as `drkit answer` answers by default).", "",
              "| reader | layers | N | quantize | max pieces | mean pieces read | EM | F1 | ms/question batch 1 "
              "| ms/question batch 8 |", "|---|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['reader']} | {r['layers']} | {r['passages']} | {r['quantize']} | {r['max_pieces']} | {r['mean_pieces_read']} | {r['em']:.3f} "
-              f"| {r['f1']:.3f} | {r['ms_per_question_batch1']} | {r['ms_per_question_batch8']} |" for r in rows]
+    lines += [f"| {r['reader']} | {r['layers']} | {r['passages']} | {r['quantize']} | {r['max_pieces']} "
+              f"| {r['mean_pieces_read']} | {r['em']:.3f} | {r['f1']:.3f} | {r['ms_per_question_batch1']} "
+              f"| {r['ms_per_question_batch8']} |" for r in rows]
     (args.out / "bench_reader.md").write_text("\n".join(lines) + "\n")
 
 

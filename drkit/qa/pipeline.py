@@ -96,9 +96,9 @@ class DrKIT:
         its best model; ``drkit train-mixing``: its model); `mentions`: the dense mention index, by default the
         one the model was trained with (give it for another corpus); `retriever_options`: a hop-mixing
         model's `drkit.qa.retrieve.DrKITRetriever` arguments (`RetrieveConfig.retriever_options`); `reader`: a
-        ``drkit train-reader`` reader (or run), or one loaded (`drkit.reader.model.Reader`), which then reads the top `read_passages` passages of every
-        answered question (`Result.reading`), settling which-of-two and same-country questions by the dates or
-        countries read unless `compare` is False (`drkit.reader.compare`)."""
+        ``drkit train-reader`` reader (or run), or one loaded (`drkit.reader.model.Reader`), which then reads the
+        top `read_passages` passages of every answered question (`Result.reading`), settling which-of-two and
+        same-country questions by the dates or countries read unless `compare` is False (`drkit.reader.compare`)."""
         from drkit.reason.mixing import is_mixing_model
 
         search = cls._search_settings(config)

@@ -219,9 +219,9 @@ def settled_reading(example, found: Comparison) -> Reading:
 
     for v in found.values:
         if v.via is not None:  # the date or country is of the person the option's passage names: that sentence too
-            name = without_suffix(v.via).lower()
+            name = re.compile(rf"(?<!\w){re.escape(without_suffix(v.via))}(?!\w)", re.I)  # as `bridges` finds it
             for p in option_passages(v.option, titles):
-                add(p, lambda sentence: name in sentence.lower())
+                add(p, lambda sentence: name.search(sentence) is not None)
         add(v.passage, lambda sentence: sentence == v.sentence)
     kind = found.answer if found.asked.attribute == "country" else "span"  # a same-country answer is yes or no
     return Reading(found.answer, kind, None, None, tuple(supporting), {}, found)
