@@ -8,6 +8,7 @@ import torch
 from test_retrieve import mixing_run, title_corpus, write_jsonl  # noqa: F401  (mixing_run: a fixture)
 
 from drkit.cli import main
+from drkit.reader.decode import decode
 from drkit.reader.examples import OrderConfig, ReaderExample, ReaderPassage, arrange
 from drkit.reader.model import TITLE, Reader, ReaderConfig, allot
 from drkit.reader.text import best_scores, exact_match, f1, find_all, normalize_answer, split_sentences
@@ -123,8 +124,8 @@ def test_a_span_reading_points_into_its_passage(tiny_reader):
         end = torch.full((n,), -5.0)
         pos = int(np.flatnonzero(f.segment >= 0)[target])
         start[pos] = end[pos] = 5.0
-        r = tiny_reader._decode(e, f, {"type": torch.tensor([3.0, 0, 0]), "start": start, "end": end,
-                                       "support": torch.zeros(n)}, 0.5)
+        r = decode(e, f, {"type": torch.tensor([3.0, 0, 0]), "start": start, "end": end, "support": torch.zeros(n)},
+                   0.5, tiny_reader.config.max_answer_pieces)
         a = reader_answer(r, e.passages)
         passage = next(p for p in e.passages if p.id == a.passage_id)
         assert (passage.title if a.in_title else passage.text)[a.start : a.end] == a.text == r.answer != ""
@@ -158,7 +159,7 @@ def test_span_decoding_matches_a_brute_force_search(tiny_reader, seed):
     n = len(f.ids)
     logits = {"type": torch.tensor([3.0, 0.0, 0.0]), "start": torch.randn(n, generator=g),
               "end": torch.randn(n, generator=g), "support": torch.randn(n, generator=g)}
-    r = tiny_reader._decode(e, f, logits, 0.5)
+    r = decode(e, f, logits, 0.5, tiny_reader.config.max_answer_pieces)
     score, i, j = brute_force_span(f, logits["start"].numpy(), logits["end"].numpy(), 6)
     assert r.span.score == pytest.approx(score, abs=1e-5)
     p, s = f.segments[int(f.segment[i])]

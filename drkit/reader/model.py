@@ -11,7 +11,7 @@ last hidden states H:
 
 * answer type: a 3-way classifier on H[CLS] (span, yes, no);
 * span: start and end logits on every title or sentence piece; the best span maximises start + end over
-  pairs in one title or sentence, at most `max_answer_pieces` long;
+  pairs in one title or sentence, at most `max_answer_pieces` long (`drkit.reader.decode`);
 * supporting sentences: a binary logit on each <s>; sentences above 0.5 are the evidence.
 
 Loss = (L_type + L_support + L_start + L_end) / 4, with L_start = -log of the start probability mass on every
@@ -36,14 +36,14 @@ from torch.nn import functional as F
 
 from drkit.data.tokenizer import DEFAULT_ENCODER, encoder_path
 from drkit.errors import ConfigError
+from drkit.reader.decode import decode
 from drkit.reader.examples import ANSWER_TYPES, SPAN, ReaderExample
-from drkit.reader.reading import Reading, Span, Supporting
+from drkit.reader.reading import TITLE, Reading
 from drkit.reader.text import find_all, split_sentences
 from drkit.util.artifact import ArtifactWriter, read_manifest
 
 FORMAT = "drkit.reader"
 FORMAT_VERSION = 1
-TITLE = -1  # the sentence number of a passage's title
 
 
 @dataclass(frozen=True)
@@ -331,40 +331,9 @@ class Reader(nn.Module):
                 logits = self(**self.batch(features))
             logits = {k: v.float().cpu() for k, v in logits.items()}
             for r, (j, f) in enumerate(zip(chunk, features)):
-                out[j] = self._decode(examples[j], f, {k: v[r] for k, v in logits.items()}, support_threshold)
+                out[j] = decode(examples[j], f, {k: v[r] for k, v in logits.items()}, support_threshold,
+                                self.config.max_answer_pieces)
         return out
-
-    def _decode(self, example: ReaderExample, f: Features, logits: dict, support_threshold: float) -> "Reading":
-        type_probs = torch.softmax(logits["type"], 0)
-        kind = ANSWER_TYPES[int(type_probs.argmax())]
-        n = len(f.ids)
-        start, end = logits["start"][:n], logits["end"][:n]
-        seg = torch.from_numpy(f.segment)
-        best = (float("-inf"), -1, -1)
-        for d in range(min(self.config.max_answer_pieces, n)):
-            ok = (seg[: n - d] >= 0) & (seg[: n - d] == seg[d:])
-            if not bool(ok.any()):
-                continue
-            scores = (start[: n - d] + end[d:]).masked_fill(~ok, float("-inf"))
-            i = int(scores.argmax())
-            if float(scores[i]) > best[0]:
-                best = (float(scores[i]), i, i + d)
-        span = None
-        if best[1] >= 0:
-            p, s = f.segments[int(f.segment[best[1]])]
-            passage = example.passages[p]
-            c0, c1 = int(f.chars[best[1], 0]), int(f.chars[best[2], 1])
-            text = passage.title[c0:c1] if s == TITLE else passage.text[c0:c1]
-            span = Span(text, p, s, c0, c1, best[0])
-        if kind == SPAN:
-            answer = span.text if span is not None else ""
-        else:
-            answer = kind
-        probs = torch.sigmoid(logits["support"][f.markers]).tolist() if f.markers else []
-        support = tuple(Supporting(p, s, example.passages[p].id, _sentence(example, f, p, s), prob)
-                        for (p, s), prob in zip(f.marker_of, probs) if prob > support_threshold)
-        return Reading(answer, kind, float(type_probs.max()), span, support,
-                       {t: float(x) for t, x in zip(ANSWER_TYPES, type_probs)})
 
 
 def _keep_layers(transformer: nn.Module, layers: int, base: str) -> None:
@@ -376,11 +345,6 @@ def _keep_layers(transformer: nn.Module, layers: int, base: str) -> None:
         raise ConfigError(f"layers {layers}: the base {base} has {len(stack)}")
     transformer.encoder.layer = stack[:layers]
     transformer.config.num_hidden_layers = layers
-
-
-def _sentence(example: ReaderExample, f: Features, p: int, s: int) -> str:
-    a, b = f.sentence_spans[p][s]
-    return example.passages[p].text[a:b]
 
 
 def _positions(f: Features, spans) -> tuple[list[int], list[int]]:

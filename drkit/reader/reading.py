@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+TITLE = -1  # the sentence number of a passage's title
+
 
 @dataclass(frozen=True)
 class Span:
     text: str
     passage: int  # its passage's number in the example
-    sentence: int  # its sentence's number in the passage (`drkit.reader.model.TITLE`: in the title)
+    sentence: int  # its sentence's number in the passage (`TITLE`: in the title)
     start: int  # character offsets in the title or in the passage text
     end: int
     score: float  # start + end logit
