@@ -35,6 +35,7 @@ from typing import Sequence
 import numpy as np
 
 from drkit.errors import ConfigError, DrkitError
+from drkit.qa.results import rounded_prob
 from drkit.reader.examples import ReaderExample, ReaderPassage, read_questions
 from drkit.reader.text import best_scores
 from drkit.util.hardware import precision_field
@@ -72,16 +73,12 @@ NOTHING = {"answer": "", "answer_type": None, "type_prob": None, "supporting": [
 def reading_row(reading, passages=None) -> dict:
     """The JSON of a `drkit.reader.model.Reading` of `passages` (passage numbers replaced by corpus ids); with
     ``"comparison"`` when the dates or countries read settled the answer (`drkit.reader.compare`)."""
-    row = {"answer": reading.answer, "answer_type": reading.answer_type, "type_prob": _rounded(reading.type_prob),
+    row = {"answer": reading.answer, "answer_type": reading.answer_type, "type_prob": rounded_prob(reading.type_prob),
            "supporting": [{"passage_id": s.passage_id, "sentence": s.sentence, "text": s.text,
-                           "prob": _rounded(s.prob)} for s in reading.supporting]}
+                           "prob": rounded_prob(s.prob)} for s in reading.supporting]}
     if reading.comparison is not None:
         row["comparison"] = reading.comparison.to_dict(passages)
     return row
-
-
-def _rounded(prob: float | None) -> float | None:
-    return None if prob is None else round(prob, 4)  # None: the comparison rules answered, the transformer unread
 
 
 def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[ReaderPassage]], out: str | Path,
@@ -89,7 +86,6 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
                    timing: dict | None = None) -> dict:
     """Read `passages[i]` (at most N) for question `records[i]`; write OUT/predictions.jsonl (with `extra[i]`
     merged into each line) and, when the records have answers, OUT/metrics.json. Returns the metrics."""
-    from drkit.reader.compare import settled
     from drkit.util.hardware import choose
     from drkit.util.progress import progress
 
@@ -132,7 +128,7 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
         metrics["reader_ms_per_question_batch1"] = round(1000 * (time.perf_counter() - t) / len(sample), 1)
         metrics["reader_batch1_sample"] = len(sample)
         # the questions of the sample the transformer reads (the rules settle the others unread), timed alone
-        unsettled = [e for e in sample if not (config.compare and settled(e))]
+        unsettled = [e for e, reading in zip(sample, found) if reading.comparison is None]
         metrics["reader_batch1_sample_settled"] = len(sample) - len(unsettled)
         if 0 < len(unsettled) < len(sample):
             t = time.perf_counter()

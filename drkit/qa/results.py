@@ -106,9 +106,14 @@ class ReaderAnswer:
     # compared, each option's dates or country, passage and sentence (`drkit.reader.compare.Comparison.to_dict`)
 
 
+def rounded_prob(prob: float | None) -> float | None:
+    """A probability to 4 places; None (the comparison rules answered, the transformer unread) stays None."""
+    return None if prob is None else round(prob, 4)
+
+
 def reader_answer(reading, passages) -> ReaderAnswer:
     """A `drkit.reader.model.Reading` of `passages` (what was read, in order) as a `ReaderAnswer`."""
-    from drkit.reader.model import TITLE
+    from drkit.reader.reading import TITLE
     from drkit.reader.text import split_sentences
 
     span = reading.span if reading.answer_type == "span" else None
@@ -116,12 +121,11 @@ def reader_answer(reading, passages) -> ReaderAnswer:
     for s in reading.supporting:
         a, b = split_sentences(passages[s.passage].text)[s.sentence]
         support.append(SupportingSentence(s.passage_id, passages[s.passage].title, s.sentence, s.text,
-                                          None if s.prob is None else round(s.prob, 4), a, b))
+                                          rounded_prob(s.prob), a, b))
     held = {s.passage for s in reading.supporting} | ({span.passage} if span else set())
     comparison = reading.comparison.to_dict(passages) if reading.comparison is not None else None
     held |= {v["passage"] for v in comparison["values"]} if comparison else set()
-    prob = None if reading.type_prob is None else round(reading.type_prob, 4)  # None: the rules answered unread
-    return ReaderAnswer(reading.answer, reading.answer_type, prob,
+    return ReaderAnswer(reading.answer, reading.answer_type, rounded_prob(reading.type_prob),
                         passages[span.passage].id if span else None, bool(span and span.sentence == TITLE),
                         span.start if span else None, span.end if span else None, tuple(support),
                         tuple(passages[i] for i in sorted(held)), comparison)
