@@ -10,6 +10,27 @@ import pytest
 
 os.environ.setdefault("DRKIT_DEVICE", "cpu")
 
+
+def _pin_xdist_worker() -> None:
+    """Under pytest-xdist (`make test` runs one worker per CPU), each worker and the processes it starts keep to
+    a CPU of their own: drkit sizes torch's threads from the CPUs it may run on, so two workers never
+    oversubscribe the machine."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > len(cpus):
+        return
+    mine = [c for i, c in enumerate(cpus) if i % workers == int(worker[2:]) % workers]
+    os.sched_setaffinity(0, mine)
+    import torch
+
+    torch.set_num_threads(len(mine))
+
+
+_pin_xdist_worker()
+
 TOY_WIKI = """1 Kismet
 2 Kismet is a 1944 film directed by William Dieterle.
 3 It stars Marlene Dietrich and Ronald Colman.
