@@ -30,6 +30,7 @@ from drkit.qa.answer import passages_from_predictions
 from drkit.reader.compare import settled
 from drkit.reader.examples import ReaderExample, read_passages, read_questions
 from drkit.reader.model import Reader
+from drkit.reader.reading import ReadConfig
 from drkit.reader.text import best_scores
 from drkit.reason.quantize import QUANTIZE, quantize_transformer
 from drkit.util.hardware import configure_threads
@@ -60,12 +61,12 @@ def main() -> None:
         if quantize == "int8":
             reader = copy.deepcopy(fp32)
             quantize_transformer(reader, "fp32")
-        reader.read(examples[:4], 1, max_pieces=pieces, compare=False)  # warm-up
+        reader.read(examples[:4], 1, config=ReadConfig(max_pieces=pieces, compare=False))  # warm-up
         t = time.perf_counter()
-        readings = reader.read(examples, 1, max_pieces=pieces, compare=False)  # every question read
+        readings = reader.read(examples, 1, config=ReadConfig(max_pieces=pieces, compare=False))  # every question read
         batch1 = (time.perf_counter() - t) / len(examples)
         t = time.perf_counter()
-        reader.read(examples, 8, max_pieces=pieces, compare=False)
+        reader.read(examples, 8, config=ReadConfig(max_pieces=pieces, compare=False))
         batch8 = (time.perf_counter() - t) / len(examples)
         answers = [found.answer if (found := settled(e)) is not None else x.answer for e, x in zip(examples, readings)]
         scores = [best_scores(a, r["answers"]) for a, r in zip(answers, records)]

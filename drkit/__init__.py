@@ -10,7 +10,7 @@ The package is laid out by pipeline stage (ARCHITECTURE.md): data -> index -> de
 
 __version__ = "0.1.0"
 
-__all__ = ["DrKIT", "LoadConfig", "Passage", "QueryConfig", "Result", "__version__"]
+__all__ = ["DrKIT", "LoadConfig", "Passage", "QueryConfig", "ReadConfig", "Result", "__version__"]
 
 
 def __getattr__(name):  # the front door is imported on first use: `import drkit` stays light
@@ -18,6 +18,10 @@ def __getattr__(name):  # the front door is imported on first use: `import drkit
         from drkit.qa import pipeline
 
         return getattr(pipeline, name)
+    if name == "ReadConfig":
+        from drkit.reader.reading import ReadConfig
+
+        return ReadConfig
     if name in ("Passage", "Result"):
         from drkit.qa import results
 

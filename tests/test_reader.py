@@ -11,6 +11,7 @@ from drkit.cli import main
 from drkit.reader.decode import decode
 from drkit.reader.examples import OrderConfig, ReaderExample, ReaderPassage, arrange
 from drkit.reader.model import TITLE, Reader, ReaderConfig, allot
+from drkit.reader.reading import ReadConfig
 from drkit.reader.text import best_scores, exact_match, f1, find_all, normalize_answer, split_sentences
 
 
@@ -296,7 +297,7 @@ def test_answer_cli_and_the_front_door_agree(mixing_run, reader_run, tmp_path, c
     assert metrics["reader_batch1_sample_settled"] == sum("comparison" in r for r in rows[:2])
     assert (metrics.get("reader_ms_per_read_batch1", 0) > 0) == (metrics["reader_batch1_sample_settled"] < 2)
     # the front door with the reader reads the same passages and gives the same answer
-    kit = DrKIT.load(d / "index1", d / "run", reader=reader_run, read_passages=3)
+    kit = DrKIT.load(d / "index1", d / "run", reader=reader_run, reading=ReadConfig(passages=3))
     result = kit.answer(questions[0]["question"], passages=2)
     assert len(result.passages) == 2 and result.reading is not None
     assert result.reading.text == rows[0]["answer"] and result.reading.type == rows[0]["answer_type"]
@@ -312,6 +313,34 @@ def test_answer_cli_and_the_front_door_agree(mixing_run, reader_run, tmp_path, c
     assert json.loads(json.dumps(result.to_dict()))["reading"]["text"] == result.reading.text
 
 
+def test_the_front_door_reads_as_its_read_config_says_as_the_cli_does(mixing_run, reader_run, tmp_path):  # noqa: F811
+    from drkit.errors import ConfigError
+    from drkit.qa.pipeline import DrKIT
+
+    d = mixing_run
+    flags = {"support_threshold": 0.05, "max_pieces": 80}
+    out = tmp_path / "answers"
+    assert main(["answer", "--index", str(d / "index1"), "--model", str(d / "run"), "--reader", str(reader_run),
+                 "--questions", str(d / "questions1.jsonl"), "--out", str(out), "--passages", "3", "--qps-sample", "0",
+                 "--precision", "fp32", "--support-threshold", "0.05", "--max-pieces", "80"]) == 0
+    rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()]
+    kits = {name: DrKIT.load(d / "index1", d / "run", reader=reader_run, reading=ReadConfig(passages=3, **kw))
+            for name, kw in (("flags", flags), ("defaults", {}))}
+    said = {name: [kit.answer(q, passages=3).reading for q in questions] for name, kit in kits.items()}
+    for row, reading in zip(rows, said["flags"]):
+        assert (reading.text, reading.type) == (row["answer"], row["answer_type"])
+        assert [(s.passage_id, s.sentence) for s in reading.supporting] == \
+            [(s["passage_id"], s["sentence"]) for s in row["supporting"]]
+    # a lower threshold keeps at least the sentences the default one keeps, and here more
+    counts = {name: sum(len(r.supporting) for r in readings) for name, readings in said.items()}
+    assert counts["flags"] > counts["defaults"]
+    for bad, match in (({"passages": 0}, "passages"), ({"support_threshold": 1.0}, "support_threshold"),
+                       ({"max_pieces": 0}, "max_pieces")):
+        with pytest.raises(ConfigError, match=match):
+            ReadConfig(**bad)
+
+
 def test_no_compare_reads_without_the_rules_in_the_cli_the_front_door_and_serve(mixing_run, reader_run,  # noqa: F811
                                                                                 tmp_path):
     from drkit.serve.engine import Engine
@@ -323,7 +352,7 @@ def test_no_compare_reads_without_the_rules_in_the_cli_the_front_door_and_serve(
                  "--questions", str(d / "questions1.jsonl"), "--out", str(tmp_path / "off"), "--qps-sample", "0",
                  "--no-compare"]) == 0
     cli_off = [json.loads(line) for line in (tmp_path / "off" / "predictions.jsonl").read_text().splitlines()]
-    engines = [Engine.load(d / "index1", d / "run", reader=reader_run, compare=c) for c in (True, False)]
+    engines = [Engine.load(d / "index1", d / "run", reader=reader_run, reading=ReadConfig(compare=c)) for c in (True, False)]
     assert [e.info()["manifests"]["reader"]["compare"] for e in engines] == [True, False]
     on, off = (e.run(questions, Request(top_k=5)) for e in engines)
     settled = [i for i, r in enumerate(on) if r["reading"] and r["reading"].get("comparison")]

@@ -10,6 +10,7 @@ import pytest
 from drkit.reader.compare import compare, parse_question
 from drkit.reader.dates import find_dates, life_dates
 from drkit.reader.examples import ReaderExample, ReaderPassage
+from drkit.reader.reading import ReadConfig
 
 MONTH_NAMES = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
                "November", "December"]
@@ -163,7 +164,7 @@ def test_the_reader_settles_a_comparison_only_when_asked(tiny_reader):
     try:
         settled = tiny_reader.read([e])[0]
         assert runs == []  # settled by the dates: the transformer did not run
-        alone = tiny_reader.read([e], compare=False)[0]
+        alone = tiny_reader.read([e], config=ReadConfig(compare=False))[0]
         assert len(runs) == 1
     finally:
         hook.remove()
@@ -182,7 +183,7 @@ def test_the_reader_settles_a_comparison_only_when_asked(tiny_reader):
     assert a.comparison == row["comparison"] and {p.id for p in a.evidence} >= {"a", "b"} and a.passage_id is None
     assert a.prob is None and [(s.passage_id, s.start, s.end) for s in a.supporting] == [("a", 0, 48), ("b", 0, 39)]
     other = ReaderExample("q2", "Who directed Kismet?", passages)
-    assert tiny_reader.read([other])[0] == tiny_reader.read([other], compare=False)[0]
+    assert tiny_reader.read([other])[0] == tiny_reader.read([other], config=ReadConfig(compare=False))[0]
     # in a batch, the settled questions are skipped and the others read as alone, in their order
     mixed = tiny_reader.read([e, other, e, other], batch_size=8)
     read = tiny_reader.read([other])[0]

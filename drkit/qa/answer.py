@@ -37,6 +37,7 @@ import numpy as np
 from drkit.errors import ConfigError, DrkitError
 from drkit.qa.results import rounded_prob
 from drkit.reader.examples import ReaderExample, ReaderPassage, read_questions
+from drkit.reader.reading import ReadConfig
 from drkit.reader.text import best_scores
 from drkit.util.hardware import precision_field
 
@@ -63,8 +64,10 @@ class AnswerConfig:
     def __post_init__(self):
         if self.passages < 1 or self.batch_size < 1 or self.qps_sample < 0:
             raise ConfigError("passages and batch_size must be at least 1, qps_sample at least 0")
-        if not 0 < self.support_threshold < 1:
-            raise ConfigError(f"support_threshold must be in (0, 1), got {self.support_threshold}")
+        self.reading()  # its checks
+
+    def reading(self) -> ReadConfig:
+        return ReadConfig(self.passages, self.support_threshold, self.max_pieces, self.compare)
 
 
 NOTHING = {"answer": "", "answer_type": None, "type_prob": None, "supporting": []}  # a question with no passage
@@ -92,14 +95,14 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     compute = choose(config.precision, "cpu" if reader.device.type == "cpu" else "auto")
+    read_config = config.reading()
     examples = [ReaderExample(r["id"], r["question"], tuple(p[: config.passages])) for r, p in zip(records, passages)]
     readable = [e for e in examples if e.passages]  # a question with no passage is answered with nothing, not read
     found: list = []
     t0 = time.perf_counter()
     chunk = 8 * config.batch_size  # the rules settle some unread: the transformer's batches of each chunk stay full
     for i in progress(range(0, len(readable), chunk), desc="reading"):
-        found += reader.read(readable[i : i + chunk], config.batch_size, config.support_threshold, compute,
-                             config.max_pieces, config.compare)
+        found += reader.read(readable[i : i + chunk], config.batch_size, compute, read_config)
     read_s = time.perf_counter() - t0
     readings = iter(found)
     extra = extra or [{}] * len(records)
@@ -122,9 +125,9 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
         metrics["without_answers"] = len(records) - len(scored)  # not scored (a question line without "answers")
     if config.qps_sample and readable:
         sample = readable[: config.qps_sample]
-        reader.read(sample[:2], 1, config.support_threshold, compute, config.max_pieces, config.compare)  # warm-up
+        reader.read(sample[:2], 1, compute, read_config)  # warm-up
         t = time.perf_counter()
-        reader.read(sample, 1, config.support_threshold, compute, config.max_pieces, config.compare)
+        reader.read(sample, 1, compute, read_config)
         metrics["reader_ms_per_question_batch1"] = round(1000 * (time.perf_counter() - t) / len(sample), 1)
         metrics["reader_batch1_sample"] = len(sample)
         # the questions of the sample the transformer reads (the rules settle the others unread), timed alone
@@ -132,7 +135,7 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
         metrics["reader_batch1_sample_settled"] = len(sample) - len(unsettled)
         if 0 < len(unsettled) < len(sample):
             t = time.perf_counter()
-            reader.read(unsettled, 1, config.support_threshold, compute, config.max_pieces, config.compare)
+            reader.read(unsettled, 1, compute, read_config)
             metrics["reader_ms_per_read_batch1"] = round(1000 * (time.perf_counter() - t) / len(unsettled), 1)
         elif unsettled:
             metrics["reader_ms_per_read_batch1"] = metrics["reader_ms_per_question_batch1"]

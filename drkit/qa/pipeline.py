@@ -38,6 +38,7 @@ from drkit.dense.mips import MIPS_KINDS, import_faiss
 from drkit.errors import ConfigError, DrkitError, QuestionError
 from drkit.qa.results import Answer, Hop, HopEntity, Passage, Result, evidence_of
 from drkit.qa.settings import LoadConfig, QueryConfig  # also imported from here: the public names
+from drkit.reader.reading import ReadConfig
 from drkit.reason.follow import FollowConfig
 from drkit.reason.model import MultiHopModel, model_dir_of
 from drkit.reason.quantize import QUANTIZE, quantize_transformer
@@ -66,21 +67,18 @@ HOP_MIXING = "hop-mixing"  # of a `drkit train-mixing` / `drkit reproduce-2wiki`
 class DrKIT:
     """A trained model over its virtual KB, ready to answer. Build with `DrKIT.load`."""
 
-    def __init__(self, model, vkb: VirtualKB, retriever=None, reader=None, read_passages: int = 5,
-                 compare: bool = True):
+    def __init__(self, model, vkb: VirtualKB, retriever=None, reader=None, reading: ReadConfig = ReadConfig()):
         """`model`: a `MultiHopModel` on `vkb`; or a hop-mixing model, with `retriever` (its
         `drkit.qa.retrieve.DrKITRetriever` on `vkb`); `reader`: a `drkit.reader.model.Reader` that reads the top
-        `read_passages` passages of each answered question; with `compare`, the dates or countries read in those
-        passages settle a which-of-two or same-country question where they can (`drkit.reader.compare`), and
-        without it the reader's answer stands alone."""
-        if read_passages < 1:
-            raise ConfigError(f"read_passages must be at least 1, got {read_passages}")
+        ``reading.passages`` passages of each answered question (`drkit.reader.reading.ReadConfig`: with its
+        ``compare``, the dates or countries read in those passages settle a which-of-two or same-country
+        question where they can, `drkit.reader.compare`; without it the reader's answer stands alone)."""
         self.retriever = retriever
         self.vkb = vkb
         # the reader reads where the model answers (`_read` hands it the virtual KB's compute)
         # (a reader already there is left as it is: an index reload shares it with the kit still serving)
         self.reader = reader if reader is None or reader.device == vkb.compute.device else reader.to(vkb.compute.device)
-        self.read_passages, self.compare = read_passages, compare
+        self.reading = reading
         if retriever is not None:
             self.kind, self.model = HOP_MIXING, retriever.model.eval()
             return
@@ -91,14 +89,15 @@ class DrKIT:
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None,
              config: LoadConfig = LoadConfig(), retriever_options: dict | None = None,
-             reader=None, read_passages: int = 5, compare: bool = True) -> "DrKIT":
+             reader=None, reading: ReadConfig = ReadConfig()) -> "DrKIT":
         """`index`: a ``drkit index`` directory; `model`: a model, or the run that trained it (``drkit train``:
         its best model; ``drkit train-mixing``: its model); `mentions`: the dense mention index, by default the
         one the model was trained with (give it for another corpus); `retriever_options`: a hop-mixing
         model's `drkit.qa.retrieve.DrKITRetriever` arguments (`RetrieveConfig.retriever_options`); `reader`: a
         ``drkit train-reader`` reader (or run), or one loaded (`drkit.reader.model.Reader`), which then reads the
-        top `read_passages` passages of every answered question (`Result.reading`), settling which-of-two and
-        same-country questions by the dates or countries read unless `compare` is False (`drkit.reader.compare`)."""
+        top ``reading.passages`` passages of every answered question (`Result.reading`), settling which-of-two and
+        same-country questions by the dates or countries read unless ``reading.compare`` is False
+        (`drkit.reader.reading.ReadConfig`, `drkit.reader.compare`)."""
         from drkit.reason.mixing import is_mixing_model
 
         search = cls._search_settings(config)
@@ -115,7 +114,7 @@ class DrKIT:
 
             r = DrKITRetriever.load(index, model, mentions, precision=config.precision, device=device,
                                     searcher=config.mips, search=search, **(retriever_options or {}))
-            return cls._quantized(cls(r.model, r.vkb, r, reader, read_passages, compare), config)
+            return cls._quantized(cls(r.model, r.vkb, r, reader, reading), config)
         model_dir = model_dir_of(model)
         net = MultiHopModel.load(model_dir)
         mentions = mentions or net.manifest.get("mentions", {}).get("path")
@@ -126,7 +125,7 @@ class DrKIT:
                               "pass the mentions directory")
         return cls._quantized(cls(net, VirtualKB.load(index, mentions, config.mips, config.precision, device,
                                                       **search),
-                                  reader=reader, read_passages=read_passages, compare=compare), config)
+                                  reader=reader, reading=reading), config)
 
     @staticmethod
     def _quantized(kit: "DrKIT", config: LoadConfig) -> "DrKIT":
@@ -259,7 +258,7 @@ class DrKIT:
         if not questions:
             return []
         if self.reader is not None:
-            results = self._answer_batch(questions, top, chain_top, query, max(passages, self.read_passages))
+            results = self._answer_batch(questions, top, chain_top, query, max(passages, self.reading.passages))
             return self._read(results, passages)
         return self._answer_batch(questions, top, chain_top, query, passages)
 
@@ -273,10 +272,9 @@ class DrKIT:
 
         out = []
         for i, r in enumerate(results):  # a question without passages is not read (`reading` stays None)
-            ps = tuple(ReaderPassage(p.id, p.title, p.text) for p in r.passages[: self.read_passages])
-            reading = reader_answer(self.reader.read([ReaderExample(str(i), r.text, ps)], batch_size=1,
-                                                     compute=self.vkb.compute, compare=self.compare)[0],
-                                    ps) if ps else None
+            ps = tuple(ReaderPassage(p.id, p.title, p.text) for p in r.passages[: self.reading.passages])
+            reading = reader_answer(self.reader.read([ReaderExample(str(i), r.text, ps)], 1, self.vkb.compute,
+                                                     self.reading)[0], ps) if ps else None
             out.append(dataclasses.replace(r, passages=r.passages[:passages], reading=reading))
         return out
 

@@ -38,7 +38,7 @@ from drkit.data.tokenizer import DEFAULT_ENCODER, encoder_path
 from drkit.errors import ConfigError
 from drkit.reader.decode import decode
 from drkit.reader.examples import ANSWER_TYPES, SPAN, ReaderExample
-from drkit.reader.reading import TITLE, Reading
+from drkit.reader.reading import TITLE, ReadConfig, Reading
 from drkit.reader.text import find_all, split_sentences
 from drkit.util.artifact import ArtifactWriter, read_manifest
 
@@ -304,12 +304,12 @@ class Reader(nn.Module):
         return total, {k: float(v.detach()) for k, v in parts.items()}
 
     @torch.no_grad()
-    def read(self, examples: Sequence[ReaderExample], batch_size: int = 8, support_threshold: float = 0.5,
-             compute=None, max_pieces: int | None = None, compare: bool = True) -> list["Reading"]:
-        """The answer of each example, with its type, span and supporting sentences; `max_pieces`: read at most
-        that many word pieces (default: what the reader was trained with). With `compare`, a which-of-two date
-        question or a same-country question that the dates or countries in its passages settle gets that answer
-        and the sentences it was read from, and the transformer does not run for it
+    def read(self, examples: Sequence[ReaderExample], batch_size: int = 8, compute=None,
+             config: ReadConfig = ReadConfig()) -> list["Reading"]:
+        """The answer of each example (all of its passages), with its type, span and supporting sentences
+        (`config`: `drkit.reader.reading.ReadConfig`, its `passages` aside). With ``config.compare``, a which-of-two
+        date question or a same-country question that the dates or countries in its passages settle gets that
+        answer and the sentences it was read from, and the transformer does not run for it
         (`drkit.reader.compare.settled`); the others are read in batches of `batch_size`."""
         import contextlib
 
@@ -319,19 +319,19 @@ class Reader(nn.Module):
         out: list[Reading | None] = [None] * len(examples)
         todo = []
         for i, e in enumerate(examples):
-            found = settled(e) if compare else None
+            found = settled(e) if config.compare else None
             if found is None:
                 todo.append(i)
             else:
                 out[i] = settled_reading(e, found)
         for i in range(0, len(todo), batch_size):
             chunk = todo[i : i + batch_size]
-            features = [self.featurize(examples[j], max_pieces=max_pieces) for j in chunk]
+            features = [self.featurize(examples[j], max_pieces=config.max_pieces) for j in chunk]
             with compute.autocast() if compute is not None else contextlib.nullcontext():
                 logits = self(**self.batch(features))
             logits = {k: v.float().cpu() for k, v in logits.items()}
             for r, (j, f) in enumerate(zip(chunk, features)):
-                out[j] = decode(examples[j], f, {k: v[r] for k, v in logits.items()}, support_threshold,
+                out[j] = decode(examples[j], f, {k: v[r] for k, v in logits.items()}, config.support_threshold,
                                 self.config.max_answer_pieces)
         return out
 

@@ -4,7 +4,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from drkit.errors import ConfigError
+
 TITLE = -1  # the sentence number of a passage's title
+
+
+@dataclass(frozen=True)
+class ReadConfig:
+    """How questions are read: `passages` read per question (N, where the reader's caller chooses them: `DrKIT`,
+    `drkit serve`), the supporting-sentence threshold, the word pieces read (None: what the reader was trained
+    with) and whether the comparison rules settle a which-of-two or same-country question before the reader
+    (`drkit.reader.compare`; False: the reader's answer alone)."""
+
+    passages: int = 5
+    support_threshold: float = 0.5
+    max_pieces: int | None = None
+    compare: bool = True
+
+    def __post_init__(self):
+        if self.passages < 1:
+            raise ConfigError(f"passages must be at least 1, got {self.passages}")
+        if not 0 < self.support_threshold < 1:
+            raise ConfigError(f"support_threshold must be in (0, 1), got {self.support_threshold}")
+        if self.max_pieces is not None and self.max_pieces < 1:
+            raise ConfigError(f"max_pieces must be at least 1, got {self.max_pieces}")
 
 
 @dataclass(frozen=True)

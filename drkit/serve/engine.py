@@ -40,6 +40,7 @@ import numpy as np
 
 from drkit.errors import ConfigError, QuestionError
 from drkit.qa.pipeline import HOP_MIXING, DrKIT, LoadConfig, QueryConfig, answered_alone_on_error
+from drkit.reader.reading import ReadConfig
 from drkit.reason.vkb import ParsedQuestion
 from drkit.serve.views import (
     ANSWERS,
@@ -127,12 +128,11 @@ class Engine:
     @classmethod
     def load(cls, index: str | Path, model: str | Path, mentions: str | Path | None = None,
              config: LoadConfig = LoadConfig(), chain_top: int = 3, reader=None,
-             compare: bool = True) -> "Engine":
+             reading: ReadConfig = ReadConfig()) -> "Engine":
         """The model of `model` (a ``drkit train`` or ``drkit train-mixing`` run, or its model directory) on the
         index `index`; the mention index defaults to the one the model was trained with; `reader`: a ``drkit
         train-reader`` reader (or one loaded, `drkit.reader.model.Reader`), loaded once (an index reload keeps it),
-        whose answer every result then carries (``reading``), with the comparison rules unless `compare` is False
-        (as `DrKIT.load`). `refresh` loads a later version of the index with the same settings."""
+        whose answer every result then carries (``reading``), read as `reading` says (as `DrKIT.load`). `refresh` loads a later version of the index with the same settings."""
         from drkit.reason.mixing import is_mixing_model, mixing_model_dir
         from drkit.reason.model import model_dir_of
 
@@ -149,7 +149,7 @@ class Engine:
             reader = reader if isinstance(reader, Reader) else Reader.load(reader)
 
         def load_kit() -> DrKIT:
-            return DrKIT.load(index, model, mentions, config, reader=reader, compare=compare)
+            return DrKIT.load(index, model, mentions, config, reader=reader, reading=reading)
 
         model_dir = mixing_model_dir(model) if is_mixing_model(model) else Path(model_dir_of(model))
         seen = on_disk(index)
@@ -383,7 +383,7 @@ class Engine:
             manifests["reader"] = {"path": str(reader.path), **{k: v for k, v in reader.manifest.items()
                                                                   if k not in ("files", "settings")},
                                    "weights_sha256": self._weights_sha256(reader.path),
-                                   "compare": kit.compare}  # the comparison rules on (drkit serve --no-compare: off)
+                                   "compare": kit.reading.compare}  # the comparison rules on (drkit serve --no-compare: off)
         return {"drkit_version": __version__, "kind": self.kind, "max_hops": self.max_hops,
                 "index_version": served.version, "reloads": self.reloads, "reload_failures": self.reload_failures,
                 "warm_up_s": None if self.warm_up_s is None else round(self.warm_up_s, 3),

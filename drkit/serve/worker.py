@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from drkit.errors import ConfigError
+from drkit.reader.reading import ReadConfig
 from drkit.serve.views import EngineUnavailable, InfoLookup, Request, check_request
 
 log = logging.getLogger("drkit.serve")
@@ -50,7 +51,7 @@ def _die_with_parent() -> None:
 
 
 def _child(conn, index, model, mentions, load_config, chain_top: int, threads: int, reader=None,
-           watch_s: float = 0.0, compare: bool = True) -> None:
+           watch_s: float = 0.0, reading: ReadConfig = ReadConfig()) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us once its requests are answered
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -59,7 +60,7 @@ def _child(conn, index, model, mentions, load_config, chain_top: int, threads: i
         from drkit.util.hardware import configure_threads
 
         configure_threads(threads, what="the model process")
-        engine = Engine.load(index, model, mentions, load_config, chain_top=chain_top, reader=reader, compare=compare)
+        engine = Engine.load(index, model, mentions, load_config, chain_top=chain_top, reader=reader, reading=reading)
         engine.warm_up()
         engine.watch(watch_s)
         conn.send(("ready", {"kind": engine.kind, "max_hops": engine.max_hops, "version": engine.version,
@@ -91,14 +92,16 @@ class ModelProcess:
     def __init__(self, index: str | Path, model: str | Path, mentions: str | Path | None = None, load_config=None,
                  chain_top: int = 3, threads: int = 0, load_timeout_s: float = 600.0, batch_timeout_s: float = 60.0,
                  reader: str | Path | None = None, watch_s: float = 0.0, restart_backoff_s: float = 1.0,
-                 compare: bool = True):
+                 reading: ReadConfig = ReadConfig()):
         from drkit.qa.pipeline import LoadConfig
 
         if not Path(index).is_dir():
             raise ConfigError(f"the index {index} does not exist")
         self.model = model
-        self._args = (str(index), str(model), str(mentions) if mentions else None, load_config or LoadConfig(),
-                      chain_top, threads, str(reader) if reader else None, watch_s, compare)
+        # `_child`'s arguments, every time the child is started
+        self._child_kwargs = {"index": str(index), "model": str(model), "mentions": str(mentions) if mentions else None,
+                              "load_config": load_config or LoadConfig(), "chain_top": chain_top, "threads": threads,
+                              "reader": str(reader) if reader else None, "watch_s": watch_s, "reading": reading}
         self.load_timeout_s, self.batch_timeout_s = load_timeout_s, batch_timeout_s
         self.restart_backoff_s = restart_backoff_s
         self.restarts = 0
@@ -118,7 +121,8 @@ class ModelProcess:
         when it fails or takes longer than `load_timeout_s`."""
         context = multiprocessing.get_context("spawn")
         conn, child_conn = context.Pipe()
-        process = context.Process(target=_child, name="drkit-model", daemon=True, args=(child_conn, *self._args))
+        process = context.Process(target=_child, name="drkit-model", daemon=True, args=(child_conn,),
+                                  kwargs=self._child_kwargs)
         process.start()
         self._starting = process
         child_conn.close()
