@@ -8,7 +8,7 @@ import torch
 
 from drkit.errors import ConfigError
 from drkit.reason.entity_set import EntitySet
-from drkit.reason.mixing import MixConfig, mix, mixture_loss
+from drkit.reason.mixing import MixConfig, mix, mixture_loss, on_pages
 
 
 def random_set(rng, batch, n_entities, dtype=torch.float64, requires_grad=False) -> EntitySet:
@@ -42,6 +42,55 @@ def test_mix_matches_a_dense_loop(seed):
     keys = z.rows * n + z.ids  # sorted by (row, id), unique: a valid EntitySet
     assert torch.all(keys[1:] > keys[:-1])
     torch.testing.assert_close(z.logits.exp(), z.probs)
+
+
+def dense_on_pages(z_dense, has_page):
+    """Each row over the entities with a page, renormalised: the obvious way."""
+    out = torch.zeros_like(z_dense)
+    for b in range(z_dense.shape[0]):
+        total = sum(float(z_dense[b, e]) for e in range(z_dense.shape[1]) if has_page[e])
+        for e in range(z_dense.shape[1]):
+            if has_page[e] and total > 0:
+                out[b, e] = z_dense[b, e] / total
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_mix_over_pages_matches_a_dense_loop(seed):
+    rng = np.random.default_rng(seed)
+    batch, n = 4, 12
+    sets = [random_set(rng, batch, n) for _ in range(3)]
+    pi = torch.softmax(torch.tensor(rng.normal(size=(batch, 3))), -1)
+    has_page = rng.random(n) < 0.5
+    z = mix(sets, pi, has_page)
+    expected = torch.zeros(batch, n, dtype=pi.dtype)
+    for t, zt in enumerate(sets):
+        expected += pi[:, t:t + 1] * dense_on_pages(zt.to_dense(n), has_page)
+    torch.testing.assert_close(z.to_dense(n), expected)
+    assert not z.to_dense(n)[:, ~has_page].any()
+    torch.testing.assert_close(z.logits.exp(), z.probs)
+    for zt in sets:  # each hop alone sums to 1 over the pages of a row that reaches one
+        dense = on_pages(zt, has_page).to_dense(n)
+        reached = dense_on_pages(zt.to_dense(n), has_page).sum(1) > 0
+        torch.testing.assert_close(dense.sum(1)[reached], torch.ones(int(reached.sum()), dtype=dense.dtype))
+    # every entity with a page: the plain mixture of distributions (rows summing to 1, as a follow's)
+    normed = [on_pages(z, np.ones(n, bool)) for z in sets]
+    torch.testing.assert_close(mix(normed, pi, np.ones(n, bool)).to_dense(n), mix(normed, pi).to_dense(n))
+
+
+def test_gradcheck_through_pi_and_each_hop_over_pages():
+    rng = np.random.default_rng(2)
+    batch, n = 3, 9
+    sets = [random_set(rng, batch, n) for _ in range(3)]
+    has_page = np.arange(n) % 3 != 0
+    logits = torch.tensor(rng.normal(size=(batch, 3)), requires_grad=True)
+    probs = [z.probs.clone().requires_grad_(True) for z in sets]
+
+    def fn(logits, *probs):
+        zs = [EntitySet(z.rows, z.ids, p, z.batch_size) for z, p in zip(sets, probs)]
+        return mix(zs, torch.softmax(logits, -1), has_page).probs
+
+    assert torch.autograd.gradcheck(fn, (logits, *probs))
 
 
 def test_gradcheck_through_pi_and_each_hop():

@@ -380,6 +380,71 @@ def test_remove_named_drops_the_named_entities_from_every_hop_but_z0(mixing_run)
     assert any((outs[False].z[2].to_dense(n)[b, named[b][named[b] >= 0]] > 0).any() for b in range(len(questions)))
 
 
+def test_page_mix_mixes_each_hop_over_the_entities_with_a_page(mixing_run, tmp_path):
+    """The cities of index1 are entities without a page: with page_mix each Z_t is renormalised over the pages
+    before mixing (against the mixture of each hop's dense distribution so renormalised); on an index whose
+    entities all have pages it changes nothing, to the bit; a model saved before the setting loads without it."""
+    import dataclasses
+
+    import torch
+
+    from drkit.index.build import build_index
+    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.reason.mixing import HopMixingModel
+    from drkit.reason.train_mixing import linked_entity_set
+
+    d = mixing_run
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()[:8]]
+    assert HopMixingModel.load(d / "run" / "model").config.page_mix  # the default, and what the run trained with
+    r = DrKITRetriever.load(d / "index1", d / "run")
+    has_page = r.vkb.page_entities()
+    assert has_page is not None and not has_page.all()
+    n = r.vkb.index.n_entities
+    cities = [r.vkb.index.entities.lookup(c) for c in CITY]
+    assert not has_page[cities].any()
+    linked = r.linker.link(questions)
+    outs = {}
+    for flag in (True, False):
+        r.model.config = dataclasses.replace(r.model.config, page_mix=flag)
+        with torch.no_grad():
+            outs[flag] = r.model(questions, linked_entity_set(linked), r.vkb, precision="fp32")
+    expected = torch.zeros(len(questions), n, dtype=outs[True].z_star.probs.dtype)
+    for t, z in enumerate(outs[True].z):
+        dense = z.to_dense(n).to(expected.dtype) * torch.from_numpy(has_page)
+        total = dense.sum(1, keepdim=True)
+        expected += outs[True].pi[:, t:t + 1].to(expected.dtype) * torch.where(total > 0, dense / total, dense)
+    torch.testing.assert_close(outs[True].z_star.to_dense(n), expected)
+    plain = torch.zeros_like(expected)
+    for t, z in enumerate(outs[False].z):
+        plain += outs[False].pi[:, t:t + 1].to(expected.dtype) * z.to_dense(n).to(expected.dtype)
+    torch.testing.assert_close(outs[False].z_star.to_dense(n), plain)
+    assert outs[False].z_star.to_dense(n)[:, cities].sum() > 0  # the cities had mass to take out
+    # an index of titles only: every entity has a page, and page_mix changes nothing
+    build_index(d / "corpus1.jsonl", tmp_path / "titles", entities=["titles"], log=lambda *a: None)
+    from drkit.dense.mentions import EmbedConfig, build_mention_index
+
+    build_mention_index(tmp_path / "titles", d / "enc", tmp_path / "mentions", EmbedConfig(precision="fp32"),
+                        log=lambda *a: None)
+    t = DrKITRetriever.load(tmp_path / "titles", d / "run", tmp_path / "mentions")
+    assert t.vkb.page_entities() is None
+    linked = t.linker.link(questions)
+    same = {}
+    for flag in (True, False):
+        t.model.config = dataclasses.replace(t.model.config, page_mix=flag)
+        with torch.no_grad():
+            same[flag] = t.model(questions, linked_entity_set(linked), t.vkb, precision="fp32").z_star
+    assert torch.equal(same[True].ids, same[False].ids) and torch.equal(same[True].probs, same[False].probs)
+    # a model saved before page_mix existed mixed over every entity, and loads so
+    manifest = json.loads((d / "run" / "model" / "manifest.json").read_text())
+    old = tmp_path / "old"
+    import shutil
+
+    shutil.copytree(d / "run" / "model", old)
+    del manifest["mix"]["page_mix"]
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    assert HopMixingModel.load(old).config.page_mix is False
+
+
 def test_named_entity_set_starts_from_the_names_found_verbatim():
     from drkit.index.question_linking import LinkedQuestions
     from drkit.reason.train_mixing import named_entity_set

@@ -52,6 +52,14 @@ class MixConfig:
                                                                 "the fixed-hop models mixing is compared with)"})
     remove_named: bool = field(default=False, metadata={"help": "remove the entities the question names verbatim "
                                                         "from every hop's output (Z_0 keeps them)"})
+    page_mix: bool = field(default=True, metadata={
+        "help": "Z* mixes each hop's distribution over the entities with a page, renormalised: passages are ranked "
+                "by pages, and a hop that puts mass on entities without one (names and dates found in the text) would "
+                "otherwise rank its pages below the other hops'; the same on an index whose entities all have pages "
+                "(--entities titles). Off: over every entity"})
+
+    # what a field absent from a model saved before it existed meant
+    ABSENT_MEANT = {"page_mix": False}
 
     def __post_init__(self):
         if self.hops < 1:
@@ -69,8 +77,21 @@ class MixOutput:
     traces: list[FollowTrace | None]
 
 
-def mix(sets: list[EntitySet], pi: torch.Tensor) -> EntitySet:
-    """``sum_t pi[:, t] Z_t`` as one `EntitySet` on the union of the supports (logits: log probs)."""
+def on_pages(z: EntitySet, has_page: np.ndarray) -> EntitySet:
+    """`z` restricted to the entities with ``has_page[e]`` and renormalised in each row, ``Z[e] / sum_{e' with a
+    page} Z[e']`` (differentiable in the probabilities); a row with no such entity is left empty."""
+    keep = torch.from_numpy(np.flatnonzero(has_page[z.ids.numpy()]))
+    rows, ids, probs = z.rows[keep], z.ids[keep], z.probs[keep]
+    total = torch.zeros(z.batch_size, dtype=probs.dtype).index_add(0, rows, probs)
+    probs = probs / total[rows].clamp_min(torch.finfo(probs.dtype).tiny)
+    return EntitySet(rows, ids, probs, z.batch_size, torch.log(probs.clamp_min(torch.finfo(probs.dtype).tiny)))
+
+
+def mix(sets: list[EntitySet], pi: torch.Tensor, has_page: np.ndarray | None = None) -> EntitySet:
+    """``sum_t pi[:, t] Z_t`` as one `EntitySet` on the union of the supports (logits: log probs); with
+    `has_page` (E,) bool, each Z_t over the entities with a page first (`on_pages`)."""
+    if has_page is not None:
+        sets = [on_pages(z, has_page) for z in sets]
     batch = pi.shape[0]
     rows = torch.cat([z.rows for z in sets])
     ids = torch.cat([z.ids for z in sets])
@@ -168,7 +189,9 @@ class HopMixingModel(nn.Module):
             sets.append(z)
             queries.append(q)
             traces.append(tr)
-        z_star = mix(sets, pi) if self.config.fixed is None else sets[self.config.fixed]
+        # over pages: None where every entity has one (then nothing changes, to the bit)
+        has_page = vkb.page_entities() if self.config.page_mix else None
+        z_star = mix(sets, pi, has_page) if self.config.fixed is None else sets[self.config.fixed]
         return MixOutput(z_star, pi, sets, queries, traces)
 
     # -- persistence: the base model in base/, the heads beside it ---------------------------------------
@@ -187,7 +210,7 @@ class HopMixingModel(nn.Module):
         path = Path(path)
         manifest = read_manifest(path, FORMAT, FORMAT_VERSION)
         base = MultiHopModel.load(path / "base")
-        model = cls(base, MixConfig(**manifest["mix"]))
+        model = cls(base, MixConfig(**{**MixConfig.ABSENT_MEANT, **manifest["mix"]}))
         from safetensors.torch import load_file
 
         missing, unexpected = model.load_state_dict(load_file(str(path / "heads.safetensors")), strict=False)

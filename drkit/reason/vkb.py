@@ -53,6 +53,15 @@ class VirtualKB:
         self._searcher = None  # built on first use: restricted retrieval never searches
         self.entity_frequency = np.bincount(index.mention_entity, minlength=index.n_entities)
         self._linker = None
+        self._page_entities: tuple[np.ndarray | None] | None = None
+
+    def page_entities(self) -> np.ndarray | None:
+        """(E,) bool: the entities with a page (passages under their title); None when every entity has one."""
+        if self._page_entities is None:
+            indptr, _ = self.index.entity_pages
+            has = np.diff(np.asarray(indptr)) > 0
+            self._page_entities = (None if has.all() else has,)
+        return self._page_entities[0]
 
     @classmethod
     def load(cls, index_dir: str | Path, mentions_dir: str | Path, searcher: str = "exact", precision: str = "auto",
