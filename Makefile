@@ -43,7 +43,7 @@ serve: $(VENV)/.core-installed
 	test -d runs/sample-model-2hop/model || $(MAKE) demo
 	$(BIN)/drkit serve --index runs/sample-index --model runs/sample-model-2hop
 
-# The suite runs in one pytest-xdist worker per CPU (at most 4); tests/conftest.py keeps each worker on its own CPU.
+# The suite runs in one pytest-xdist worker per CPU (at most 4); tests/conftest.py keeps each worker on CPUs of its own.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 
 test: install

@@ -12,17 +12,15 @@ os.environ.setdefault("DRKIT_DEVICE", "cpu")
 
 
 def _pin_xdist_worker() -> None:
-    """Under pytest-xdist (`make test` runs one worker per CPU), each worker and the processes it starts keep to
-    a CPU of their own: drkit sizes torch's threads from the CPUs it may run on, so two workers never
-    oversubscribe the machine."""
+    """Under pytest-xdist (`make test` runs one worker per CPU, at most 4), each worker and the processes it starts
+    keep to CPUs of their own (with more workers than CPUs, one CPU, shared round-robin): drkit sizes torch's
+    threads from the CPUs it may run on, so the workers do not oversubscribe the machine."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if not worker.startswith("gw") or not hasattr(os, "sched_setaffinity"):
         return
     cpus = sorted(os.sched_getaffinity(0))
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if workers > len(cpus):
-        return
-    mine = [c for i, c in enumerate(cpus) if i % workers == int(worker[2:]) % workers]
+    workers, me = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))), int(worker[2:])
+    mine = cpus[me % workers::workers] if workers < len(cpus) else [cpus[me % len(cpus)]]
     os.sched_setaffinity(0, mine)
     import torch
 

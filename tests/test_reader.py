@@ -327,7 +327,11 @@ def test_the_front_door_reads_as_its_read_config_says_as_the_cli_does(mixing_run
     questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()]
     kits = {name: DrKIT.load(d / "index1", d / "run", reader=reader_run, reading=ReadConfig(passages=3, **kw))
             for name, kw in (("flags", flags), ("defaults", {}))}
+    seen = []  # the word pieces the front door asks the reader to read
+    featurize = kits["flags"].reader.featurize
+    kits["flags"].reader.featurize = lambda e, **kw: seen.append(kw.get("max_pieces")) or featurize(e, **kw)
     said = {name: [kit.answer(q, passages=3).reading for q in questions] for name, kit in kits.items()}
+    assert seen and set(seen) == {80}
     for row, reading in zip(rows, said["flags"]):
         assert (reading.text, reading.type) == (row["answer"], row["answer_type"])
         assert [(s.passage_id, s.sentence) for s in reading.supporting] == \
@@ -335,6 +339,9 @@ def test_the_front_door_reads_as_its_read_config_says_as_the_cli_does(mixing_run
     # a lower threshold keeps at least the sentences the default one keeps, and here more
     counts = {name: sum(len(r.supporting) for r in readings) for name, readings in said.items()}
     assert counts["flags"] > counts["defaults"]
+    import drkit
+
+    assert drkit.ReadConfig is ReadConfig
     for bad, match in (({"passages": 0}, "passages"), ({"support_threshold": 1.0}, "support_threshold"),
                        ({"max_pieces": 0}, "max_pieces")):
         with pytest.raises(ConfigError, match=match):

@@ -434,6 +434,30 @@ def test_page_mix_mixes_each_hop_over_the_entities_with_a_page(mixing_run, tmp_p
         with torch.no_grad():
             same[flag] = t.model(questions, linked_entity_set(linked), t.vkb, precision="fp32").z_star
     assert torch.equal(same[True].ids, same[False].ids) and torch.equal(same[True].probs, same[False].probs)
+    # a training run made before page_mix existed: on the titles index it meant either value and resumes; on
+    # index1 (cities without a page) it meant the plain mixture, and asking for page_mix is refused
+    from drkit.errors import ConfigError
+    from drkit.reason.model import ModelConfig
+    from drkit.reason.train_mixing import MixTrainConfig, train_mixing
+
+    kw = dict(model_config=ModelConfig(shared_layers=1, hop_layers=1), log=lambda *a: None,
+              config=MixTrainConfig(steps=1, batch_size=4, eval_every=1, precision="fp32"))
+    for index, mentions, resumes in ((tmp_path / "titles", tmp_path / "mentions", True),
+                                     (d / "index1", d / "mentions1", False)):
+        run = tmp_path / f"run-{index.name}"
+        train_mixing(index, mentions, d / "questions1.jsonl", d / "questions1.jsonl", run, **kw)
+        settings = json.loads((run / "run.json").read_text())
+        del settings["mix"]["page_mix"]
+        (run / "run.json").write_text(json.dumps(settings))
+        if resumes:
+            assert train_mixing(index, mentions, d / "questions1.jsonl", d / "questions1.jsonl", run, **kw) == run / "model"
+        else:
+            with pytest.raises(ConfigError, match="page_mix"):
+                train_mixing(index, mentions, d / "questions1.jsonl", d / "questions1.jsonl", run, **kw)
+    # answers without a page cannot be in Z* over pages: that objective is refused with it
+    with pytest.raises(ConfigError, match="pages\\+answers with page_mix"):
+        train_mixing(d / "index1", d / "mentions1", d / "questions1.jsonl", d / "questions1.jsonl", tmp_path / "pa",
+                     **{**kw, "config": MixTrainConfig(steps=1, objective="pages+answers", precision="fp32")})
     # a model saved before page_mix existed mixed over every entity, and loads so
     manifest = json.loads((d / "run" / "model" / "manifest.json").read_text())
     old = tmp_path / "old"

@@ -102,7 +102,7 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
     t0 = time.perf_counter()
     chunk = 8 * config.batch_size  # the rules settle some unread: the transformer's batches of each chunk stay full
     for i in progress(range(0, len(readable), chunk), desc="reading"):
-        found += reader.read(readable[i : i + chunk], config.batch_size, compute, read_config)
+        found += reader.read(readable[i : i + chunk], config.batch_size, compute=compute, config=read_config)
     read_s = time.perf_counter() - t0
     readings = iter(found)
     extra = extra or [{}] * len(records)
@@ -125,9 +125,9 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
         metrics["without_answers"] = len(records) - len(scored)  # not scored (a question line without "answers")
     if config.qps_sample and readable:
         sample = readable[: config.qps_sample]
-        reader.read(sample[:2], 1, compute, read_config)  # warm-up
+        reader.read(sample[:2], 1, compute=compute, config=read_config)  # warm-up
         t = time.perf_counter()
-        reader.read(sample, 1, compute, read_config)
+        reader.read(sample, 1, compute=compute, config=read_config)
         metrics["reader_ms_per_question_batch1"] = round(1000 * (time.perf_counter() - t) / len(sample), 1)
         metrics["reader_batch1_sample"] = len(sample)
         # the questions of the sample the transformer reads (the rules settle the others unread), timed alone
@@ -135,7 +135,7 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
         metrics["reader_batch1_sample_settled"] = len(sample) - len(unsettled)
         if 0 < len(unsettled) < len(sample):
             t = time.perf_counter()
-            reader.read(unsettled, 1, compute, read_config)
+            reader.read(unsettled, 1, compute=compute, config=read_config)
             metrics["reader_ms_per_read_batch1"] = round(1000 * (time.perf_counter() - t) / len(unsettled), 1)
         elif unsettled:
             metrics["reader_ms_per_read_batch1"] = metrics["reader_ms_per_question_batch1"]

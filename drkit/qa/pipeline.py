@@ -273,8 +273,8 @@ class DrKIT:
         out = []
         for i, r in enumerate(results):  # a question without passages is not read (`reading` stays None)
             ps = tuple(ReaderPassage(p.id, p.title, p.text) for p in r.passages[: self.reading.passages])
-            reading = reader_answer(self.reader.read([ReaderExample(str(i), r.text, ps)], 1, self.vkb.compute,
-                                                     self.reading)[0], ps) if ps else None
+            reading = reader_answer(self.reader.read([ReaderExample(str(i), r.text, ps)], 1, compute=self.vkb.compute,
+                                                     config=self.reading)[0], ps) if ps else None
             out.append(dataclasses.replace(r, passages=r.passages[:passages], reading=reading))
         return out
 

@@ -304,7 +304,7 @@ class Reader(nn.Module):
         return total, {k: float(v.detach()) for k, v in parts.items()}
 
     @torch.no_grad()
-    def read(self, examples: Sequence[ReaderExample], batch_size: int = 8, compute=None,
+    def read(self, examples: Sequence[ReaderExample], batch_size: int = 8, *, compute=None,
              config: ReadConfig = ReadConfig()) -> list["Reading"]:
         """The answer of each example (all of its passages), with its type, span and supporting sentences
         (`config`: `drkit.reader.reading.ReadConfig`, its `passages` aside). With ``config.compare``, a which-of-two

@@ -11,8 +11,8 @@ TITLE = -1  # the sentence number of a passage's title
 
 @dataclass(frozen=True)
 class ReadConfig:
-    """How questions are read: `passages` read per question (N, where the reader's caller chooses them: `DrKIT`,
-    `drkit serve`), the supporting-sentence threshold, the word pieces read (None: what the reader was trained
+    """How questions are read: `passages` read per question (N; used where the passages are chosen for the reader,
+    `drkit.DrKIT`), the supporting-sentence threshold, the word pieces read (None: what the reader was trained
     with) and whether the comparison rules settle a which-of-two or same-country question before the reader
     (`drkit.reader.compare`; False: the reader's answer alone)."""
 

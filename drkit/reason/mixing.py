@@ -13,6 +13,11 @@ heads on the mean of the question's shared-layer outputs (`MultiHopModel.pooled`
   query's start and end projections), with ``Z_0' = rescore(Z_0, g_0)`` (`drkit.reason.follow.rescore`:
   each linked entity's prior weight times the exponentiated best score of its mentions).
 
+With ``page_mix`` (the default) each Z_t is first restricted to the entities with a page and renormalised
+(`on_pages`): passages are ranked by pages, and a hop that puts mass on names and dates found in the text
+(entities without a page) would otherwise rank its pages below the other hops'. On an index whose entities
+all have pages nothing changes (`VirtualKB.page_entities` is None there).
+
 Hop 1 follows from the rescored Z_0', so the linker's noise is filtered before it is expanded. With
 ``remove_named``, the entities the question names verbatim are removed from the output of every hop (Z_0
 keeps them), as MetaQA's question entity is (``remove_topic``): a chain then cannot walk back to them.

@@ -132,7 +132,8 @@ class Engine:
         """The model of `model` (a ``drkit train`` or ``drkit train-mixing`` run, or its model directory) on the
         index `index`; the mention index defaults to the one the model was trained with; `reader`: a ``drkit
         train-reader`` reader (or one loaded, `drkit.reader.model.Reader`), loaded once (an index reload keeps it),
-        whose answer every result then carries (``reading``), read as `reading` says (as `DrKIT.load`). `refresh` loads a later version of the index with the same settings."""
+        whose answer every result then carries (``reading``), read as `reading` says (as `DrKIT.load`). `refresh`
+        loads a later version of the index with the same settings."""
         from drkit.reason.mixing import is_mixing_model, mixing_model_dir
         from drkit.reason.model import model_dir_of
 
