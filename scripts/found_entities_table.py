@@ -6,12 +6,23 @@ compositional and inference questions.
 
     python scripts/found_entities_table.py --out benchmarks/results/2wiki-found-pagemix \\
         --questions runs/2wiki-f0/split/dev.jsonl runs/2wiki-f1/split/dev.jsonl \\
-        --row drkit runs/2wiki-f0/retrieve-drkit runs/2wiki-f1/retrieve-drkit \\
+        --row "titles (the default)" runs/2wiki-f0/retrieve-drkit runs/2wiki-f1/retrieve-drkit \\
         --row "titles + found, page_mix" runs/found-pagemix/f0-page-mix/retrieve runs/found-pagemix/f1-page-mix/retrieve \\
         --row "titles + found, no page_mix" runs/found-pagemix/f0-no-page-mix/retrieve runs/found-pagemix/f1-no-page-mix/retrieve
 
-Each retrieval folder holds predictions.jsonl and metrics.json (`drkit retrieve --answers`); the first row is
-the one the others are tested against and must be named drkit.
+Each retrieval folder holds predictions.jsonl and metrics.json (`drkit retrieve --answers` for the Hits@1); the
+first row is the one the others are tested against. The same for the transfer to musique100 (not trained on;
+the fold 0 model), tested against found entities with page_mix:
+
+    python scripts/found_entities_table.py --out benchmarks/results/2wiki-found-pagemix/transfer-f0 \\
+        --title "musique100, not trained on: the fold 0 model" --questions ../shared/data/musique100/questions.jsonl \\
+        --row "titles + found, page_mix" runs/found-pagemix/transfer-f0/retrieve-page-mix \\
+        --row "titles (the default)" runs/2wiki-f0/transfer/retrieve-drkit \\
+        --row "titles + found, no page_mix" runs/found-pagemix/transfer-f0/retrieve-no-page-mix \\
+        --row bm25 runs/2wiki-f0/transfer/peer-bm25 --row dense runs/2wiki-f0/transfer/peer-dense
+
+(the found index of musique100: `drkit index --entities titles --entities found`, its mentions embedded with
+the found run's encoder, `drkit embed --encoder runs/2wiki-f0-found/pretrain-kb_qa`).
 """
 
 from __future__ import annotations
@@ -25,13 +36,14 @@ from drkit.experiments.twowiki_report import interval_lines, intervals
 ANSWER_TYPES = ("compositional", "inference")
 
 
-def entity_hits(dirs: list[Path]) -> dict:
-    """Hits@1 of the entity answer on the compositional and inference questions of the folds, pooled."""
+def entity_hits(dirs: list[Path]) -> dict | None:
+    """Hits@1 of the entity answer on the compositional and inference questions of the folds, pooled (None when
+    a folder's metrics have no entity answers: retrieved without --answers, or a peer)."""
     right = total = 0
     for d in dirs:
         answers = json.loads((d / "metrics.json").read_text()).get("answers")
         if not answers:
-            raise SystemExit(f"{d / 'metrics.json'} has no entity answers: retrieve with --answers")
+            return None
         for t in ANSWER_TYPES:
             cell = answers.get(t, {"questions": 0, "hits@1": 0.0})
             right += round(cell["hits@1"] * cell["questions"])
@@ -44,21 +56,27 @@ def main() -> None:
     ap.add_argument("--questions", nargs="+", type=Path, required=True, help="each fold's dev questions, in order")
     ap.add_argument("--row", nargs="+", action="append", required=True, metavar=("NAME", "DIR"),
                     help="a row: its name, then one retrieval folder per fold")
+    ap.add_argument("--title", default="2Wiki, both folds pooled: entities from titles, or titles and the text")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     rows = {r[0]: [Path(d) for d in r[1:]] for r in args.row}
-    if list(rows)[0] != "drkit" or any(len(d) != len(args.questions) for d in rows.values()):
-        raise SystemExit("the first --row is drkit, and every row has one folder per --questions file")
-    found = intervals(rows, args.questions)
+    if any(len(d) != len(args.questions) for d in rows.values()):
+        raise SystemExit("every --row has one folder per --questions file")
+    first = list(rows)[0]  # the reference: `intervals` tests every other row against the one named drkit
+    found = intervals({("drkit" if n == first else n): d for n, d in rows.items()}, args.questions)
+    found = {(first if n == "drkit" else n): v for n, v in found.items()}
     hits = {name: entity_hits(dirs) for name, dirs in rows.items()}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps({"rows": {n: [str(d) for d in v] for n, v in rows.items()},
                                                         "intervals": found, "entity_answers": hits}, indent=2) + "\n")
-    lines = interval_lines(found, "# 2Wiki, both folds pooled: entities from titles, or titles and the text")
-    lines += ["", "| row | entity answer Hits@1, compositional + inference |", "|---|---|"]
-    lines += [f"| {n} | {h['hits@1']:.3f} ({h['right']} of {h['questions']}) |" for n, h in hits.items()]
-    lines += ["", "drkit: the first row, tested against (here titles only, `reproduce-2wiki`'s default).",
-              "", "Rows: " + "; ".join(f"{n}: {', '.join(str(d) for d in v)}" for n, v in rows.items()) + "."]
+    lines = [line.replace("differs from drkit", f"differs from {first}")
+             for line in interval_lines({("drkit" if n == first else n): v for n, v in found.items()}, f"# {args.title}")]
+    lines = [line.replace("| **drkit** |", f"| **{first}** |", 1) for line in lines]
+    if any(h and h["questions"] for h in hits.values()):
+        lines += ["", "| row | entity answer Hits@1, compositional + inference |", "|---|---|"]
+        lines += [f"| {n} | {h['hits@1']:.3f} ({h['right']} of {h['questions']}) |" for n, h in hits.items()
+                  if h and h["questions"]]
+    lines += ["", "Rows: " + "; ".join(f"{n}: {', '.join(str(d) for d in v)}" for n, v in rows.items()) + "."]
     (args.out / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
