@@ -41,7 +41,7 @@ from drkit.reason.entity_set import EntitySet
 from drkit.reason.follow import FollowConfig
 from drkit.reason.mixing import HopMixingModel, MixConfig, mixture_loss
 from drkit.reason.model import ModelConfig
-from drkit.reason.vkb import VirtualKB
+from drkit.reason.vkb import VirtualKB, has_page
 from drkit.util.hardware import device_field, precision_field
 from drkit.util.progress import progress
 from drkit.util.runs import adamw, append_log, optimizer_step, prepare_run, upgrade_run_settings
@@ -198,7 +198,7 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
                 "link": dataclasses.asdict(link_config), "index": str(index_dir), "mentions": str(mentions_dir),
                 "encoder": str(encoder_dir), "train_file": str(train_file), "dev_file": str(dev_file)}
     index = SparseIndex.load(index_dir)
-    every_entity_a_page = bool((np.diff(np.asarray(index.entity_pages[0])) > 0).all())
+    every_entity_a_page = bool(has_page(index).all())
     if not overwrite:  # a run made before a settings field existed: its run.json as the settings it meant
         if every_entity_a_page:  # there page_mix changes nothing: a run made before it meant either value
             _absent_page_mix_as(run, mix_config.page_mix)

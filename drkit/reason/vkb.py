@@ -31,6 +31,12 @@ class ParsedQuestion:
     how: str  # "bracketed" or "linked (least frequent of ...)"
 
 
+def has_page(index: SparseIndex) -> np.ndarray:
+    """(E,) bool: whether each entity of `index` has a page (passages under its title)."""
+    indptr, _ = index.entity_pages
+    return np.diff(np.asarray(indptr)) > 0
+
+
 class VirtualKB:
     """Everything a follow needs at question time, loaded once."""
 
@@ -58,8 +64,7 @@ class VirtualKB:
     def page_entities(self) -> np.ndarray | None:
         """(E,) bool: the entities with a page (passages under their title); None when every entity has one."""
         if self._page_entities is None:
-            indptr, _ = self.index.entity_pages
-            has = np.diff(np.asarray(indptr)) > 0
+            has = has_page(self.index)
             self._page_entities = (None if has.all() else has,)
         return self._page_entities[0]
 
