@@ -26,11 +26,10 @@ def main() -> None:
     args = ap.parse_args()
     r = DrKITRetriever.load(args.index, args.model, answers=True)
     r.answer_top = TOP
-    ids = {n.casefold(): i for i, n in enumerate(r.names)}
     questions = [q for q in map(json.loads, open(args.questions, encoding="utf-8")) if q.get("type") in TYPES]
     ranks: Counter = Counter()
     for q in questions:
-        gold = {ids.get(a.strip().casefold()) for a in q["answers"]} - {None}
+        gold = {r.vkb.index.entities.lookup(a) for a in q["answers"]} - {None}
         if not gold:
             ranks["answer not an entity"] += 1
             continue

@@ -62,16 +62,13 @@ def main() -> None:
     rows = {r[0]: [Path(d) for d in r[1:]] for r in args.row}
     if any(len(d) != len(args.questions) for d in rows.values()):
         raise SystemExit("every --row has one folder per --questions file")
-    first = list(rows)[0]  # the reference: `intervals` tests every other row against the one named drkit
-    found = intervals({("drkit" if n == first else n): d for n, d in rows.items()}, args.questions)
-    found = {(first if n == "drkit" else n): v for n, v in found.items()}
+    first = list(rows)[0]  # the reference every other row is tested against
+    found = intervals(rows, args.questions, reference=first)
     hits = {name: entity_hits(dirs) for name, dirs in rows.items()}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps({"rows": {n: [str(d) for d in v] for n, v in rows.items()},
                                                         "intervals": found, "entity_answers": hits}, indent=2) + "\n")
-    lines = [line.replace("differs from drkit", f"differs from {first}")
-             for line in interval_lines({("drkit" if n == first else n): v for n, v in found.items()}, f"# {args.title}")]
-    lines = [line.replace("| **drkit** |", f"| **{first}** |", 1) for line in lines]
+    lines = interval_lines(found, f"# {args.title}", reference=first)
     if any(h and h["questions"] for h in hits.values()):
         lines += ["", "| row | entity answer Hits@1, compositional + inference |", "|---|---|"]
         lines += [f"| {n} | {h['hits@1']:.3f} ({h['right']} of {h['questions']}) |" for n, h in hits.items()

@@ -78,31 +78,18 @@ def test_mix_over_pages_matches_a_dense_loop(seed):
     torch.testing.assert_close(mix(normed, pi, np.ones(n, bool)).to_dense(n), mix(normed, pi).to_dense(n))
 
 
-def test_gradcheck_through_pi_and_each_hop_over_pages():
-    rng = np.random.default_rng(2)
+@pytest.mark.parametrize("seed, over_pages", [(1, False), (2, True)])
+def test_gradcheck_through_pi_and_each_hop(seed, over_pages):
+    rng = np.random.default_rng(seed)
     batch, n = 3, 9
     sets = [random_set(rng, batch, n) for _ in range(3)]
-    has_page = np.arange(n) % 3 != 0
+    has_page = np.arange(n) % 3 != 0 if over_pages else None
     logits = torch.tensor(rng.normal(size=(batch, 3)), requires_grad=True)
     probs = [z.probs.clone().requires_grad_(True) for z in sets]
 
     def fn(logits, *probs):
         zs = [EntitySet(z.rows, z.ids, p, z.batch_size) for z, p in zip(sets, probs)]
         return mix(zs, torch.softmax(logits, -1), has_page).probs
-
-    assert torch.autograd.gradcheck(fn, (logits, *probs))
-
-
-def test_gradcheck_through_pi_and_each_hop():
-    rng = np.random.default_rng(1)
-    batch, n = 3, 9
-    sets = [random_set(rng, batch, n) for _ in range(3)]
-    logits = torch.tensor(rng.normal(size=(batch, 3)), requires_grad=True)
-    probs = [z.probs.clone().requires_grad_(True) for z in sets]
-
-    def fn(logits, *probs):
-        zs = [EntitySet(z.rows, z.ids, p, z.batch_size) for z, p in zip(sets, probs)]
-        return mix(zs, torch.softmax(logits, -1)).probs
 
     assert torch.autograd.gradcheck(fn, (logits, *probs))
 

@@ -397,7 +397,7 @@ def test_page_mix_mixes_each_hop_over_the_entities_with_a_page(mixing_run, tmp_p
     questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()[:8]]
     assert HopMixingModel.load(d / "run" / "model").config.page_mix  # the default, and what the run trained with
     r = DrKITRetriever.load(d / "index1", d / "run")
-    has_page = r.vkb.page_entities()
+    has_page = r.vkb.page_entities
     assert has_page is not None and not has_page.all()
     n = r.vkb.index.n_entities
     cities = [r.vkb.index.entities.lookup(c) for c in CITY]
@@ -426,7 +426,7 @@ def test_page_mix_mixes_each_hop_over_the_entities_with_a_page(mixing_run, tmp_p
     build_mention_index(tmp_path / "titles", d / "enc", tmp_path / "mentions", EmbedConfig(precision="fp32"),
                         log=lambda *a: None)
     t = DrKITRetriever.load(tmp_path / "titles", d / "run", tmp_path / "mentions")
-    assert t.vkb.page_entities() is None
+    assert t.vkb.page_entities is None
     linked = t.linker.link(questions)
     same = {}
     for flag in (True, False):

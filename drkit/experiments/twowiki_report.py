@@ -38,10 +38,11 @@ def per_question_values(predictions: list[Path], questions: list[Path], ks=(2, 5
     return out
 
 
-def intervals(runs: dict[str, Path | list[Path]], questions: list[Path]) -> dict:
+def intervals(runs: dict[str, Path | list[Path]], questions: list[Path], reference: str = "drkit") -> dict:
     """For each retriever (its retrieval folder(s), each holding predictions.jsonl for the question file of
-    the same position), the mean, 95% bootstrap interval and paired test against drkit of R@2, R@5, AR@2
-    and AR@5 (`drkit.qa.stats`)."""
+    the same position), the mean, 95% bootstrap interval and paired test against `reference` (one of `runs`)
+    of R@2, R@5, AR@2 and AR@5 (`drkit.qa.stats`); the cells' ``drkit_minus`` is the reference's mean minus
+    the retriever's."""
     from drkit.qa.stats import ALPHA, bootstrap_ci, paired_test
 
     values = {name: per_question_values([Path(d) / "predictions.jsonl" for d in (dirs if isinstance(dirs, list) else [dirs])],
@@ -52,8 +53,8 @@ def intervals(runs: dict[str, Path | list[Path]], questions: list[Path]) -> dict
         for metric, x in v.items():
             lo, hi = bootstrap_ci(x)
             cell = {"mean": round(float(x.mean()), 4), "ci95": [round(lo, 4), round(hi, 4)], "questions": len(x)}
-            if name != "drkit" and "drkit" in values:
-                test = paired_test(values["drkit"][metric], x)
+            if name != reference and reference in values:
+                test = paired_test(values[reference][metric], x)
                 cell.update(drkit_minus=round(test["diff"], 4), p=round(test["p"], 4), differs=test["p"] < ALPHA)
             out[name][metric] = cell
     return out
@@ -166,18 +167,18 @@ NAMES = {"bm25": "BM25 (bm25s, title + text)", "dense": "dense MiniLM (mean pool
          "ppr": "control: personalised PageRank from the linked Z_0, no training"}
 
 
-def interval_lines(found: dict, title: str) -> list[str]:
+def interval_lines(found: dict, title: str, reference: str = "drkit") -> list[str]:
     """A table of `intervals`' output: mean [95% interval] per metric, * where the paired test says the
-    retriever differs from drkit."""
+    retriever differs from `reference` (in bold)."""
     metrics = ("R@2", "R@5", "AR@2", "AR@5")
     lines = [title, "", "| retriever | questions | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
     for name, cells in found.items():
         row = [f"{c['mean']:.3f} [{c['ci95'][0]:.3f}, {c['ci95'][1]:.3f}]" + ("*" if c.get("differs") else "")
                for c in (cells[m] for m in metrics)]
-        label = "**drkit**" if name == "drkit" else NAMES.get(name, name)
+        label = f"**{name}**" if name == reference else NAMES.get(name, name)
         lines.append(f"| {label} | {cells['R@2']['questions']} | " + " | ".join(row) + " |")
     lines += ["", "95% bootstrap intervals over the questions (10,000 resamples); * the paired sign-flip test says "
-              "it differs from drkit (p < 0.05); without *, no difference is called."]
+              f"it differs from {reference} (p < 0.05); without *, no difference is called."]
     return lines
 
 

@@ -108,7 +108,7 @@ class DrKIT:
         if reader is not None:
             from drkit.reader.model import Reader
 
-            reader = reader if isinstance(reader, Reader) else Reader.load(reader)
+            reader = Reader.loaded(reader)
         if is_mixing_model(model):
             from drkit.qa.retrieve import DrKITRetriever
 

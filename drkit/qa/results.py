@@ -117,9 +117,11 @@ def reader_answer(reading, passages) -> ReaderAnswer:
     from drkit.reader.text import split_sentences
 
     span = reading.span if reading.answer_type == "span" else None
-    support = []
+    support, sentences = [], {}  # sentences: passage -> its sentences' offsets, split once
     for s in reading.supporting:
-        a, b = split_sentences(passages[s.passage].text)[s.sentence]
+        if s.passage not in sentences:
+            sentences[s.passage] = split_sentences(passages[s.passage].text)
+        a, b = sentences[s.passage][s.sentence]
         support.append(SupportingSentence(s.passage_id, passages[s.passage].title, s.sentence, s.text,
                                           rounded_prob(s.prob), a, b))
     held = {s.passage for s in reading.supporting} | ({span.passage} if span else set())

@@ -208,10 +208,13 @@ def settled_reading(example, found: Comparison) -> Reading:
     passages = example.passages
     titles = [p.title for p in passages]
     supporting: list[Supporting] = []
+    sentences: dict[int, list] = {}  # passage -> its sentences' offsets, split once
 
     def add(p: int, hit) -> None:  # the first sentence of passage p for which hit(sentence) holds
         text = passages[p].text
-        for s, (a, b) in enumerate(split_sentences(text)):
+        if p not in sentences:
+            sentences[p] = split_sentences(text)
+        for s, (a, b) in enumerate(sentences[p]):
             if hit(text[a:b]):
                 if all((x.passage, x.sentence) != (p, s) for x in supporting):
                     supporting.append(Supporting(p, s, passages[p].id, text[a:b], None))

@@ -41,6 +41,7 @@ from drkit.reader.examples import ANSWER_TYPES, SPAN, ReaderExample
 from drkit.reader.reading import TITLE, ReadConfig, Reading
 from drkit.reader.text import find_all, split_sentences
 from drkit.util.artifact import ArtifactWriter, read_manifest
+from drkit.util.runs import as_saved
 
 FORMAT = "drkit.reader"
 FORMAT_VERSION = 1
@@ -149,6 +150,11 @@ class Reader(nn.Module):
                               **(extra_manifest or {}))
 
     @classmethod
+    def loaded(cls, reader: "str | Path | Reader") -> "Reader":
+        """`reader` itself when it is one, else `load` it (a reader directory or a ``drkit train-reader`` run)."""
+        return reader if isinstance(reader, cls) else cls.load(reader)
+
+    @classmethod
     def load(cls, path: str | Path) -> "Reader":
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
@@ -160,7 +166,7 @@ class Reader(nn.Module):
         if not (path / "manifest.json").exists() and (path / "reader" / "manifest.json").exists():
             path = path / "reader"  # a `drkit train-reader` run: its reader
         manifest = read_manifest(path, FORMAT, FORMAT_VERSION)
-        config = ReaderConfig(**{**ReaderConfig.ABSENT_MEANT, **manifest["config"]})
+        config = as_saved(ReaderConfig, manifest["config"])
         cfg = AutoConfig.from_pretrained(str(path / "transformer"), local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"), local_files_only=True)
         reader = cls(config, AutoModel.from_config(cfg), tokenizer)

@@ -41,6 +41,7 @@ from drkit.reason.follow import FollowConfig, FollowTrace, follow, rescore
 from drkit.reason.model import ModelConfig, MultiHopModel
 from drkit.reason.question_encoder import rows_alike
 from drkit.util.artifact import ArtifactWriter, read_manifest
+from drkit.util.runs import as_saved
 
 FORMAT = "drkit.mixing-model"
 FORMAT_VERSION = 1
@@ -195,7 +196,7 @@ class HopMixingModel(nn.Module):
             queries.append(q)
             traces.append(tr)
         # over pages: None where every entity has one (then nothing changes, to the bit)
-        has_page = vkb.page_entities() if self.config.page_mix else None
+        has_page = vkb.page_entities if self.config.page_mix else None
         z_star = mix(sets, pi, has_page) if self.config.fixed is None else sets[self.config.fixed]
         return MixOutput(z_star, pi, sets, queries, traces)
 
@@ -215,7 +216,7 @@ class HopMixingModel(nn.Module):
         path = Path(path)
         manifest = read_manifest(path, FORMAT, FORMAT_VERSION)
         base = MultiHopModel.load(path / "base")
-        model = cls(base, MixConfig(**{**MixConfig.ABSENT_MEANT, **manifest["mix"]}))
+        model = cls(base, as_saved(MixConfig, manifest["mix"]))
         from safetensors.torch import load_file
 
         missing, unexpected = model.load_state_dict(load_file(str(path / "heads.safetensors")), strict=False)

@@ -174,16 +174,6 @@ def passage_recall(model: HopMixingModel, vkb: VirtualKB, linker: QuestionLinker
     return float(np.mean(shares)) if shares else 0.0
 
 
-def _absent_page_mix_as(run: Path, value: bool) -> None:
-    """Write `value` as the ``page_mix`` of a run.json made before the setting existed."""
-    path = run / "run.json"
-    if path.exists():
-        settings = json.loads(path.read_text())
-        if isinstance(settings.get("mix"), dict) and "page_mix" not in settings["mix"]:
-            settings["mix"]["page_mix"] = value
-            path.write_text(json.dumps(settings, indent=2) + "\n")
-
-
 def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Path, dev_file: str | Path,
                  out: str | Path, mix_config: MixConfig = MixConfig(), model_config: ModelConfig = ModelConfig(),
                  follow_config: FollowConfig = FollowConfig(), config: MixTrainConfig = MixTrainConfig(),
@@ -198,12 +188,12 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
                 "link": dataclasses.asdict(link_config), "index": str(index_dir), "mentions": str(mentions_dir),
                 "encoder": str(encoder_dir), "train_file": str(train_file), "dev_file": str(dev_file)}
     index = SparseIndex.load(index_dir)
-    every_entity_a_page = bool(has_page(index).all())
+    every_entity_a_page = bool(has_page(index).all())  # then page_mix changes nothing
     if not overwrite:  # a run made before a settings field existed: its run.json as the settings it meant
-        if every_entity_a_page:  # there page_mix changes nothing: a run made before it meant either value
-            _absent_page_mix_as(run, mix_config.page_mix)
         upgrade_run_settings(run, {"train": MixTrainConfig, "mix": MixConfig, "model": ModelConfig,
-                                   "follow": FollowConfig, "link": QuestionLinkConfig})
+                                   "follow": FollowConfig, "link": QuestionLinkConfig},
+                             # made before page_mix on such an index, the run meant either value
+                             absent={"mix": {"page_mix": mix_config.page_mix}} if every_entity_a_page else None)
     if mix_config.page_mix and config.objective == "pages+answers" and config.answers and not every_entity_a_page:
         raise ConfigError("objective pages+answers with page_mix: an answer entity without a page (a name or date "
                           "found in the text) could not be in Z*; use --objective pages (answers keep their own loss "

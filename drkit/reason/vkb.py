@@ -8,6 +8,7 @@ links the corpus, and the least frequent one in the corpus is used (paper, Appen
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,14 +60,12 @@ class VirtualKB:
         self._searcher = None  # built on first use: restricted retrieval never searches
         self.entity_frequency = np.bincount(index.mention_entity, minlength=index.n_entities)
         self._linker = None
-        self._page_entities: tuple[np.ndarray | None] | None = None
 
+    @functools.cached_property
     def page_entities(self) -> np.ndarray | None:
         """(E,) bool: the entities with a page (passages under their title); None when every entity has one."""
-        if self._page_entities is None:
-            has = has_page(self.index)
-            self._page_entities = (None if has.all() else has,)
-        return self._page_entities[0]
+        has = has_page(self.index)
+        return None if has.all() else has
 
     @classmethod
     def load(cls, index_dir: str | Path, mentions_dir: str | Path, searcher: str = "exact", precision: str = "auto",

@@ -147,7 +147,7 @@ class Engine:
         if reader is not None:  # loaded once: a reload of the index keeps it (the reader is not watched)
             from drkit.reader.model import Reader
 
-            reader = reader if isinstance(reader, Reader) else Reader.load(reader)
+            reader = Reader.loaded(reader)
 
         def load_kit() -> DrKIT:
             return DrKIT.load(index, model, mentions, config, reader=reader, reading=reading)

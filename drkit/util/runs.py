@@ -59,10 +59,17 @@ def settings_diff(previous: dict, settings: dict, prefix: str = "", paths: tuple
     return out
 
 
-def upgrade_run_settings(run: Path, classes: dict) -> None:
+def as_saved(cls, section: dict):
+    """The settings dataclass `cls` of a saved `section`: a field added after it was saved takes what its absence
+    meant (``cls.ABSENT_MEANT``), else its default."""
+    return cls(**{**getattr(cls, "ABSENT_MEANT", {}), **section})
+
+
+def upgrade_run_settings(run: Path, classes: dict, absent: dict | None = None) -> None:
     """Rewrite ``run.json`` of a run made before a settings field existed (or was a bool) as the settings it
     meant: each section named in `classes` (``{"train": TrainConfig, ...}``) read through its settings
-    class, absent fields at their defaults. Left alone when a section does not read (unknown field, bad
+    class, absent fields as `as_saved` reads them, or as `absent` (``{section: {field: value}}``) says where the
+    caller knows what this run's absence meant. Left alone when a section does not read (unknown field, bad
     value): `prepare_run` then names what differs."""
     path = run / "run.json"
     if not path.exists():
@@ -74,10 +81,10 @@ def upgrade_run_settings(run: Path, classes: dict) -> None:
             section = dict(settings[key])
             if "bf16" in section and "precision" in {f.name for f in dataclasses.fields(cls)}:
                 section["precision"] = "bf16" if section.pop("bf16") else "fp32"  # what the bool meant
-            for name, meant in getattr(cls, "ABSENT_MEANT", {}).items():  # a field added later: what its absence meant
+            for name, meant in (absent or {}).get(key, {}).items():
                 section.setdefault(name, meant)
             try:
-                upgraded[key] = dataclasses.asdict(cls(**section))
+                upgraded[key] = dataclasses.asdict(as_saved(cls, section))
             except (TypeError, ConfigError):
                 return
     if upgraded != settings:
