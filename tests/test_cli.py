@@ -171,6 +171,17 @@ def test_every_command_has_a_flag_for_every_field_of_its_settings():
                 assert (dest in dests) != ((name, dest) in unflagged), (name, dest)
 
 
+def test_every_command_prints_its_help(capsys):
+    # argparse %-formats help texts: a bare "%" in a field's help once made `drkit train-reader --help` a traceback
+    commands = build_parser()._subparsers._group_actions[0].choices
+    for name in commands:
+        with pytest.raises(SystemExit) as exit_:
+            main([name, "--help"])
+        assert exit_.value.code == 0, name
+        assert capsys.readouterr().out.startswith(f"usage: drkit {name}"), name
+    assert "58% of the time" in " ".join(commands["train-reader"].format_help().split())  # shown as written
+
+
 @pytest.mark.parametrize("flag, expected", [([], None), (["--question-entity", "linked"], "linked"),
                                             (["--question-entity", "bracketed"], "bracketed")])
 def test_evaluate_passes_question_entity(monkeypatch, tmp_path, flag, expected):

@@ -44,7 +44,7 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls, title: str, ex
             help_text += f"; environment: {variable}"
             if variable in os.environ:
                 default = FromEnv(variable, os.environ[variable])
-        help_text += ")"
+        help_text = (help_text + ")").replace("%", "%%")  # argparse %-formats help ("58% of the time")
         if isinstance(f.default, bool):
             group.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default, help=help_text)
             continue

@@ -158,7 +158,7 @@ class Reader(nn.Module):
     def load(cls, path: str | Path) -> "Reader":
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-        from drkit.dense.encoder import load_weights
+        from drkit.dense.encoder import load_weights, unset_weights
 
         path = Path(path)
         if not path.exists():
@@ -169,7 +169,8 @@ class Reader(nn.Module):
         config = as_saved(ReaderConfig, manifest["config"])
         cfg = AutoConfig.from_pretrained(str(path / "transformer"), local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"), local_files_only=True)
-        reader = cls(config, AutoModel.from_config(cfg), tokenizer)
+        with unset_weights():
+            reader = cls(config, AutoModel.from_config(cfg), tokenizer)
         load_weights(reader, path / "model.safetensors", "the reader")
         reader.manifest, reader.path = manifest, path
         return reader.eval()

@@ -58,7 +58,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from drkit.dense.encoder import load_weights, mean_pool
+from drkit.dense.encoder import load_weights, mean_pool, unset_weights
 from drkit.errors import ConfigError
 from drkit.index.csr import concat_ranges
 from drkit.reason.entity_set import EntitySet
@@ -334,8 +334,9 @@ class MultiHopModel(nn.Module):
         manifest = read_manifest(path, FORMAT, FORMAT_VERSION)
         bert_config = AutoConfig.from_pretrained(str(path), local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"), local_files_only=True)
-        model = cls(ModelConfig(**manifest["model"]), FollowConfig(**manifest["follow"]), bert_config,
-                    manifest["dim"], tokenizer, manifest["max_question_pieces"])
+        with unset_weights():
+            model = cls(ModelConfig(**manifest["model"]), FollowConfig(**manifest["follow"]), bert_config,
+                        manifest["dim"], tokenizer, manifest["max_question_pieces"])
         load_weights(model, path / "model.safetensors", "the model")
         model.manifest = manifest
         return model.eval()
