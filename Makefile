@@ -43,8 +43,12 @@ serve: $(VENV)/.core-installed
 	test -d runs/sample-model-2hop/model || $(MAKE) demo
 	$(BIN)/drkit serve --index runs/sample-index --model runs/sample-model-2hop
 
-# The suite runs in one pytest-xdist worker per CPU (at most 4); tests/conftest.py keeps each worker on CPUs of its own.
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+# The suite runs in one pytest-xdist worker per CPU (at most 4, and no more than a cgroup CPU quota allows);
+# tests/conftest.py keeps each worker on CPUs of its own.
+CPU_MAX ?= /sys/fs/cgroup/cpu.max
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); \
+	[ -r $(CPU_MAX) ] && read q p < $(CPU_MAX) && [ "$$q" != max ] && [ $$((q / p)) -lt $$n ] && n=$$((q / p)); \
+	[ $$n -lt 1 ] && n=1; [ $$n -gt 4 ] && n=4; echo $$n)
 
 test: install
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)

@@ -11,16 +11,27 @@ import pytest
 os.environ.setdefault("DRKIT_DEVICE", "cpu")
 
 
+def worker_cpus(cpus: list[int], quota: int, workers: int, me: int) -> list[int]:
+    """The CPUs xdist worker `me` of `workers` keeps to: every `workers`-th of `cpus` (its affinity), at most its
+    share of a cgroup CPU `quota` (`quota` whole CPUs; the affinity's size when there is none); with more workers than
+    CPUs, one CPU, shared round-robin."""
+    if workers >= len(cpus):
+        return [cpus[me % len(cpus)]]
+    return cpus[me % workers::workers][: max(1, min(quota, len(cpus)) // workers)]
+
+
 def _pin_xdist_worker() -> None:
     """Under pytest-xdist (`make test` runs one worker per CPU, at most 4), each worker and the processes it starts
-    keep to CPUs of their own (with more workers than CPUs, one CPU, shared round-robin): drkit sizes torch's
-    threads from the CPUs it may run on, so the workers do not oversubscribe the machine."""
+    keep to CPUs of their own (`worker_cpus`): drkit sizes torch's threads from the CPUs it may run on, so the
+    workers do not oversubscribe the machine, nor a CPU quota smaller than the CPUs it shows."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if not worker.startswith("gw") or not hasattr(os, "sched_setaffinity"):
         return
+    from drkit.util.hardware import available_cpus  # the affinity capped by a cgroup quota
+
     cpus = sorted(os.sched_getaffinity(0))
-    workers, me = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))), int(worker[2:])
-    mine = cpus[me % workers::workers] if workers < len(cpus) else [cpus[me % len(cpus)]]
+    mine = worker_cpus(cpus, available_cpus(), max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))),
+                       int(worker[2:]))
     os.sched_setaffinity(0, mine)
     import torch
 

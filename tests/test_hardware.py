@@ -211,3 +211,17 @@ def test_an_fp16_mention_index_is_extended_in_fp32_without_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("with a GPU the recorded fp16 stands")
     assert EmbedConfig.from_manifest({"batch_tokens": 64, "precision": "fp16", "device": "cuda"}).precision == "fp32"
+
+
+def test_xdist_workers_keep_to_cpus_of_their_own_within_a_quota():
+    from conftest import worker_cpus
+
+    cpus = list(range(8))
+    assert [worker_cpus(cpus, 8, 2, me) for me in (0, 1)] == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert [worker_cpus(cpus, 2, 2, me) for me in (0, 1)] == [[0], [1]]  # a 2-CPU quota on 8 visible CPUs
+    assert [worker_cpus(cpus, 3, 2, me) for me in (0, 1)] == [[0], [1]]
+    assert [worker_cpus(cpus, 1, 2, me) for me in (0, 1)] == [[0], [1]]  # never none
+    assert [worker_cpus([0, 1], 2, 4, me) for me in range(4)] == [[0], [1], [0], [1]]  # more workers than CPUs
+    for quota in range(1, 9):  # disjoint, and together within the quota (or one CPU a worker)
+        mine = [worker_cpus(cpus, quota, 4, me) for me in range(4)]
+        assert len({c for m in mine for c in m}) == sum(map(len, mine)) <= max(quota, 4)

@@ -119,3 +119,14 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     assert "both folds pooled (16 questions" in (tmp_path / "pooled" / "results.md").read_text()
     assert pooled["reader"]["rows"]["drkit"]["questions"] == 16 and len(pooled["reader"]["transfer"]) == 2
     assert main(["pool-2wiki", "--runs", str(out), str(out), "--out", str(tmp_path / "bad")]) == 2
+
+
+def test_the_reader_settings_are_the_readers_and_checked_by_it():
+    from drkit.errors import ConfigError
+    from drkit.experiments.twowiki import TwoWikiConfig
+
+    assert TwoWikiConfig(reader_max_pieces=320, reader_layers=3).reader_config().max_pieces == 320
+    assert TwoWikiConfig().reader_config().layers == 0
+    for bad in ({"reader_layers": -1}, {"reader_max_pieces": 16}):  # 16: no room beside a 64-piece question
+        with pytest.raises(ConfigError, match="--reader-max-pieces"):
+            TwoWikiConfig(**bad)

@@ -116,10 +116,14 @@ class TwoWikiConfig:
     reader_passages: int = field(default=5, metadata={"help": "passages the reader reads (N)"})
     reader_layers: int = field(default=0, metadata={"help": "transformer layers of the reader, the base's first ones "
                                                             "(0: all)"})
+    reader_max_pieces: int = field(default=512, metadata={"help": "word pieces the reader is trained on and reads "
+                                                                  "(question and passages)"})
 
     def __post_init__(self):
-        if self.reader_layers < 0:
-            raise ConfigError(f"reader_layers must be 0 (all of the base's) or more, got {self.reader_layers}")
+        try:
+            self.reader_config()
+        except ConfigError as e:
+            raise ConfigError(f"the reader's settings (--reader-layers, --reader-max-pieces): {e}") from None
         unknown = [r for r in self.rows if r not in ROWS]
         if unknown:
             raise ConfigError(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
@@ -129,6 +133,12 @@ class TwoWikiConfig:
             raise ConfigError(f"entities must be titles, or titles and found; got {list(self.entities)}")
         if not 0 < self.dev_fraction < 1:
             raise ConfigError(f"dev_fraction must be in (0, 1), got {self.dev_fraction}")
+
+    def reader_config(self):
+        """The reader's `drkit.reader.model.ReaderConfig`."""
+        from drkit.reader.model import ReaderConfig
+
+        return ReaderConfig(max_pieces=self.reader_max_pieces, layers=self.reader_layers)
 
 
 def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = TwoWikiConfig(), log=print) -> dict:
