@@ -41,12 +41,12 @@ ROW_NAMES = {"gold": "reader on the gold passages (upper bound)", "drkit": "**dr
 def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, config, timings, log) -> dict:
     """Train the reader unless done, read each row (module docstring), return the rows' metrics."""
     from drkit.reader.examples import read_passages
-    from drkit.reader.model import Reader, ReaderConfig
+    from drkit.reader.model import Reader
     from drkit.reader.train import ReaderTrainConfig, train_reader
 
     run = out / "train-reader"
     call = lambda: train_reader(data / "corpus.jsonl", split / "train.jsonl", run, out / "kb-train.txt",  # noqa: E731
-                                ReaderConfig(layers=config.reader_layers),
+                                config.reader_config(),
                                 config=ReaderTrainConfig(epochs=config.reader_epochs), log=log)
     call() if (run / "done.json").exists() else timings.run("train-reader", call, log)
     reader = Reader.load(run / "reader")
