@@ -8,7 +8,7 @@ import torch
 from test_retrieve import mixing_run, title_corpus, write_jsonl  # noqa: F401  (mixing_run: a fixture)
 
 from drkit.cli import main
-from drkit.reader.decode import decode
+from drkit.reader.decode import bridge_names, decode
 from drkit.reader.examples import OrderConfig, ReaderExample, ReaderPassage, arrange
 from drkit.reader.model import TITLE, Reader, ReaderConfig, allot
 from drkit.reader.reading import ReadConfig
@@ -168,6 +168,39 @@ def test_span_decoding_matches_a_brute_force_search(tiny_reader, seed):
     assert r.answer == source[f.chars[i, 0] : f.chars[j, 1]] and r.answer_type == "span"
     probs = torch.sigmoid(logits["support"][f.markers])
     assert [(x.passage, x.sentence) for x in r.supporting] == [f.marker_of[k] for k in range(len(probs)) if probs[k] > 0.5]
+
+
+def test_bridge_names_are_the_titles_read_that_the_question_does_not_name():
+    assert bridge_names(example()) == {"walter lang", "kismet"}  # "Moon Over Miami" is named
+    e = ReaderExample("q", "Who is the father of the director of Kismet?",
+                      (ReaderPassage("x", "Kismet (1944 film)", "A film."), ReaderPassage("y", "The Dieterle", "A man.")))
+    assert bridge_names(e) == {"kismet 1944 film", "dieterle"}  # the bare "kismet" is named
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_skip_bridges_takes_the_best_span_that_is_not_a_bridge_name(tiny_reader, seed):
+    e = example()
+    f = tiny_reader.featurize(e)
+    n, longest = len(f.ids), tiny_reader.config.max_answer_pieces
+    g = torch.Generator().manual_seed(seed)
+    start, end = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    walter = [int(i) for i in np.flatnonzero(f.segment >= 0) if e.passages[0].text[f.chars[i, 0]:].startswith("Walter")
+              and f.segments[int(f.segment[i])][1] != TITLE][0]
+    last = walter + next(d for d in range(longest) if e.passages[0].text[f.chars[walter, 0]: f.chars[walter + d, 1]]
+                         == "Walter Lang")
+    start[walter], end[last] = 9.0, 9.0  # "Walter Lang", a bridge's name, is the best span by far
+    logits = {"type": torch.tensor([3.0, 0.0, 0.0]), "start": start, "end": end, "support": torch.zeros(n)}
+    assert decode(e, f, logits, 0.5, longest).answer == "Walter Lang"
+    spans = []
+    for i in range(n):
+        for j in range(i, min(n, i + longest)):
+            if f.segment[i] >= 0 and f.segment[i] == f.segment[j]:
+                p, s = f.segments[int(f.segment[i])]
+                text = (e.passages[p].title if s == TITLE else e.passages[p].text)[f.chars[i, 0]: f.chars[j, 1]]
+                spans.append((float(start[i] + end[j]), text))
+    want = max((x for x in spans if normalize_answer(x[1]) not in bridge_names(e)), key=lambda x: x[0])
+    r = decode(e, f, logits, 0.5, longest, skip_bridges=True)
+    assert (r.answer, r.span.score) == (want[1], pytest.approx(want[0], abs=1e-5))
 
 
 def test_loss_by_hand(tiny_reader):

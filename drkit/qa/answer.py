@@ -60,6 +60,10 @@ class AnswerConfig:
         "help": "answer a which-of-two date question (\"Who was born first, A or B?\") or a same-country one (\"Are A "
                 "and B in the same country?\") by comparing the dates or countries read in the options' passages, where "
                 "they settle it (drkit.reader.compare); --no-compare: the reader's answer alone"})
+    skip_bridges: bool = field(default=False, metadata={
+        "help": "a span answer is never the title of a passage read that the question does not name (in \"the "
+                "director of film X\", the director's page: a hop on the way, not the answer); the reader's next best "
+                "span is taken instead"})
 
     def __post_init__(self):
         if self.passages < 1 or self.batch_size < 1 or self.qps_sample < 0:
@@ -67,7 +71,7 @@ class AnswerConfig:
         self.reading()  # its checks
 
     def reading(self) -> ReadConfig:
-        return ReadConfig(self.passages, self.support_threshold, self.max_pieces, self.compare)
+        return ReadConfig(self.passages, self.support_threshold, self.max_pieces, self.compare, self.skip_bridges)
 
 
 NOTHING = {"answer": "", "answer_type": None, "type_prob": None, "supporting": []}  # a question with no passage

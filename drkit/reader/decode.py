@@ -9,38 +9,43 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from drkit.reader.clues import bare
 from drkit.reader.examples import ANSWER_TYPES, SPAN, ReaderExample
 from drkit.reader.reading import TITLE, Reading, Span, Supporting
+from drkit.reader.text import normalize_answer
 
 if TYPE_CHECKING:
     from drkit.reader.model import Features
 
 
+CANDIDATES = 64  # spans looked at, best first, for one that is not a bridge's name (`skip_bridges`)
+
+
 def decode(example: ReaderExample, f: Features, logits: dict, support_threshold: float,
-           max_answer_pieces: int) -> Reading:
+           max_answer_pieces: int, skip_bridges: bool = False) -> Reading:
     """The `Reading` of `example` from its features `f` and its row of the reader's `logits` (type (3,); start,
-    end and support (L,))."""
+    end and support (L,)). `skip_bridges`: the span is the best one that is not the title of a passage read
+    which the question does not name (`bridge_names`), where one of the best `CANDIDATES` is not."""
     type_probs = torch.softmax(logits["type"], 0)
     kind = ANSWER_TYPES[int(type_probs.argmax())]
     n = len(f.ids)
-    start, end = logits["start"][:n], logits["end"][:n]
     seg = torch.from_numpy(f.segment)
-    best = (float("-inf"), -1, -1)
-    for d in range(min(max_answer_pieces, n)):
-        ok = (seg[: n - d] >= 0) & (seg[: n - d] == seg[d:])
-        if not bool(ok.any()):
-            continue
-        scores = (start[: n - d] + end[d:]).masked_fill(~ok, float("-inf"))
-        i = int(scores.argmax())
-        if float(scores[i]) > best[0]:
-            best = (float(scores[i]), i, i + d)
+    scores = span_scores(logits["start"][:n], logits["end"][:n], seg, max_answer_pieces)
     span = None
-    if best[1] >= 0:
-        p, s = f.segments[int(f.segment[best[1]])]
+    skipped = bridge_names(example) if skip_bridges else set()
+    for k, flat in enumerate(scores.flatten().argsort(descending=True, stable=True)[:CANDIDATES].tolist()):
+        d, i = divmod(flat, n)
+        score = float(scores[d, i])
+        if score == float("-inf"):
+            break
+        p, s = f.segments[int(f.segment[i])]
         passage = example.passages[p]
-        c0, c1 = int(f.chars[best[1], 0]), int(f.chars[best[2], 1])
+        c0, c1 = int(f.chars[i, 0]), int(f.chars[i + d, 1])
         text = passage.title[c0:c1] if s == TITLE else passage.text[c0:c1]
-        span = Span(text, p, s, c0, c1, best[0])
+        if k == 0 or normalize_answer(text) not in skipped:
+            span = Span(text, p, s, c0, c1, score)
+            if normalize_answer(text) not in skipped:
+                break
     if kind == SPAN:
         answer = span.text if span is not None else ""
     else:
@@ -50,6 +55,26 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
                     for (p, s), prob in zip(f.marker_of, probs) if prob > support_threshold)
     return Reading(answer, kind, float(type_probs.max()), span, support,
                    {t: float(x) for t, x in zip(ANSWER_TYPES, type_probs)})
+
+
+def span_scores(start: torch.Tensor, end: torch.Tensor, seg: torch.Tensor, max_answer_pieces: int) -> torch.Tensor:
+    """(D, n) start + end logit of the span of pieces i..i+d (row d, column i), -inf where it would leave one
+    title or sentence (`seg`: each piece's segment, -1 outside them) or the input."""
+    n = len(seg)
+    out = torch.full((max(1, min(max_answer_pieces, n)), n), float("-inf"))
+    for d in range(min(max_answer_pieces, n)):
+        ok = (seg[: n - d] >= 0) & (seg[: n - d] == seg[d:])
+        out[d, : n - d] = (start[: n - d] + end[d:]).masked_fill(~ok, float("-inf"))
+    return out
+
+
+def bridge_names(example: ReaderExample) -> set[str]:
+    """The titles of the passages read (normalised, with and without a "(...)" suffix) that the question does not
+    name: in a multi-hop question, the entities its hops pass through ("the director of film X": the director's
+    page), which are not its answer."""
+    question = f" {normalize_answer(example.question)} "
+    names = {key for p in example.passages for key in (normalize_answer(p.title), bare(p.title))}
+    return {key for key in names if key and f" {key} " not in question}
 
 
 def _sentence(example: ReaderExample, f: Features, p: int, s: int) -> str:

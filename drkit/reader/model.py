@@ -339,7 +339,7 @@ class Reader(nn.Module):
             logits = {k: v.float().cpu() for k, v in logits.items()}
             for r, (j, f) in enumerate(zip(chunk, features)):
                 out[j] = decode(examples[j], f, {k: v[r] for k, v in logits.items()}, config.support_threshold,
-                                self.config.max_answer_pieces)
+                                self.config.max_answer_pieces, config.skip_bridges)
         return out
 
 

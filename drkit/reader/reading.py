@@ -13,13 +13,15 @@ TITLE = -1  # the sentence number of a passage's title
 class ReadConfig:
     """How questions are read: `passages` read per question (N; used where the passages are chosen for the reader,
     `drkit.DrKIT`), the supporting-sentence threshold, the word pieces read (None: what the reader was trained
-    with) and whether the comparison rules settle a which-of-two or same-country question before the reader
-    (`drkit.reader.compare`; False: the reader's answer alone)."""
+    with), whether the comparison rules settle a which-of-two or same-country question before the reader
+    (`drkit.reader.compare`; False: the reader's answer alone) and whether a span answer skips the titles of the
+    passages read that the question does not name (`drkit.reader.decode.bridge_names`)."""
 
     passages: int = 5
     support_threshold: float = 0.5
     max_pieces: int | None = None
     compare: bool = True
+    skip_bridges: bool = False
 
     def __post_init__(self):
         if self.passages < 1:
