@@ -33,7 +33,7 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
     scores = span_scores(logits["start"][:n], logits["end"][:n], seg, max_answer_pieces)
     span = None
     skipped = bridge_names(example) if skip_bridges else set()
-    for k, flat in enumerate(scores.flatten().argsort(descending=True, stable=True)[:CANDIDATES].tolist()):
+    for flat in scores.flatten().argsort(descending=True, stable=True)[:CANDIDATES].tolist():
         d, i = divmod(flat, n)
         score = float(scores[d, i])
         if score == float("-inf"):
@@ -42,10 +42,11 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
         passage = example.passages[p]
         c0, c1 = int(f.chars[i, 0]), int(f.chars[i + d, 1])
         text = passage.title[c0:c1] if s == TITLE else passage.text[c0:c1]
-        if k == 0 or normalize_answer(text) not in skipped:
-            span = Span(text, p, s, c0, c1, score)
-            if normalize_answer(text) not in skipped:
-                break
+        candidate = Span(text, p, s, c0, c1, score)
+        span = span or candidate  # the best, should each candidate be a bridge's name
+        if normalize_answer(text) not in skipped:
+            span = candidate
+            break
     if kind == SPAN:
         answer = span.text if span is not None else ""
     else:
