@@ -5,6 +5,7 @@ above the threshold."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import torch
@@ -73,9 +74,9 @@ def bridge_names(example: ReaderExample) -> set[str]:
     """The titles of the passages read (normalised, with and without a "(...)" suffix) that the question does not
     name: in a multi-hop question, the entities its hops pass through ("the director of film X": the director's
     page), which are not its answer."""
-    question = f" {normalize_answer(example.question)} "
+    forms = [f" {normalize_answer(q)} " for q in (example.question, re.sub(r"'s\b", "", example.question))]  # "X's"
     names = {key for p in example.passages for key in (normalize_answer(p.title), bare(p.title))}
-    return {key for key in names if key and f" {key} " not in question}
+    return {key for key in names if key and not any(f" {key} " in q for q in forms)}
 
 
 def _sentence(example: ReaderExample, f: Features, p: int, s: int) -> str:
