@@ -1,4 +1,4 @@
-"""Two recipes of ``drkit reproduce-2wiki``'s reader side by side, pooled over both folds: for each reader row both
+"""Two recipes of ``drkit reproduce-2wiki``'s reader side by side, pooled over the folds given: for each reader row both
 made (read-gold, read-drkit, ...), answer EM and F1 with 95% bootstrap intervals, EM by type, the paired sign-flip
 test of B against A on the same questions, and each recipe's reader training time and milliseconds a question at
 batch 1 (from the runs' own timings and metrics files). Writes OUT/compare.json and OUT/compare.md.
@@ -47,8 +47,8 @@ def summary(rows: list[dict], runs: list[Path], row: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--a", type=Path, nargs=2, required=True, help="recipe A: its fold 0 and fold 1 runs")
-    ap.add_argument("--b", type=Path, nargs=2, required=True, help="recipe B: its fold 0 and fold 1 runs")
+    ap.add_argument("--a", type=Path, nargs="+", required=True, help="recipe A: its runs (fold 0, fold 1)")
+    ap.add_argument("--b", type=Path, nargs="+", required=True, help="recipe B: its runs, of the same folds in the same order")
     ap.add_argument("--names", nargs=2, default=["A", "B"])
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
@@ -77,7 +77,7 @@ def main() -> None:
                          + f" | {' / '.join(map(str, s['ms_per_question_batch1']))} | {' / '.join(map(str, s['ms_per_read_batch1']))} | "
                          + (f"{t['em_paired_test']['p']:.4f} |" if k else " |"))
     lines.append("")
-    lines.append("Reader training (s, fold 0 / fold 1): " + "; ".join(
+    lines.append("Reader training (s, by fold): " + "; ".join(
         f"{n}: {' / '.join(map(str, v))}" for n, v in report["train_reader_s"].items()))
     (args.out / "compare.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
