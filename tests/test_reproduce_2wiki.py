@@ -130,3 +130,16 @@ def test_the_reader_settings_are_the_readers_and_checked_by_it():
     for bad in ({"reader_layers": -1}, {"reader_max_pieces": 16}):  # 16: no room beside a 64-piece question
         with pytest.raises(ConfigError, match="--reader-max-pieces"):
             TwoWikiConfig(**bad)
+
+
+def test_pooling_compares_what_the_figures_depend_on_reading_absent_settings_as_they_were_meant():
+    from drkit.experiments.twowiki import TwoWikiConfig
+    from drkit.experiments.twowiki_report import differing_settings
+
+    old = {"fold": 0, "steps": 100, "rows": ["fixed_0"], "reader_epochs": 2}  # made before reader_layers, max_pieces
+    new = {"fold": 1, "steps": 100, "rows": [], "reader_epochs": 2, "reader_layers": 0, "reader_max_pieces": 512}
+    assert differing_settings(old, new, TwoWikiConfig.ABSENT_MEANT) == []  # fold and rows may differ
+    assert differing_settings(old, {**new, "reader_max_pieces": 320}, TwoWikiConfig.ABSENT_MEANT) == \
+        ["reader_max_pieces: 512 / 320"]
+    assert differing_settings(old, {**new, "steps": 50}, {}) == ["steps: 100 / 50", "reader_layers: None / 0",
+                                                              "reader_max_pieces: None / 512"]

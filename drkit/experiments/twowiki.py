@@ -118,6 +118,8 @@ class TwoWikiConfig:
                                                             "(0: all)"})
     reader_max_pieces: int = field(default=512, metadata={"help": "word pieces the reader is trained on and reads "
                                                                   "(question and passages)"})
+    # what a run made before a setting existed meant by its absence (`drkit pool-2wiki` compares the folds so)
+    ABSENT_MEANT = {"reader_layers": 0, "reader_max_pieces": 512}
 
     def __post_init__(self):
         try:

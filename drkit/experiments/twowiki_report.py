@@ -64,6 +64,19 @@ RETRIEVAL_DIRS = {"drkit": "retrieve-drkit", "bm25": "peer-bm25", "dense": "peer
                   "single_step": "control-single_step", "ppr": "control-ppr"}
 
 
+MAY_DIFFER = ("fold", "rows", "peers", "controls", "answers", "transfer", "qps_sample")  # asked for, not what they are
+
+
+def differing_settings(a: dict, b: dict, absent: dict) -> list[str]:
+    """``"name: a / b"`` for each setting two folds' runs differ in that their figures depend on (not `MAY_DIFFER`);
+    a setting a run made before it existed lacks is read as `absent` says it meant."""
+    def value(settings: dict, k: str):
+        return settings.get(k, absent.get(k))
+
+    keys = [k for k in dict.fromkeys([*a, *b]) if k not in MAY_DIFFER]
+    return [f"{k}: {value(a, k)} / {value(b, k)}" for k in keys if value(a, k) != value(b, k)]
+
+
 def pool_folds(runs: list[Path], out: Path) -> dict:
     """Pool a fold 0 and a fold 1 run of the same split (`drkit pool-2wiki`): every retriever's metrics over
     all the questions, each scored by the model that did not train on it, with intervals and paired tests;
@@ -79,9 +92,9 @@ def pool_folds(runs: list[Path], out: Path) -> dict:
     settings = [f["settings"] for f in found]
     if sorted(s["fold"] for s in settings) != [0, 1]:
         raise ConfigError(f"--runs must be a --fold 0 run and a --fold 1 run; got folds {[s['fold'] for s in settings]}")
-    # what the figures depend on must be the same (the rows, peers, controls and transfer asked for may differ)
-    same = [k for k in settings[0] if k not in ("fold", "rows", "peers", "controls", "answers", "transfer", "qps_sample")]
-    differ = [f"{k}: {settings[0].get(k)} / {settings[1].get(k)}" for k in same if settings[0].get(k) != settings[1].get(k)]
+    from drkit.experiments.twowiki import TwoWikiConfig
+
+    differ = differing_settings(settings[0], settings[1], TwoWikiConfig.ABSENT_MEANT)
     if differ:
         raise ConfigError(f"--runs were made with other settings ({'; '.join(differ)}); pool two folds of one recipe")
     questions = [r / "split" / "dev.jsonl" for r in runs]
