@@ -149,8 +149,9 @@ def _pool_2wiki_parser(sub) -> None:
 
 def _run_pool_2wiki(args) -> int:
     from drkit.experiments import twowiki_report
+    from drkit.experiments.twowiki import TwoWikiConfig
 
-    twowiki_report.pool_folds([Path(r) for r in args.runs], Path(args.out))
+    twowiki_report.pool_folds([Path(r) for r in args.runs], Path(args.out), absent=TwoWikiConfig.ABSENT_MEANT)
     print(f"wrote {args.out}/results.md")
     return 0
 

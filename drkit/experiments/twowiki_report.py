@@ -77,10 +77,11 @@ def differing_settings(a: dict, b: dict, absent: dict) -> list[str]:
     return [f"{k}: {value(a, k)} / {value(b, k)}" for k in keys if value(a, k) != value(b, k)]
 
 
-def pool_folds(runs: list[Path], out: Path) -> dict:
+def pool_folds(runs: list[Path], out: Path, absent: dict | None = None) -> dict:
     """Pool a fold 0 and a fold 1 run of the same split (`drkit pool-2wiki`): every retriever's metrics over
     all the questions, each scored by the model that did not train on it, with intervals and paired tests;
-    the entity answers' Hits@1 pooled; each fold's transfer figures side by side."""
+    the entity answers' Hits@1 pooled; each fold's transfer figures side by side. `absent`: what a setting a run
+    made before it existed lacks meant (`drkit.experiments.twowiki.TwoWikiConfig.ABSENT_MEANT`)."""
     from drkit.qa.metrics import recall_metrics
     from drkit.qa.retrieve import read_questions
 
@@ -92,9 +93,7 @@ def pool_folds(runs: list[Path], out: Path) -> dict:
     settings = [f["settings"] for f in found]
     if sorted(s["fold"] for s in settings) != [0, 1]:
         raise ConfigError(f"--runs must be a --fold 0 run and a --fold 1 run; got folds {[s['fold'] for s in settings]}")
-    from drkit.experiments.twowiki import TwoWikiConfig
-
-    differ = differing_settings(settings[0], settings[1], TwoWikiConfig.ABSENT_MEANT)
+    differ = differing_settings(settings[0], settings[1], absent or {})
     if differ:
         raise ConfigError(f"--runs were made with other settings ({'; '.join(differ)}); pool two folds of one recipe")
     questions = [r / "split" / "dev.jsonl" for r in runs]
