@@ -70,11 +70,9 @@ MAY_DIFFER = ("fold", "rows", "peers", "controls", "answers", "transfer", "qps_s
 def differing_settings(a: dict, b: dict, absent: dict) -> list[str]:
     """``"name: a / b"`` for each setting two folds' runs differ in that their figures depend on (not `MAY_DIFFER`);
     a setting a run made before it existed lacks is read as `absent` says it meant."""
-    def value(settings: dict, k: str):
-        return settings.get(k, absent.get(k))
-
+    a, b = {**absent, **a}, {**absent, **b}  # as `drkit.util.runs.as_saved` reads a saved section
     keys = [k for k in dict.fromkeys([*a, *b]) if k not in MAY_DIFFER]
-    return [f"{k}: {value(a, k)} / {value(b, k)}" for k in keys if value(a, k) != value(b, k)]
+    return [f"{k}: {a.get(k)} / {b.get(k)}" for k in keys if a.get(k) != b.get(k)]
 
 
 def pool_folds(runs: list[Path], out: Path, absent: dict | None = None) -> dict:

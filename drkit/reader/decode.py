@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from drkit.reader.clues import bare
+from drkit.reader.clues import bare, title_key
 from drkit.reader.examples import ANSWER_TYPES, SPAN, ReaderExample
 from drkit.reader.reading import TITLE, Reading, Span, Supporting
 from drkit.reader.text import normalize_answer
@@ -75,7 +75,7 @@ def bridge_names(example: ReaderExample) -> set[str]:
     name: in a multi-hop question, the entities its hops pass through ("the director of film X": the director's
     page), which are not its answer."""
     forms = [f" {normalize_answer(q)} " for q in (example.question, re.sub(r"'s\b", "", example.question))]  # "X's"
-    names = {key for p in example.passages for key in (normalize_answer(p.title), bare(p.title))}
+    names = {key for p in example.passages for key in (title_key(p.title), bare(p.title))}
     return {key for key in names if key and not any(f" {key} " in q for q in forms)}
 
 
