@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 # torch==2.13.0 is pinned in the same command as everything that depends on it (a local CPU wheel).
 # The demo and the server need drkit and its serve extra; the tests, benchmarks and experiments all extras.
 INSTALL_CORE = $(BIN)/pip install --quiet "torch==2.13.0" -e ".[serve]"
-INSTALL = $(BIN)/pip install --quiet "torch==2.13.0" -e ".[test,serve,ray]"
+INSTALL = $(BIN)/pip install --quiet "torch==2.13.0" -e ".[test,serve,ray,ner]"
 SAMPLE  = data/sample
 
 METAQA  = ../shared/data/metaqa

@@ -316,6 +316,31 @@ def test_the_answer_is_the_last_hops_best_entity_the_question_does_not_name(mixi
     assert n_named > 0  # the rule was exercised: some last hops walk back to a named entity
 
 
+def test_the_answer_prefers_the_kind_the_question_asks_for(mixing_run):
+    from drkit.data.kb import EntityTable
+    from drkit.qa.retrieve import DrKITRetriever
+
+    d = mixing_run
+    rows = [json.loads(line) for line in (d / "corpus1.jsonl").read_text().splitlines()]
+    questions = [f"Who is tied to {r['title']}?" for r in rows[:8]]  # "who": a person is asked for
+    ref = DrKITRetriever.load(d / "index1", d / "run", answer_start="linked")
+    ref.answer_top = 50  # the reference: the hops' order, 50 deep, no kinds
+    pools = [x.answers for x in ref.retrieve(questions, 20)]
+    pos = min(9, len(pools[0]) - 1)
+    assert pos >= 5  # beyond the 5 answers kept: the wider pool is what finds it
+    marked = {pools[0][pos][0]}  # the only person; every other entity a place
+    r = DrKITRetriever.load(d / "index1", d / "run", answer_start="linked")
+    table = r.vkb.index.entities
+    r.vkb.index.entities = EntityTable(table.names, table.aliases,
+                                       ["PERSON" if i in marked else "GPE" for i in range(len(table))])
+    for got, pool in zip(r.retrieve(questions, 20), pools):
+        expected = next((e for e, _ in pool if e in marked), pool[0][0])
+        assert got.answers[0][0] == expected and got.answer == r.names[expected]
+        assert [e for e, _ in got.answers[1:]] == [e for e, _ in pool if e != expected][:4]
+    r.answer_kinds = False  # switched off: the hops' order
+    assert [x.answers for x in r.retrieve(questions, 20)] == [p[:5] for p in pools]
+
+
 def test_train_mixing_cli_writes_a_model_that_retrieve_loads(mixing_run, tmp_path, capsys):
     d = mixing_run
     run = tmp_path / "run"

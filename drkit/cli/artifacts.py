@@ -35,12 +35,13 @@ def _index_parser(sub) -> None:
                    help="corpus format (default: jsonl for *.jsonl, else wikimovies)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--kb", metavar="PATH", help="KB file, subject|relation|object per line: its subjects and objects are the entities")
-    src.add_argument("--entities", metavar="PATH|titles|found", action="append",
+    src.add_argument("--entities", metavar="PATH|titles|ner|found", action="append",
                      help="entity list, one name per line; 'titles': every article title is an entity (a corpus whose "
-                     "passages are each about their title entity, e.g. Wikipedia); 'found': the names (runs of "
-                     "capitalised words) and dates that rules find in the text (not a trained recogniser); "
-                     "repeatable: the union, e.g. --entities titles --entities found, or --entities titles "
-                     "--entities more.txt")
+                     "passages are each about their title entity, e.g. Wikipedia); 'ner': the people, places, "
+                     "organisations, works and dates that spaCy's trained English recogniser finds in the text (pip "
+                     "install \"drkit[ner]\"; dates normalised); 'found': the names (runs of capitalised words) and "
+                     "dates that rules find (nothing to install); repeatable: the union, e.g. --entities titles "
+                     "--entities ner, or --entities titles --entities more.txt")
     p.add_argument("--out", required=True, metavar="DIR", help="artifact directory to write")
     p.add_argument("--questions", action="append", default=[], metavar="[HOPS:]PATH",
                    help="MetaQA-format questions for the sparse reachability report (repeatable); the hop count "

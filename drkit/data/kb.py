@@ -54,13 +54,17 @@ def read_entity_list(path: str | Path) -> Iterator[str]:
 
 
 class EntityTable:
-    """Entities in id order. Each has a fold key (its linking key), a display name and aliases."""
+    """Entities in id order. Each has a fold key (its linking key), a display name and aliases, and where a
+    recogniser found it, a kind (its label: "PERSON", "GPE", "DATE", ...; `kinds` is None when no entity has one)."""
 
-    def __init__(self, names: list[str], aliases: list[list[str]]):
+    def __init__(self, names: list[str], aliases: list[list[str]], kinds: list[str | None] | None = None):
         self.names = names
         self.aliases = aliases
+        self.kinds = kinds
         self.keys = [fold(n) for n in names]
         self._id_by_key = {k: i for i, k in enumerate(self.keys)}
+        for k, i in self.alias_keys():  # another written form of an entity (a date's) finds it too
+            self._id_by_key.setdefault(k, i)
 
     @classmethod
     def from_names(cls, names: Iterable[str]) -> "EntityTable":
@@ -90,23 +94,77 @@ class EntityTable:
             aliases.append(sorted(counter))
         return cls(display, aliases)
 
+    def with_aliases(self, aliases: dict[str, set[str]]) -> "EntityTable":
+        """This table with other written forms of some entities (name -> forms, e.g. "12 December 1915" ->
+        {"December 12, 1915"}), which the linker and `lookup` then find as that entity. A form that is another
+        entity's name is left to that entity; a name not in the table is passed over."""
+        if not aliases:
+            return self
+        merged = [list(a) for a in self.aliases]
+        for name, forms in aliases.items():
+            i = self.lookup(name)
+            if i is None:
+                continue
+            for form in sorted(forms):
+                form = " ".join(form.split())
+                if self.lookup(form) is None and form not in merged[i]:
+                    merged[i].append(form)
+        return EntityTable(self.names, merged, self.kinds)
+
+    def with_kinds(self, kinds: dict[str, str]) -> "EntityTable":
+        """This table with the kind of each entity that `kinds` (name or alias -> kind) names; an entity named
+        twice keeps the first kind given."""
+        if not kinds:
+            return self
+        out = list(self.kinds) if self.kinds is not None else [None] * len(self)
+        for name, kind in kinds.items():
+            i = self.lookup(name)
+            if i is not None and out[i] is None:
+                out[i] = kind
+        return EntityTable(self.names, self.aliases, out if any(k is not None for k in out) else None)
+
+    def kinds_or_none(self) -> list[str | None]:
+        """Each entity's kind, None where it has none (a list even when the table has no kinds)."""
+        return list(self.kinds) if self.kinds is not None else [None] * len(self)
+
+    def alias_keys(self) -> list[tuple[str, int]]:
+        """(folded form, entity id) of each alias that folds to something else than its entity's key: what the
+        linker finds besides the keys."""
+        return [(k, i) for i, forms in enumerate(self.aliases) if len(forms) > 1 or (forms and forms[0] != self.names[i])
+                for k in dict.fromkeys(fold(" ".join(f.split())) for f in forms) if k != self.keys[i]]
+
+    def case_variants(self) -> list[list[str]]:
+        """The names of each entity that holds several equal but for case (other forms, such as a date's, left out)."""
+        out = []
+        for k, forms in zip(self.keys, self.aliases):
+            if len(forms) > 1:
+                same = [f for f in forms if fold(" ".join(f.split())) == k]
+                if len(same) > 1:
+                    out.append(same)
+        return out
+
     def __len__(self) -> int:
         return len(self.names)
 
     def lookup(self, name: str) -> int | None:
-        """The id of the entity whose name matches `name` case-insensitively, or None."""
+        """The id of the entity whose name or alias matches `name` case-insensitively, or None."""
         return self._id_by_key.get(fold(" ".join(name.split())))
 
     def to_records(self) -> list[dict]:
         return list(self.records())
 
     def records(self) -> Iterator[dict]:
-        """``{"name", "aliases"}`` of each entity, in id order, one at a time (``entities.jsonl``'s rows)."""
-        return ({"name": n, "aliases": a} for n, a in zip(self.names, self.aliases))
+        """``{"name", "aliases"}`` of each entity, and ``"kind"`` where it has one, in id order, one at a time
+        (``entities.jsonl``'s rows)."""
+        kinds = self.kinds if self.kinds is not None else [None] * len(self)
+        return ({"name": n, "aliases": a, **({"kind": k} if k is not None else {})}
+                for n, a, k in zip(self.names, self.aliases, kinds))
 
     @classmethod
     def from_records(cls, records: list[dict]) -> "EntityTable":
-        return cls([r["name"] for r in records], [r["aliases"] for r in records])
+        kinds = [r.get("kind") for r in records]
+        return cls([r["name"] for r in records], [r["aliases"] for r in records],
+                   kinds if any(k is not None for k in kinds) else None)
 
 
 def entities_from_kb(triples: Iterable[Triple]) -> EntityTable:

@@ -88,9 +88,9 @@ class TwoWikiConfig:
                                                    "parts swapped (with fold 0, a two-fold cross-fit that scores every "
                                                    "question once)", "type": int, "choices": (0, 1)})
     entities: tuple = field(default=("titles",), metadata={
-        "help": "the index's entities: titles (every title), found (also the names and dates rules find in the text, "
-                "drkit.index.found); never a list made from the benchmark", "nargs": "+", "type": str,
-        "choices": ("titles", "found")})
+        "help": "the index's entities: titles (every title), ner (also the names and dates a trained recogniser "
+                "finds in the text, drkit.index.ner), found (those rules find, drkit.index.found); never a list made "
+                "from the benchmark", "nargs": "+", "type": str, "choices": ("titles", "ner", "found")})
     steps: int = field(default=100, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
     encoder: str = field(default="kb_qa", metadata={"help": "DrKIT's encoder: base (MiniLM, not pretrained) or "
                                                             "pretrained on kb, qa or kb_qa (both in turn)",
@@ -131,8 +131,8 @@ class TwoWikiConfig:
             raise ConfigError(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
         if self.encoder not in ENCODERS:
             raise ConfigError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
-        if "titles" not in self.entities or not set(self.entities) <= {"titles", "found"}:
-            raise ConfigError(f"entities must be titles, or titles and found; got {list(self.entities)}")
+        if "titles" not in self.entities or not set(self.entities) <= {"titles", "ner", "found"}:
+            raise ConfigError(f"entities must be titles, and ner or found beside it; got {list(self.entities)}")
         if not 0 < self.dev_fraction < 1:
             raise ConfigError(f"dev_fraction must be in (0, 1), got {self.dev_fraction}")
 

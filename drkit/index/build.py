@@ -6,7 +6,7 @@ self-describing directory:
 
     manifest.json                format, version, config, input checksums, counts, command
     report.json                  statistics and counted warnings
-    entities.jsonl               one {"name", "aliases"} per entity id
+    entities.jsonl               one {"name", "aliases"} per entity id ("kind" too where a recogniser gave one)
     articles.jsonl               one {"key", "title"} per article id
     passage_text.bin             UTF-8 passage texts, concatenated
     passage_text_offsets.npy     (P+1,) int64 byte offsets into passage_text.bin
@@ -81,7 +81,8 @@ def build_index(
     """Build the sparse index of `corpus` over the entities of `kb`, or of `entities`: an entity list (one
     name per line), ``"titles"`` (every article title is an entity: a title-entity corpus, the paper's
     HotpotQA setting), ``"found"`` (the names and dates that rules find in the text, `drkit.index.found`),
-    or several of these (their union; e.g. ``["titles", "found"]`` or ``["titles", "extra.txt"]``).
+    ``"ner"`` (those a trained recogniser finds, `drkit.index.ner`), or several of these (their union; e.g.
+    ``["titles", "ner"]`` or ``["titles", "extra.txt"]``).
 
     `engine`: ``local`` (this process; the corpus is read, linked and written in runs of `shard_articles`
     articles, default `RUN_ARTICLES`, so memory does not grow with the corpus's text: `drkit.index.stream`) or
@@ -117,6 +118,8 @@ def build_index(
         table = entities_from_kb(triples)
     else:
         names: list[str] = []
+        aliases: dict[str, set[str]] = {}
+        kinds: dict[str, str] = {}
         for spec in entities:
             if str(spec) == "titles":
                 names += [a.title for a in read_corpus(corpus, corpus_format, WarningLog()) if a.title.strip()]
@@ -126,9 +129,18 @@ def build_index(
                 found = found_entities([a.text for a in read_corpus(corpus, corpus_format, WarningLog())])
                 log(f"found {len(found):,} names and dates in the text")
                 names += found
+            elif str(spec) == "ner":  # names and dates a trained recogniser finds in the text (drkit.index.ner)
+                from drkit.index.ner import load_pipeline, ner_entities, pipeline_version
+
+                nlp = load_pipeline()
+                recognised = ner_entities([a.text for a in read_corpus(corpus, corpus_format, WarningLog())], nlp)
+                log(recognised.summary())
+                names += recognised.names
+                aliases, kinds = recognised.aliases, recognised.kinds
+                recogniser = pipeline_version(nlp)
             else:
                 names += list(read_entity_list(spec))
-        table = EntityTable.from_names(names)
+        table = EntityTable.from_names(names).with_aliases(aliases).with_kinds(kinds)
     if len(table) == 0:
         raise ConfigError(f"no entities in {kb or ', '.join(map(str, entities))}")
     timings["read_entities"] = time.perf_counter() - t0
@@ -136,8 +148,10 @@ def build_index(
     if kb is not None:
         inputs = {"corpus": file_checksum(corpus), "kb": file_checksum(kb)}
     else:
-        specs = [str(e) if str(e) in ("titles", "found") else file_checksum(e) for e in entities]
+        specs = [str(e) if str(e) in ("titles", "found", "ner") else file_checksum(e) for e in entities]
         inputs = {"corpus": file_checksum(corpus), "entities": specs[0] if len(specs) == 1 else specs}
+        if "ner" in specs:
+            inputs["recogniser"] = recogniser
     inputs.update({f"questions_{i}": file_checksum(p) for i, (_, p) in enumerate(question_specs)})
     sources = [{"file": str(Path(corpus).resolve()), "format": corpus_format, "sha256": inputs["corpus"]["sha256"],
                 "articles": None}]  # counted as they are read
@@ -180,14 +194,15 @@ def write_index(articles: Iterable[Article], table: EntityTable, out: str | Path
     warnings = warnings if warnings is not None else WarningLog()
     timings = timings if timings is not None else {}
     t0 = started if started is not None else time.perf_counter()
-    linker = EntityLinker(table.keys, link_config.min_name_length)
+    linker = EntityLinker(table.keys, link_config.min_name_length, table.alias_keys())
     too_short = [n for n, k in zip(table.names, table.keys) if len(k) < link_config.min_name_length]
     if too_short:
         warnings.add("entity_name_too_short", f"{len(too_short)} names shorter than {link_config.min_name_length} "
                      f"characters are not linked, e.g. {too_short[:5]}", count=len(too_short))
-    merged = sum(1 for a in table.aliases if len(a) > 1)
+    variants = table.case_variants()
+    merged = len(variants)
     if merged:
-        example = next(a for a in table.aliases if len(a) > 1)
+        example = variants[0]
         warnings.add("entity_names_merged", f"names equal but for case are one entity, e.g. {example}", count=merged)
     out_path = Path(out)
     out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,8 @@
 """Entities found in a corpus's text by rules (``drkit index --entities found``), for a corpus without a
 list of its entities: the people, places, organisations and dates that its titles do not name.
 
-This is a rule-based finder, not a trained named-entity recogniser: no genuine release of one installs
-offline here (spaCy's English pipelines are not on the package registries this project may use). It finds
+This is a rule-based finder, not a trained named-entity recogniser (that is `drkit.index.ner`, ``--entities
+ner``); it needs nothing installed. It finds
 
 * **dates**: "12 December 1915", "December 12, 1915", "December 1915", and a year (1000 to 2099) that is
   not part of a longer number;
@@ -32,8 +32,8 @@ FUNCTION = frozenset("the a an and or but in on at by for with from to as is was
                      "he she it they his her its their we you i".split())
 
 _MONTH = "(?:" + "|".join(MONTHS) + ")"
-_DATE = re.compile(rf"\b(?:\d{{1,2}} {_MONTH},? \d{{3,4}}|{_MONTH} \d{{1,2}}, \d{{3,4}}|{_MONTH} \d{{3,4}})\b")
-_YEAR = re.compile(r"(?<![\d.,])\b(1\d{3}|20\d{2})\b(?![\d.,]\d)")
+DATE_PATTERN = re.compile(rf"\b(?:\d{{1,2}} {_MONTH},? \d{{3,4}}|{_MONTH} \d{{1,2}}, \d{{3,4}}|{_MONTH} \d{{3,4}})\b")
+YEAR_PATTERN = re.compile(r"(?<![\d.,])\b(1\d{3}|20\d{2})\b(?![\d.,]\d)")
 _WORD = re.compile(r"[^\W\d_][\w'’.\-]*", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.!?:;\"“”()\[\]]\s*$")
 
@@ -74,9 +74,9 @@ def word_case_counts(texts: Iterable[str]) -> tuple[Counter, Counter]:
 
 def find_in_text(text: str, upper: Counter, lower: Counter) -> list[str]:
     """The dates and names of one text (module docstring), in text order, repeats kept."""
-    found = [m.group() for m in _DATE.finditer(text)]
-    dated = [(m.start(), m.end()) for m in _DATE.finditer(text)]
-    found += [m.group() for m in _YEAR.finditer(text) if not any(a <= m.start() < b for a, b in dated)]
+    found = [m.group() for m in DATE_PATTERN.finditer(text)]
+    dated = [(m.start(), m.end()) for m in DATE_PATTERN.finditer(text)]
+    found += [m.group() for m in YEAR_PATTERN.finditer(text) if not any(a <= m.start() < b for a, b in dated)]
     words = _words(text)
     i = 0
     while i < len(words):

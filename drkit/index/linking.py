@@ -48,22 +48,26 @@ class LinkConfig:
 
 
 class EntityLinker:
-    """Find entity names in text. `keys[i]` is the folded name of entity i."""
+    """Find entity names in text. `keys[i]` is the folded name of entity i; `aliases`: (folded form, entity
+    id) pairs of other forms to find as those entities (`EntityTable.alias_keys`)."""
 
-    def __init__(self, keys: Sequence[str], min_length: int = 3):
+    def __init__(self, keys: Sequence[str], min_length: int = 3, aliases: Sequence[tuple[str, int]] = ()):
         self.min_length = min_length
         self._automaton = ahocorasick.Automaton()
-        self.n_linkable = 0
+        self.n_linkable = 0  # entities whose name is long enough to link
         for entity_id, key in enumerate(keys):
             if len(key) >= min_length:
                 self._automaton.add_word(key, (entity_id, len(key)))
                 self.n_linkable += 1
-        if self.n_linkable:
+        for key, entity_id in aliases:  # an entity's name, or an earlier alias, keeps a form both could have
+            if len(key) >= min_length and not self._automaton.exists(key):
+                self._automaton.add_word(key, (entity_id, len(key)))
+        if len(self._automaton):
             self._automaton.make_automaton()
 
     def find(self, text: str) -> list[tuple[int, int, int]]:
         """Mentions in `text` as ``(char_start, char_end, entity_id)``, end exclusive, in text order."""
-        if not self.n_linkable:
+        if not len(self._automaton):
             return []
         folded = fold(text)
         candidates = []

@@ -121,11 +121,15 @@ def sync_tree(path: str | Path) -> None:
             os.close(fd)
 
 
+def entity_specs(manifest: dict) -> list:
+    """What the index's entities were made from (``--entities``: "titles", "ner", "found", list checksums)."""
+    spec = manifest.get("inputs", {}).get("entities")
+    return spec if isinstance(spec, list) else [spec]
+
+
 def titles_are_entities(manifest: dict) -> bool:
     """Whether the index was built with ``--entities titles`` (alone or with lists)."""
-    spec = manifest.get("inputs", {}).get("entities")
-    specs = spec if isinstance(spec, list) else [spec]
-    return "titles" in specs
+    return "titles" in entity_specs(manifest)
 
 
 def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str | None = None,
@@ -134,8 +138,9 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
     holding `update_lock`). Returns the segment's folder, the state that adds it (not written yet: the
     caller writes CURRENT once the segment's vectors are in), and a report.
 
-    New entities: the titles of the added articles when the index's entities are its titles, and the
-    names of `entity_lists`, where the index does not have them. An added article whose id (key) is live
+    New entities: the titles of the added articles when the index's entities are its titles, the names and
+    dates the recogniser finds in them when the index was built with ``--entities ner``, and the names of
+    `entity_lists`, where the index does not have them. An added article whose id (key) is live
     in the index already is refused, or with `replace` replaces it (the old one is marked removed)."""
     index_path = Path(index_path)
     state = read_state(index_path)
@@ -159,14 +164,28 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
     candidates = [a.title for a in articles if a.title.strip()] if titles_are_entities(live.manifest) else []
     for f in entity_lists:
         candidates += list(read_entity_list(f))
-    fresh = EntityTable.from_names(candidates)
-    new = [i for i, name in enumerate(fresh.names) if live.entities.lookup(name) is None]
-    new_table = EntityTable([fresh.names[i] for i in new], [fresh.aliases[i] for i in new])
-    table = EntityTable(live.entities.names + new_table.names, live.entities.aliases + new_table.aliases)
+    aliases, kinds_of = {}, {}
+    if "ner" in entity_specs(live.manifest):  # the recogniser finds the new articles' names and dates too
+        from drkit.index.ner import ner_entities
+
+        recognised = ner_entities([a.text for a in articles])
+        candidates += recognised.names
+        aliases, kinds_of = recognised.aliases, recognised.kinds
+    fresh = EntityTable.from_names(candidates).with_aliases(aliases).with_kinds(kinds_of)
+    # an entity the index has already, by its name or another form of it (a date written otherwise), is not new
+    new = [i for i, name in enumerate(fresh.names)
+           if all(live.entities.lookup(f) is None for f in [name, *fresh.aliases[i]])]
+    fresh_kinds = fresh.kinds_or_none()
+    new_kinds = [fresh_kinds[i] for i in new]
+    new_table = EntityTable([fresh.names[i] for i in new], [fresh.aliases[i] for i in new],
+                            new_kinds if any(k is not None for k in new_kinds) else None)
+    kinds = live.entities.kinds_or_none() + new_kinds
+    table = EntityTable(live.entities.names + new_table.names, live.entities.aliases + new_table.aliases,
+                        kinds if any(k is not None for k in kinds) else None)
 
     link_config = LinkConfig(**live.manifest["config"]["link"])
     config = live.config
-    linker = EntityLinker(table.keys, link_config.min_name_length)
+    linker = EntityLinker(table.keys, link_config.min_name_length, table.alias_keys())
     linked = link_corpus(articles, linker, link_config, warnings, total=len(articles), entity_of=table.lookup)
 
     # frozen IDF: the base's document frequencies and passage count

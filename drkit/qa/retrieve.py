@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from drkit.errors import ConfigError
+from drkit.qa.answer_kinds import KIND_POOL, asked_kinds, prefer_kinds
 from drkit.qa.metrics import KS, answer_hits, ir_measures_metrics, question_ids, recall_metrics, write_trec_qrels, write_trec_run
 from drkit.reason.passages import ENTITIES, rank_passages
 from drkit.reason.quantize import QUANTIZE
@@ -235,7 +236,7 @@ class DrKITRetriever:
 
     def __init__(self, model, vkb, linker, entities: int = ENTITIES, chain_top: int = 3,
                  evidence: bool = True, answer_skips_named: bool = True, answer_top: int = 5,
-                 answer_start: str = "named", answers: bool = True, fill: bool = True):
+                 answer_start: str = "named", answers: bool = True, fill: bool = True, answer_kinds: bool = True):
         from drkit.reason.passages import PageRanker
 
         self.model, self.vkb, self.linker = model, vkb, linker
@@ -247,6 +248,7 @@ class DrKITRetriever:
         # entity (film -> director -> film) does not answer it
         self.answer_skips_named = answer_skips_named
         self.answer_top = answer_top  # entities kept in `Retrieved.answers`
+        self.answer_kinds = answer_kinds  # entities of the kind the question asks for first (drkit.qa.answer_kinds)
         # the answer's hops start from the entities the question names verbatim ("named"), as a bracketed
         # question's do, or from retrieval's linked Z_0 ("linked"); see RetrieveConfig.answer_start
         if answer_start not in ("named", "linked"):
@@ -354,8 +356,10 @@ class DrKITRetriever:
                                  fallback)
         chains = [z.top(chain_top) for z in out.z]
         named = [set(row[row >= 0].tolist()) if self.answer_skips_named else set() for row in named_ids]
+        kinds = self.vkb.index.entities.kinds if self.answer_kinds else None
         if answer_z is not None:
-            last_ids, last_probs = answer_z.top(answer_top + max(map(len, named), default=0))
+            pool = max(answer_top, KIND_POOL if kinds is not None else 0)
+            last_ids, last_probs = answer_z.top(pool + max(map(len, named), default=0))
         z0_ids, z0_probs = out.z[0].top(3)
         sizes = np.stack([np.bincount(z.rows.numpy(), minlength=len(questions)) for z in out.z], axis=1)
         evidence = [self._evidence(z, tr, cids) if tr is not None else None
@@ -370,8 +374,8 @@ class DrKITRetriever:
             hop_of = self._hops(out.z, pi[b], b, {p.entity for p in ranked if p.reached})
             found = None
             if answer_z is not None:
-                found = [(int(e), float(p)) for e, p in zip(last_ids[b], last_probs[b])
-                         if e >= 0 and int(e) not in named[b]]
+                found = prefer_kinds([(int(e), float(p)) for e, p in zip(last_ids[b], last_probs[b])
+                                      if e >= 0 and int(e) not in named[b]], kinds, asked_kinds(questions[b]))
             results.append(Retrieved(
                 [p.article for p in ranked], [p.score for p in ranked], pi=[round(float(x), 4) for x in pi[b]],
                 chain=chain, answer=self.names[found[0][0]] if found else None,

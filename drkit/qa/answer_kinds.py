@@ -1,0 +1,45 @@
+"""The kind of entity a question asks for, from its wording, so that the entity answer prefers entities of
+that kind where the index knows them (`drkit index --entities ner` gives each entity it recognised the
+recogniser's label: `drkit.index.ner`).
+
+Plain rules on English question words, the first that matches deciding:
+
+* "when", "what year", "which year", "date", "birthday": a date (DATE);
+* "nationality": a nationality or a country (NORP, GPE);
+* "where", "place", "city", "country", "town": a place (GPE, LOC, FAC);
+* "who" or "whom": a person (PERSON);
+* anything else ("which award", "why", "what is"): no kind, the answer as the hops rank it.
+
+Among the last hop's best entities the question does not name (`KIND_POOL` of them), those that may be of
+the kind asked for (of that kind, or of no known kind: a title the recogniser did not label) keep the hops'
+order ahead of those known to be of another kind; where none may be, or the index has no kinds (titles
+alone), the order is the hops'.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+KIND_POOL = 50  # the last hop's best entities among which one of the kind asked for is looked for
+RULES: tuple[tuple[re.Pattern, frozenset], ...] = tuple((re.compile(p, re.IGNORECASE), frozenset(k)) for p, k in (
+    (r"\b(when|what year|which year|date|birthday)\b", {"DATE"}),
+    (r"\bnationality\b", {"NORP", "GPE"}),
+    (r"\b(where|place|city|country|town)\b", {"GPE", "LOC", "FAC"}),
+    (r"\b(who|whom)\b", {"PERSON"}),
+))
+
+
+def asked_kinds(question: str) -> frozenset | None:
+    """The kinds of entity `question` asks for (module docstring), or None when its words do not say."""
+    return next((kinds for pattern, kinds in RULES if pattern.search(question)), None)
+
+
+def prefer_kinds(found: Sequence[tuple[int, float]], kinds: Sequence[str | None] | None,
+                 asked: frozenset | None) -> list[tuple[int, float]]:
+    """`found` ((entity id, probability), best first) with the entities that may be of a kind in `asked` (of
+    it, or of no known kind) first, each part in its own order; `found` as it is when nothing is asked for."""
+    if kinds is None or asked is None:
+        return list(found)
+    first = [f for f in found if kinds[f[0]] is None or kinds[f[0]] in asked]
+    return first + [f for f in found if not (kinds[f[0]] is None or kinds[f[0]] in asked)]

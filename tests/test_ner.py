@@ -1,0 +1,207 @@
+"""Entities found by a trained recogniser (drkit.index.ner, `drkit index --entities ner`): the rules around it
+checked by hand with a stand-in recogniser, then spaCy's real English pipeline on a few sentences."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from drkit.data.kb import EntityTable
+from drkit.errors import ConfigError
+from drkit.index.linking import EntityLinker
+from drkit.index.ner import clean_name, date_forms, dates_in, load_pipeline, ner_entities, normal_date
+
+TEXTS = [
+    "Corey Snide( born December 19, 1993) is an American actor. He studied first at the Colonie Central High School.",
+    "Lee Hall( born 19 December 1993) is an English playwright. He wrote the 2000 film Billy Elliot.",
+    "The bishop of Elmham met the bishop of Lucca in December. A bishop came in 1479.",
+]
+
+
+class FakeNlp:
+    """A recogniser that labels the given (text, label) spans: the rules around the model, without the model."""
+
+    def __init__(self, spans: dict[int, list[tuple[str, str]]]):
+        self.spans = spans
+
+    def pipe(self, texts, batch_size=1):
+        for i, text in enumerate(texts):
+            yield SimpleNamespace(text=text, ents=[SimpleNamespace(text=t, label_=label, start_char=text.index(t),
+                                                                   end_char=text.index(t) + len(t))
+                                                   for t, label in self.spans.get(i, [])])
+
+
+def test_dates_normalised():
+    assert normal_date("December 19, 1993") == "19 December 1993"
+    assert normal_date("19 December, 1993") == "19 December 1993"
+    assert normal_date("December 1993") == "December 1993"
+    assert normal_date("1993") == "1993"
+    for not_one_date in ("the 1990s", "851", "19 December", "born 1993", "1993 and 1994"):
+        assert normal_date(not_one_date) is None, not_one_date
+    assert dates_in("between December 19, 1993 and 1995") == ["December 19, 1993", "1995"]
+    # a day or a year the recogniser left out of its span is taken back; a date beside the span is not
+    text = "Frank Lloyd( 2 February 1886 – 10 August 1960) was a director."
+    start = text.index("August 1960")
+    assert dates_in(text, start, start + len("August 1960")) == ["10 August 1960"]
+    assert dates_in("on December 19, 1993 in", 3, 14) == ["December 19, 1993"]
+    assert dates_in("the next year") == []
+    assert date_forms("12 December 1915") == ["12 December 1915", "December 12, 1915"]
+    assert date_forms("December 1915") == ["December 1915"] and date_forms("1915") == ["1915"]
+
+
+def test_names_cleaned():
+    assert clean_name("the New York City Department of Education") == "New York City Department of Education"
+    assert clean_name("an Academy Award and") == "Academy Award"
+    assert clean_name("Stephen Daldry's") == "Stephen Daldry"
+    assert clean_name('"Kismet",') == "Kismet"
+    assert clean_name("The Hague") == "The Hague"  # a capitalised article is the name's own
+    assert clean_name("A Star Is Born") == "A Star Is Born"
+    for nothing in ("the", "11", "-", "X"):
+        assert clean_name(nothing) is None, nothing
+
+
+def test_recognised_spans_become_names_and_dates():
+    nlp = FakeNlp({0: [("Corey Snide", "PERSON"), ("December 19, 1993", "DATE"), ("American", "NORP"),
+                       ("the Colonie Central High School", "ORG"), ("first", "ORDINAL")],
+                   1: [("Lee Hall", "PERSON"), ("19 December 1993", "DATE"), ("2000", "DATE"), ("Billy Elliot", "WORK_OF_ART")],
+                   2: [("bishop", "ORG"), ("Elmham", "GPE"), ("1479", "CARDINAL"), ("December", "DATE")]})
+    found = ner_entities(TEXTS, nlp)
+    # the two ways of writing 19 December 1993 are one date (named in its normal form: a tie); numbers and ordinals are left out; "bishop", which
+    # the corpus writes in lower case, is not a name; a month alone is not a date
+    assert found.names == ["Corey Snide", "19 December 1993", "American", "Colonie Central High School", "Lee Hall",
+                           "19 December 1993", "2000", "Billy Elliot", "Elmham"]
+    assert found.aliases == {"19 December 1993": {"December 19, 1993"}}
+    assert found.labels["ORDINAL"] == 1 and sum(found.labels.values()) == 13
+    assert found.kinds == {"Corey Snide": "PERSON", "American": "NORP", "Colonie Central High School": "ORG",
+                           "Lee Hall": "PERSON", "Billy Elliot": "WORK_OF_ART", "Elmham": "GPE",
+                           "19 December 1993": "DATE", "2000": "DATE"}
+
+
+def test_an_alias_links_as_its_entity():
+    table = EntityTable.from_names(["19 December 1993", "Lee Hall", "December 1993"]).with_aliases(
+        {"19 December 1993": {"December 19, 1993", "December 1993"}, "Nobody": {"x"}})
+    date = table.lookup("19 December 1993")
+    # "December 1993" is an entity of its own, so it is not made an alias of another
+    assert table.aliases[date] == ["19 December 1993", "December 19, 1993"]
+    assert table.alias_keys() == [("december 19, 1993", date)]
+    assert table.lookup("december 19, 1993") == date
+    linker = EntityLinker(table.keys, 3, table.alias_keys())
+    text = "Lee Hall, born December 19, 1993, or 19 December 1993, in December 1993."
+    assert [(text[s:e], i) for s, e, i in linker.find(text)] == [
+        ("Lee Hall", table.lookup("Lee Hall")), ("December 19, 1993", date), ("19 December 1993", date),
+        ("December 1993", table.lookup("December 1993"))]
+    # saved and loaded (entities.jsonl's rows), the table links alike
+    again = EntityTable.from_records(table.to_records())
+    assert again.alias_keys() == table.alias_keys() and again.kinds is None
+    # kinds: given by name or alias, the first given kept, saved only where there is one
+    kinded = table.with_kinds({"December 19, 1993": "DATE", "19 December 1993": "CARDINAL", "Nobody": "PERSON"})
+    assert kinded.kinds == ["DATE", None, None] and kinded.aliases == table.aliases
+    assert [r.get("kind") for r in kinded.to_records()] == ["DATE", None, None]
+    assert "kind" not in kinded.to_records()[1]
+    assert EntityTable.from_records(kinded.to_records()).kinds == ["DATE", None, None]
+
+
+def test_missing_pipeline_says_how_to_install(monkeypatch):
+    spacy = pytest.importorskip("spacy")
+
+    def missing(*args, **kwargs):
+        raise OSError("[E050] Can't find model")
+
+    monkeypatch.setattr(spacy, "load", missing)
+    with pytest.raises(ConfigError, match=r'pip install "drkit\[ner\]"'):
+        load_pipeline()
+
+
+def _real_pipeline():
+    pytest.importorskip("spacy")
+    try:
+        return load_pipeline()
+    except ConfigError as exc:
+        pytest.skip(str(exc))
+
+
+def test_real_recogniser_finds_people_places_and_dates():
+    nlp = _real_pipeline()
+    found = ner_entities(["Barack Obama was born on August 4, 1961, in Honolulu, Hawaii. He studied at "
+                          "Columbia University and Harvard Law School."], nlp)
+    names = set(found.names)
+    assert {"Barack Obama", "August 4, 1961", "Honolulu", "Hawaii", "Columbia University",
+            "Harvard Law School"} <= names, names
+    # the date is named as the text writes it; its normal form is an alias
+    assert found.aliases == {"August 4, 1961": {"4 August 1961"}}
+    # 2Wiki's way of giving a life's dates, where the recogniser's spans leave out the days
+    found = ner_entities(["Frank William George Lloyd( 2 February 1886 – 10 August 1960) was a British- born "
+                          "American film director."], nlp)
+    assert {"2 February 1886", "10 August 1960", "Frank William George Lloyd"} <= set(found.names), found.names
+
+
+def test_the_release_own_example():
+    """The recogniser's own test in its release repository (explosion/spacy-models, tests/lang/en/test_ner.py)."""
+    doc = _real_pipeline()("Apple is looking at buying U.K. startup for $1 billion")
+    assert [(e.text, e.start_char, e.end_char, e.label_) for e in doc.ents] == [
+        ("Apple", 0, 5, "ORG"), ("U.K.", 27, 31, "GPE"), ("$1 billion", 44, 54, "MONEY")]
+
+
+def test_index_with_recognised_entities(tmp_path):
+    from drkit.index.build import build_index
+
+    nlp = _real_pipeline()
+    rows = [{"id": "0", "title": "Barack Obama", "text": "Barack Obama was born on August 4, 1961, in Honolulu, Hawaii."},
+            {"id": "1", "title": "Honolulu", "text": "Honolulu is the capital of Hawaii. Obama was born there on "
+                                                     "4 August 1961."}]
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    index = build_index(tmp_path / "c.jsonl", tmp_path / "ix", entities=["titles", "ner"], log=lambda *a: None)
+    inputs = json.loads((tmp_path / "ix" / "manifest.json").read_text())["inputs"]
+    assert inputs["entities"] == ["titles", "ner"]
+    assert inputs["recogniser"]["version"] == nlp.meta["version"]
+    date = index.entities.lookup("4 August 1961")
+    hawaii = index.entities.lookup("Hawaii")
+    assert date is not None and hawaii is not None and index.entities.lookup("August 4, 1961") == date
+    assert index.entities.kinds[date] == "DATE" and index.entities.kinds[hawaii] == "GPE"
+    # both ways of writing the date are mentions of the one entity, in both passages
+    date_passages = {int(m[1]) for m in index.mentions if int(m[0]) == date}
+    assert date_passages == {0, 1}
+
+
+def test_the_kind_a_question_asks_for():
+    from drkit.qa.answer_kinds import asked_kinds, prefer_kinds
+
+    assert asked_kinds("When did the director of Kismet die?") == {"DATE"}
+    assert asked_kinds("What is the date of birth of Lee Hall's father?") == {"DATE"}
+    assert asked_kinds("What nationality is the director of film Blood Street?") == {"NORP", "GPE"}
+    assert asked_kinds("Where was the composer of film Amarajeevi born?") == {"GPE", "LOC", "FAC"}
+    assert asked_kinds("Who is the spouse of the director of film The Glass Boat?") == {"PERSON"}
+    assert asked_kinds("Which award did the director of film Edelweiss Pirates receive?") is None
+    found = [(3, 0.5), (1, 0.3), (0, 0.1), (2, 0.05)]
+    kinds = ["PERSON", "GPE", None, "PERSON"]
+    # entity 2 has no known kind: it may be a person or a place, so it keeps its place among them
+    assert prefer_kinds(found, kinds, frozenset({"PERSON"})) == [(3, 0.5), (0, 0.1), (2, 0.05), (1, 0.3)]
+    assert prefer_kinds(found, kinds, frozenset({"GPE"})) == [(1, 0.3), (2, 0.05), (3, 0.5), (0, 0.1)]
+    assert prefer_kinds(found, ["GPE", "GPE", "GPE", "GPE"], frozenset({"DATE"})) == found  # none may be: as it is
+    assert prefer_kinds(found, None, frozenset({"PERSON"})) == found and prefer_kinds(found, kinds, None) == found
+
+
+def test_documents_added_to_a_recognised_index_are_recognised_too(tmp_path):
+    from drkit.cli import main
+    from drkit.index.build import build_index
+    from drkit.index.sparse import SparseIndex
+
+    _real_pipeline()
+    first = [{"id": "0", "title": "Barack Obama", "text": "Barack Obama was born on August 4, 1961, in Honolulu, Hawaii."}]
+    added = [{"id": "1", "title": "Michelle Obama", "text": "Michelle Obama was born on January 17, 1964, in Chicago, "
+                                                            "Illinois. She married Barack Obama, born 4 August 1961."}]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in first))
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in added))
+    build_index(tmp_path / "a.jsonl", tmp_path / "ix", entities=["titles", "ner"], log=lambda *a: None)
+    assert main(["add", "--index", str(tmp_path / "ix"), "--corpus", str(tmp_path / "b.jsonl")]) == 0
+    live = SparseIndex.load(tmp_path / "ix")
+    chicago, date = live.entities.lookup("Chicago"), live.entities.lookup("January 17, 1964")
+    assert chicago is not None and live.entities.kinds[chicago] == "GPE"
+    assert date is not None and live.entities.kinds[date] == "DATE" and live.entities.lookup("17 January 1964") == date
+    assert live.entities.kinds[live.entities.lookup("Hawaii")] == "GPE"  # the first build's kinds are kept
+    assert {int(p) for p in live.mentions[live.mentions[:, 0] == chicago, 1]} == {1}
+    # a date the index has, written otherwise in the new article, is the same entity, mentioned in both
+    obama_born = live.entities.lookup("August 4, 1961")
+    assert live.entities.lookup("4 August 1961") == obama_born
+    assert sum(1 for n in live.entities.names if n in ("August 4, 1961", "4 August 1961")) == 1
+    assert {int(p) for p in live.mentions[live.mentions[:, 0] == obama_born, 1]} == {0, 1}
