@@ -62,6 +62,8 @@ class RetrieveConfig:
     answers: bool = field(default=False, metadata={
         "help": "also give each question's entity answer (the last hop's best entity it does not name): with "
                 "--answer-start named a second pass of the follows, so off by default"})
+    answer_kinds: bool = field(default=True, metadata={"help": "entity answers known to be of another kind than the question "
+                               "asks for (when: date, who: person, where: place) go last (--entities ner gives kinds)"})
     fill: bool = field(default=True, metadata={
         "help": "after the passages the model reached, list the question linker's ranking, marked \"reached\": "
                 "false and counted in metrics.json (off: only reached passages, maybe fewer than --top)"})
@@ -80,7 +82,7 @@ class RetrieveConfig:
 
     def retriever_options(self) -> dict:
         """The `DrKITRetriever` arguments these settings give."""
-        return {"answer_start": self.answer_start, "answers": self.answers, "fill": self.fill}
+        return {"answer_start": self.answer_start, "answers": self.answers, "fill": self.fill, "answer_kinds": self.answer_kinds}
 
 
 @dataclass
