@@ -8,7 +8,7 @@ the same corpus, so the same labels).
         --out benchmarks/results/answer-kinds
 
 Right means the answer's name equals a gold answer, ignoring case and surrounding space (`drkit retrieve`'s
-Hits@1); a date named otherwise than the gold ("December 24, 1886" for "24 December 1886") counts as wrong.
+Hits@1, `drkit.qa.metrics.answer_is_right`); a date named otherwise than the gold ("December 24, 1886" for "24 December 1886") counts as wrong.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from drkit.qa.metrics import answer_is_right
 from drkit.qa.retrieve import DrKITRetriever
 from drkit.qa.stats import paired_test
 
@@ -45,9 +46,7 @@ def hits(retriever: DrKITRetriever, questions: list[dict], with_kinds: bool) -> 
     retriever.answer_kinds = with_kinds
     out = []
     for q in questions:
-        answer = retriever.retrieve([q["question"]], 20, answers=True)[0].answer
-        gold = {a.strip().casefold() for a in q["answers"]}
-        out.append(float(answer is not None and answer.strip().casefold() in gold))
+        out.append(float(answer_is_right(retriever.retrieve([q["question"]], 20, answers=True)[0].answer, q["answers"])))
     return np.array(out)
 
 

@@ -15,32 +15,34 @@ from pathlib import Path
 
 import numpy as np
 
-from drkit.qa.stats import bootstrap_ci, paired_test
+from drkit.qa.answer import score
+from drkit.qa.stats import paired_test
 
 ROWS = ("gold", "drkit", "drkit_reader_only", "bm25")
 TYPES = ("comparison", "bridge_comparison", "compositional", "inference")
 
 
-def rows_of(runs: list[Path], row: str) -> list[dict] | None:
-    """The row's predictions over the runs, with each question's type; None when a run lacks the row."""
+def rows_of(runs: list[Path], row: str) -> tuple[list[dict], list[dict]] | None:
+    """The row's questions (type and answers) and predictions over the runs; None when a run lacks the row."""
     if not all((r / f"read-{row}" / "predictions.jsonl").exists() for r in runs):
         return None
-    out = []
+    records, rows = [], []
     for r in runs:
-        types = {q["id"]: q.get("type") for q in map(json.loads, open(r / "split" / "dev.jsonl", encoding="utf-8"))}
+        questions = {q["id"]: q for q in map(json.loads, open(r / "split" / "dev.jsonl", encoding="utf-8"))}
         for line in open(r / f"read-{row}" / "predictions.jsonl", encoding="utf-8"):
             x = json.loads(line)
-            out.append({"id": x["id"], "type": types[x["id"]], "em": x["em"], "f1": x["f1"]})
-    return out
+            records.append({"type": questions[x["id"]].get("type"), "answers": questions[x["id"]]["answers"]})
+            rows.append(x)
+    return records, rows
 
 
-def summary(rows: list[dict], runs: list[Path], row: str) -> dict:
-    em, f1 = np.array([x["em"] for x in rows], float), np.array([x["f1"] for x in rows], float)
+def summary(found: tuple[list[dict], list[dict]], runs: list[Path], row: str) -> dict:
+    """EM and F1 with intervals and EM by type, as `drkit answer` scores them (`drkit.qa.answer.score`), and the
+    runs' reading speed."""
+    s = score(*found)
     metrics = [json.loads((r / f"read-{row}" / "metrics.json").read_text()) for r in runs]
-    return {"questions": len(rows), "em": round(float(em.mean()), 4), "em_ci95": [round(v, 4) for v in bootstrap_ci(em)],
-            "f1": round(float(f1.mean()), 4), "f1_ci95": [round(v, 4) for v in bootstrap_ci(f1)],
-            "em_by_type": {t: round(float(np.mean([x["em"] for x in rows if x["type"] == t])), 4)
-                           for t in TYPES if any(x["type"] == t for x in rows)},
+    return {"questions": s["questions"], "em": s["em"], "em_ci95": s["em_ci95"], "f1": s["f1"], "f1_ci95": s["f1_ci95"],
+            "em_by_type": {t: s["by_type"][t]["em"] for t in TYPES if t in s["by_type"]},
             "ms_per_question_batch1": [m.get("reader_ms_per_question_batch1") for m in metrics],
             "ms_per_read_batch1": [m.get("reader_ms_per_read_batch1") for m in metrics]}
 
@@ -59,11 +61,11 @@ def main() -> None:
         a, b = rows_of(args.a, row), rows_of(args.b, row)
         if a is None or b is None:
             continue
-        if [x["id"] for x in a] != [x["id"] for x in b]:
+        if [x["id"] for x in a[1]] != [x["id"] for x in b[1]]:
             raise SystemExit(f"read-{row}: the two recipes read other questions")
         report["rows"][row] = {args.names[0]: summary(a, args.a, row), args.names[1]: summary(b, args.b, row),
-                               "em_paired_test": paired_test(np.array([x["em"] for x in b], float),
-                                                             np.array([x["em"] for x in a], float))}
+                               "em_paired_test": paired_test(np.array([x["em"] for x in b[1]], float),
+                                                             np.array([x["em"] for x in a[1]], float))}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "compare.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = ["| row | recipe | questions | EM [95% CI] | F1 [95% CI] | " + " | ".join(TYPES)

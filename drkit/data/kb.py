@@ -53,17 +53,26 @@ def read_entity_list(path: str | Path) -> Iterator[str]:
             yield name
 
 
+def name_key(name: str) -> str:
+    """The linking key of a name: its words joined by one space, case-folded (`drkit.data.text.fold`)."""
+    return fold(" ".join(name.split()))
+
+
 class EntityTable:
     """Entities in id order. Each has a fold key (its linking key), a display name and aliases, and where a
-    recogniser found it, a kind (its label: "PERSON", "GPE", "DATE", ...; `kinds` is None when no entity has one)."""
+    recogniser found it, a kind (its label: "PERSON", "GPE", "DATE", ...; `kinds` is None when no entity has one,
+    whatever was given)."""
 
     def __init__(self, names: list[str], aliases: list[list[str]], kinds: list[str | None] | None = None):
         self.names = names
         self.aliases = aliases
-        self.kinds = kinds
+        self.kinds = kinds if kinds is not None and any(k is not None for k in kinds) else None
         self.keys = [fold(n) for n in names]
         self._id_by_key = {k: i for i, k in enumerate(self.keys)}
-        for k, i in self.alias_keys():  # another written form of an entity (a date's) finds it too
+        # (folded form, entity id) of each alias that folds to something else than its entity's key
+        self._alias_keys = [(k, i) for i, forms in enumerate(aliases) if len(forms) > 1 or (forms and forms[0] != names[i])
+                            for k in dict.fromkeys(name_key(f) for f in forms) if k != self.keys[i]]
+        for k, i in self._alias_keys:  # another written form of an entity (a date's) finds it too
             self._id_by_key.setdefault(k, i)
 
     @classmethod
@@ -116,12 +125,12 @@ class EntityTable:
         twice keeps the first kind given."""
         if not kinds:
             return self
-        out = list(self.kinds) if self.kinds is not None else [None] * len(self)
+        out = self.kinds_or_none()
         for name, kind in kinds.items():
             i = self.lookup(name)
             if i is not None and out[i] is None:
                 out[i] = kind
-        return EntityTable(self.names, self.aliases, out if any(k is not None for k in out) else None)
+        return EntityTable(self.names, self.aliases, out)
 
     def kinds_or_none(self) -> list[str | None]:
         """Each entity's kind, None where it has none (a list even when the table has no kinds)."""
@@ -130,15 +139,14 @@ class EntityTable:
     def alias_keys(self) -> list[tuple[str, int]]:
         """(folded form, entity id) of each alias that folds to something else than its entity's key: what the
         linker finds besides the keys."""
-        return [(k, i) for i, forms in enumerate(self.aliases) if len(forms) > 1 or (forms and forms[0] != self.names[i])
-                for k in dict.fromkeys(fold(" ".join(f.split())) for f in forms) if k != self.keys[i]]
+        return self._alias_keys
 
     def case_variants(self) -> list[list[str]]:
         """The names of each entity that holds several equal but for case (other forms, such as a date's, left out)."""
         out = []
         for k, forms in zip(self.keys, self.aliases):
             if len(forms) > 1:
-                same = [f for f in forms if fold(" ".join(f.split())) == k]
+                same = [f for f in forms if name_key(f) == k]
                 if len(same) > 1:
                     out.append(same)
         return out
@@ -148,7 +156,7 @@ class EntityTable:
 
     def lookup(self, name: str) -> int | None:
         """The id of the entity whose name or alias matches `name` case-insensitively, or None."""
-        return self._id_by_key.get(fold(" ".join(name.split())))
+        return self._id_by_key.get(name_key(name))
 
     def to_records(self) -> list[dict]:
         return list(self.records())
@@ -156,15 +164,12 @@ class EntityTable:
     def records(self) -> Iterator[dict]:
         """``{"name", "aliases"}`` of each entity, and ``"kind"`` where it has one, in id order, one at a time
         (``entities.jsonl``'s rows)."""
-        kinds = self.kinds if self.kinds is not None else [None] * len(self)
         return ({"name": n, "aliases": a, **({"kind": k} if k is not None else {})}
-                for n, a, k in zip(self.names, self.aliases, kinds))
+                for n, a, k in zip(self.names, self.aliases, self.kinds_or_none()))
 
     @classmethod
     def from_records(cls, records: list[dict]) -> "EntityTable":
-        kinds = [r.get("kind") for r in records]
-        return cls([r["name"] for r in records], [r["aliases"] for r in records],
-                   kinds if any(k is not None for k in kinds) else None)
+        return cls([r["name"] for r in records], [r["aliases"] for r in records], [r.get("kind") for r in records])
 
 
 def entities_from_kb(triples: Iterable[Triple]) -> EntityTable:

@@ -113,7 +113,7 @@ def apply_live_view(index, state: dict) -> None:
     new_article = np.cumsum(alive) - 1
 
     names, aliases = list(index.entities.names), list(index.entities.aliases)
-    kinds, any_kind = index.entities.kinds_or_none(), index.entities.kinds is not None
+    kinds = index.entities.kinds_or_none()
     mentions, kept_mentions = [], []
     for p, shift in zip(parts, passage_shift):
         m = np.asarray(p.mentions)
@@ -121,7 +121,6 @@ def apply_live_view(index, state: dict) -> None:
             names += p.entities.names
             aliases += p.entities.aliases
             kinds += p.entities.kinds_or_none()
-            any_kind = any_kind or p.entities.kinds is not None
             if p.n_entities != len(names):
                 raise ArtifactError(f"{p.path}: its EP has {p.n_entities} rows for {len(names)} entities")
         g = m[:, 1].astype(np.int64) + shift
@@ -178,7 +177,7 @@ def apply_live_view(index, state: dict) -> None:
         articles += [a for a, ok in zip(p._articles, alive[article_shift[k] : article_shift[k + 1]]) if ok]
     offsets = lambda lengths: np.concatenate(([0], np.cumsum(np.concatenate(lengths)))).astype(np.int64)  # noqa: E731
 
-    index.entities = EntityTable(names, aliases, kinds if any_kind else None)
+    index.entities = EntityTable(names, aliases, kinds)
     index.mentions = mentions
     index.entity_passage_indptr = ep_indptr
     index.entity_passage = g.astype(np.int32)

@@ -176,12 +176,9 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
     new = [i for i, name in enumerate(fresh.names)
            if all(live.entities.lookup(f) is None for f in [name, *fresh.aliases[i]])]
     fresh_kinds = fresh.kinds_or_none()
-    new_kinds = [fresh_kinds[i] for i in new]
-    new_table = EntityTable([fresh.names[i] for i in new], [fresh.aliases[i] for i in new],
-                            new_kinds if any(k is not None for k in new_kinds) else None)
-    kinds = live.entities.kinds_or_none() + new_kinds
+    new_table = EntityTable([fresh.names[i] for i in new], [fresh.aliases[i] for i in new], [fresh_kinds[i] for i in new])
     table = EntityTable(live.entities.names + new_table.names, live.entities.aliases + new_table.aliases,
-                        kinds if any(k is not None for k in kinds) else None)
+                        live.entities.kinds_or_none() + new_table.kinds_or_none())
 
     link_config = LinkConfig(**live.manifest["config"]["link"])
     config = live.config

@@ -42,14 +42,18 @@ def recall_metrics(ranked: list[list[str]], gold: list[list[str]], types: list[s
             "without_gold": len(gold) - len(scored)}
 
 
+def answer_is_right(answer: str | None, gold: Sequence[str]) -> bool:
+    """Whether an entity answer equals one of the gold answers, ignoring case and surrounding space."""
+    return answer is not None and answer.strip().casefold() in {a.strip().casefold() for a in gold}
+
+
 def answer_hits(results: list[Retrieved], items: list[Question]) -> dict:
     """Hits@1 of the retriever's answer (the last hop's best entity) on the questions that have answers,
     by type: right when it equals one of them, ignoring case and surrounding space."""
     by_type: dict[str, list[bool]] = {}
     for r, q in zip(results, items):
         if q.answers:
-            gold = {a.strip().casefold() for a in q.answers}
-            by_type.setdefault(q.type or "untyped", []).append(r.answer is not None and r.answer.strip().casefold() in gold)
+            by_type.setdefault(q.type or "untyped", []).append(answer_is_right(r.answer, q.answers))
     return {t: {"questions": len(v), "hits@1": round(float(np.mean(v)), 4)} for t, v in sorted(by_type.items())}
 
 

@@ -376,8 +376,8 @@ class DrKITRetriever:
             hop_of = self._hops(out.z, pi[b], b, {p.entity for p in ranked if p.reached})
             found = None
             if answer_z is not None:
-                found = prefer_kinds([(int(e), float(p)) for e, p in zip(last_ids[b], last_probs[b])
-                                      if e >= 0 and int(e) not in named[b]], kinds, asked_kinds(questions[b]))
+                found = prefer_kinds([(int(e), float(p)) for e, p in zip(last_ids[b], last_probs[b]) if e >= 0 and
+                                      int(e) not in named[b]], kinds, asked_kinds(questions[b]) if kinds else None)
             results.append(Retrieved(
                 [p.article for p in ranked], [p.score for p in ranked], pi=[round(float(x), 4) for x in pi[b]],
                 chain=chain, answer=self.names[found[0][0]] if found else None,
