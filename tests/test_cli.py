@@ -182,6 +182,23 @@ def test_every_command_prints_its_help(capsys):
     assert "58% of the time" in " ".join(commands["train-reader"].format_help().split())  # shown as written
 
 
+def test_every_settings_flag_takes_a_value_of_its_kind():
+    # a field defaulting to None once gave its flag the type NoneType: `--fixed 1` failed with a traceback
+    commands = build_parser()._subparsers._group_actions[0].choices
+    checked = 0
+    for name, sub in commands.items():
+        for action in sub._actions:
+            if "." not in action.dest or action.nargs == 0 or action.type is None:
+                continue
+            sample = action.choices[0] if action.choices else {int: "1", float: "0.5"}.get(action.type, "x")
+            assert action.type(str(sample)) is not None, (name, action.dest)
+            checked += 1
+    assert checked > 100
+    args = commands["train-mixing"].parse_args(["--index", "i", "--mentions", "m", "--train", "t", "--dev", "d",
+                                                "--out", "o", "--fixed", "1"])
+    assert getattr(args, "MixConfig.fixed") == 1
+
+
 @pytest.mark.parametrize("flag, expected", [([], None), (["--question-entity", "linked"], "linked"),
                                             (["--question-entity", "bracketed"], "bracketed")])
 def test_evaluate_passes_question_entity(monkeypatch, tmp_path, flag, expected):

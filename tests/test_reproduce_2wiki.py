@@ -23,7 +23,7 @@ def tiny_2wiki(d, seed=0):
     rows, questions = [], []
     for i, p in enumerate(people):
         rows.append({"id": str(len(rows)), "title": p, "text": f"{p} is a film director who was born in {born[p]}."})
-    for c in CITY:  # the answers have pages: with no entity list, entities are the corpus's titles
+    for c in CITY:  # the answers have pages (with no entity list, entities are the titles and the recogniser's)
         rows.append({"id": str(len(rows)), "title": c, "text": f"{c} is a city."})
     directed, year = {}, {}
     for f in FILMS:

@@ -302,14 +302,14 @@ def test_the_answer_is_the_last_hops_best_entity_the_question_does_not_name(mixi
     skip = DrKITRetriever.load(d / "index1", d / "run", answer_start="linked")
     named = keep.linker.link(questions)
     with torch.no_grad():
-        out = keep.model(questions, linked_entity_set(named), keep.vkb, precision="bf16")
-    ranked, _ = out.z[-1].top(50)
+        out = keep.model(questions, linked_entity_set(named), keep.vkb, precision="bf16", answers=True)
+    ranked, _ = out.answer.top(50)  # the answer head's distribution (the run's model has one)
     a, b = keep.retrieve(questions, 20), skip.retrieve(questions, 20)
     n_named = 0
     for i, (x, y) in enumerate(zip(a, b)):
         exact = {keep.names[int(e)] for e in named.ids[(named.rows == i) & named.exact]}
         assert exact, questions[i]  # every toy question names a film or a director
-        assert x.answer == keep.names[int(ranked[i][0])]  # without the rule: Z_T's best entity
+        assert x.answer == keep.names[int(ranked[i][0])]  # without the rule: the answer hop's best entity
         expected = next(keep.names[int(e)] for e in ranked[i] if e >= 0 and keep.names[int(e)] not in exact)
         assert y.answer == expected and y.answer not in exact
         n_named += x.answer in exact
@@ -494,6 +494,74 @@ def test_page_mix_mixes_each_hop_over_the_entities_with_a_page(mixing_run, tmp_p
     assert HopMixingModel.load(old).config.page_mix is False
 
 
+def test_the_answer_head_is_its_own_hop_trained_by_the_answer_loss_alone(mixing_run, tmp_path):
+    """The run's model has an answer head (the default): its answer is a follow from Z_1 with the base's third
+    hop, the same as Z_2 of a plain 2-hop model given that hop's weights in its second; asking for it changes
+    no passage output, and a loss on it gives a gradient to the head's own parameters and to nothing else. A
+    model saved before the setting existed has no head, and its answer is Z_T."""
+    import dataclasses
+
+    import torch
+
+    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.reason.mixing import HopMixingModel, MixConfig
+    from drkit.reason.model import MultiHopModel
+    from drkit.reason.train_mixing import linked_entity_set
+
+    d = mixing_run
+    r = DrKITRetriever.load(d / "index1", d / "run")
+    model, vkb = r.model, r.vkb
+    assert model.config.answer_head and model.base.config.hops == 3
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()[:8]]
+    z0 = linked_entity_set(r.linker.link(questions))
+    with torch.no_grad():
+        plain_out = model(questions, z0, vkb, precision="fp32")
+        out = model(questions, z0, vkb, precision="fp32", answers=True)
+    assert plain_out.z_answer is None and plain_out.answer is plain_out.z[-1] and out.answer is out.z_answer
+    assert torch.equal(out.z_star.ids, plain_out.z_star.ids) and torch.equal(out.z_star.probs, plain_out.z_star.probs)
+    # the reference: a 2-hop model without a head whose second hop holds the head's weights
+    base = model.base
+    plain = HopMixingModel(MultiHopModel(dataclasses.replace(base.config, hops=2), base.follow_config,
+                                         base.encoder.bert_config, base.dim, base.tokenizer, base.max_question_pieces),
+                           dataclasses.replace(model.config, answer_head=False))
+    moved = {}
+    for k, v in model.state_dict().items():
+        parts = k.split(".")
+        if k.startswith("base.encoder.") and parts[2] in ("hop_layers", "start", "end", "entity"):
+            if parts[3] == "1":
+                continue
+            k = ".".join(parts[:3] + ["1" if parts[3] == "2" else parts[3]] + parts[4:])
+        moved[k] = v[[0, 2]] if k == "base.tfidf_power" else v
+    plain.load_state_dict(moved)
+    plain.base.set_entities(vkb.entity_names)
+    plain.eval()
+    with torch.no_grad():
+        reference = plain(questions, z0, vkb, precision="fp32").z[-1]
+    assert len(reference) > 0
+    assert torch.equal(reference.rows, out.z_answer.rows) and torch.equal(reference.ids, out.z_answer.ids)
+    torch.testing.assert_close(reference.probs, out.z_answer.probs)
+    # gradient: the head's parameters only
+    model.train()
+    model.zero_grad()
+    out = model(questions, z0, vkb, precision="fp32", answers=True)
+    (-torch.log(out.z_answer.probs.clamp_min(1e-9)).sum()).backward()
+    head = ("base.encoder.hop_layers.2.", "base.encoder.start.2.", "base.encoder.end.2.", "base.encoder.entity.2.")
+    moved_grads = {n for n, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert moved_grads and all(n.startswith(head) or n == "base.tfidf_power" for n in moved_grads), moved_grads
+    assert any(n.startswith("base.encoder.hop_layers.2.") for n in moved_grads)
+    assert base.tfidf_power.grad[:2].abs().sum() == 0
+    model.eval()
+    # a model saved before answer_head existed: no head
+    plain.save(tmp_path / "old")
+    manifest = json.loads((tmp_path / "old" / "manifest.json").read_text())
+    del manifest["mix"]["answer_head"]
+    (tmp_path / "old" / "manifest.json").write_text(json.dumps(manifest))
+    old = HopMixingModel.load(tmp_path / "old")
+    assert old.config.answer_head is False and old.base.config.hops == 2
+    with pytest.raises(ConfigError, match="answer head"):
+        HopMixingModel(plain.base, MixConfig(hops=2))
+
+
 def test_named_entity_set_starts_from_the_names_found_verbatim():
     from drkit.index.question_linking import LinkedQuestions
     from drkit.reason.train_mixing import named_entity_set
@@ -522,8 +590,8 @@ def test_the_answer_hops_start_where_asked(mixing_run):
         linked = r.linker.link(questions)
         named_ids = linked.named()
         with torch.no_grad():
-            last = r.model(questions, make(linked), r.vkb, precision="fp32", named=named_ids).z[-1]
-        for b, res in enumerate(got):  # the answers: that pass's last hop, best first, the named entities skipped
+            last = r.model(questions, make(linked), r.vkb, precision="fp32", named=named_ids, answers=True).answer
+        for b, res in enumerate(got):  # the answers: that pass's answer hop, best first, the named entities skipped
             named = set(named_ids[b][named_ids[b] >= 0].tolist())
             ids, probs = last.row(b)
             want = [(int(e), float(p)) for e, p in sorted(zip(ids, probs), key=lambda x: (-x[1], x[0])) if int(e) not in named]

@@ -177,6 +177,11 @@ def test_a_run_resumes_and_a_result_stands_on_another_device(tmp_path):
     prepare_run(tmp_path, {"train": dataclasses.asdict(TrainConfig(device="cpu"))}, False, "training")  # resumes
     assert settings_diff({"a": {"device": "cuda", "x": 1}}, {"a": {"device": "cpu", "x": 2}}) == [
         "a.x: 1 in the run, 2 asked"]
+    # a file recorded with its checksum is the same file wherever it lies; another checksum is another file
+    kb = {"path": "runs/a/kb.txt", "bytes": 3, "sha256": "ab"}
+    assert settings_diff({"inputs": {"kb": kb}}, {"inputs": {"kb": {**kb, "path": "runs/b/kb.txt"}}}) == []
+    assert settings_diff({"inputs": {"kb": kb}}, {"inputs": {"kb": {**kb, "path": "b", "sha256": "cd"}}}) == [
+        "inputs.kb.path: runs/a/kb.txt in the run, b asked", "inputs.kb.sha256: ab in the run, cd asked"]
     with pytest.raises(ConfigError, match="steps"):
         prepare_run(tmp_path, {"train": dataclasses.asdict(TrainConfig(steps=7))}, False, "training")
     write_json(tmp_path / "metrics.json", {"hits": 1, "made_with": {"retrieve": {"device": "auto", "top": 20}}})

@@ -50,6 +50,8 @@ def add_config_flags(parser: argparse.ArgumentParser, config_cls, title: str, ex
             continue
         choices = f.metadata.get("choices")
         kind = f.metadata.get("type", str if choices else type(f.default))
+        if kind is type(None):  # a None default says nothing of the values the flag takes
+            raise TypeError(f"{config_cls.__name__}.{f.name} defaults to None: its metadata must give a 'type'")
         group.add_argument(flag, dest=dest, type=kind, default=default, choices=choices, nargs=f.metadata.get("nargs"),
                            metavar=None if choices else kind.__name__.upper(), help=help_text)
 

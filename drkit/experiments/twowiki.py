@@ -4,7 +4,8 @@ Real Wikipedia passages, each about its title entity; plain questions (no bracke
 unknown); no KB at question time. Steps, each skipped when its output is complete (a training run or an
 evaluation made with other settings is refused, naming the setting, or made again):
 
-    split (train/dev, seeded, by type) -> index (--entities titles: no list made from the benchmark) -> encoders
+    split (train/dev, seeded, by type) -> index (--entities titles ner: the titles and what a trained
+    recogniser finds in the text; no list made from the benchmark) -> encoders
     (pretrained as DrKIT and the rows need) -> embed -> train the hop-mixing model (and each row) -> retrieve
     on dev -> peers (BM25, dense MiniLM) -> controls (`drkit.qa.controls`: the same pretrained encoder as a
     single-step dense retriever; personalised PageRank from the linked Z_0) -> entity answers: Hits@1 of the
@@ -87,10 +88,11 @@ class TwoWikiConfig:
     fold: int = field(default=0, metadata={"help": "0: train on the split's train part and score its dev part; 1: the "
                                                    "parts swapped (with fold 0, a two-fold cross-fit that scores every "
                                                    "question once)", "type": int, "choices": (0, 1)})
-    entities: tuple = field(default=("titles",), metadata={
+    entities: tuple = field(default=("titles", "ner"), metadata={
         "help": "the index's entities: titles (every title), ner (also the names and dates a trained recogniser "
-                "finds in the text, drkit.index.ner), found (those rules find, drkit.index.found); never a list made "
-                "from the benchmark", "nargs": "+", "type": str, "choices": ("titles", "ner", "found")})
+                "finds in the text, drkit.index.ner: the answers that have no page), found (those rules find, "
+                "drkit.index.found); never a list made from the benchmark", "nargs": "+", "type": str,
+        "choices": ("titles", "ner", "found")})
     steps: int = field(default=100, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
     encoder: str = field(default="kb_qa", metadata={"help": "DrKIT's encoder: base (MiniLM, not pretrained) or "
                                                             "pretrained on kb, qa or kb_qa (both in turn)",

@@ -347,12 +347,13 @@ class DrKITRetriever:
         trace = self.evidence and chain_top > 0
         with torch.no_grad():
             named_ids = linked.named()
+            linked_answers = answers and self.answer_start == "linked"
             out = self.model(list(questions), linked_entity_set(linked), self.vkb, precision=self.precision, trace=trace,
-                             named=named_ids, follow_config=fc)
-            answer_z = out.z[-1] if answers else None
+                             named=named_ids, follow_config=fc, answers=linked_answers)
+            answer_z = out.answer if linked_answers else None
             if answers and self.answer_start == "named":
                 answer_z = self.model(list(questions), named_entity_set(linked), self.vkb, precision=self.precision, trace=False,
-                                      named=named_ids, follow_config=fc).z[-1]
+                                      named=named_ids, follow_config=fc, answers=True).answer
         fallback = [fill.row(b)[0] if self.fill else None for b in range(len(questions))]
         rankings = rank_passages(out, self.vkb, self.pages, top, self.model.follow_config.temperature, self.entities,
                                  fallback)

@@ -23,10 +23,18 @@ Hop 1 follows from the rescored Z_0', so the linker's noise is filtered before i
 keeps them), as MetaQA's question entity is (``remove_topic``): a chain then cannot walk back to them.
 Z* is an `EntitySet` on the union of the supports; everything is differentiable in pi, in the queries and
 in each Z_t, so the model trains end to end from the gold entities (`mixture_loss`).
+
+The entity answer (a place, a date, a person without a page) is the last hop's entity, but the passages
+are ranked by Z*: trained into one chain, the two losses pull its queries apart (on 2Wiki fold 0 with
+`--entities titles ner`, the answer loss cost the dev passage R@2 0.77 -> 0.74). With ``answer_head`` (the
+default) the answer has a hop of its own: the base model's hop T+1, a follow from Z_{T-1} with its own
+layers, projections and TF-IDF power, fed the shared layers' output and Z_{T-1} without their gradient, so
+the answer loss trains the head alone and the passage chain sees the passage loss alone (`MixOutput.answer`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -55,7 +63,8 @@ class MixConfig:
     rescore: bool = field(default=True, metadata={"help": "rescore Z_0 by an encoding of the question (paper); "
                                                    "off: Z_0 is the linker's weights"})
     fixed: int | None = field(default=None, metadata={"help": "no mixing: answer with Z_fixed alone (pi one-hot; "
-                                                                "the fixed-hop models mixing is compared with)"})
+                                                                "the fixed-hop models mixing is compared with)",
+                                                        "type": int, "default_help": "none: pi mixes the hops"})
     remove_named: bool = field(default=False, metadata={"help": "remove the entities the question names verbatim "
                                                         "from every hop's output (Z_0 keeps them)"})
     page_mix: bool = field(default=True, metadata={
@@ -63,9 +72,13 @@ class MixConfig:
                 "by pages, and a hop that puts mass on entities without one (names and dates found in the text) would "
                 "otherwise rank its pages below the other hops'; the same on an index whose entities all have pages "
                 "(--entities titles). Off: over every entity"})
+    answer_head: bool = field(default=True, metadata={
+        "help": "the entity answer's last hop has a query of its own (hop layers, projections and TF-IDF power), "
+                "trained by the answer loss alone on detached inputs: the passage chain is then trained by the "
+                "passage loss alone. Off: the answer is Z_T of the passage chain, and its loss trains that chain too"})
 
     # what a field absent from a model saved before it existed meant
-    ABSENT_MEANT = {"page_mix": False}
+    ABSENT_MEANT = {"page_mix": False, "answer_head": False}
 
     def __post_init__(self):
         if self.hops < 1:
@@ -81,6 +94,12 @@ class MixOutput:
     z: list[EntitySet]  # Z_0 (rescored), Z_1, .., Z_T
     queries: list[torch.Tensor]  # g_0, g_1, .., g_T, each (B, p)
     traces: list[FollowTrace | None]
+    z_answer: EntitySet | None = None  # the answer head's follow from Z_{T-1} (forward with answers=True)
+
+    @property
+    def answer(self) -> EntitySet:
+        """The entity answer's distribution: the answer head's, or Z_T for a model without one."""
+        return self.z[-1] if self.z_answer is None else self.z_answer
 
 
 def on_pages(z: EntitySet, has_page: np.ndarray) -> EntitySet:
@@ -135,8 +154,9 @@ class HopMixingModel(nn.Module):
 
     def __init__(self, base: MultiHopModel, config: MixConfig = MixConfig()):
         super().__init__()
-        if base.config.hops != config.hops:
-            raise ConfigError(f"the base model has {base.config.hops} hops, the mixing model {config.hops}")
+        if base.config.hops != config.hops + config.answer_head:  # the answer head is the base's hop T+1
+            raise ConfigError(f"the base model has {base.config.hops} hops, the mixing model {config.hops}"
+                              + (" and an answer head" if config.answer_head else ""))
         self.config = config
         self.base = base
         hidden, half = base.encoder.bert_config.hidden_size, base.dim // 2
@@ -151,9 +171,7 @@ class HopMixingModel(nn.Module):
     def from_encoder(cls, encoder, config: MixConfig = MixConfig(), model_config: ModelConfig | None = None,
                      follow_config: FollowConfig = FollowConfig()) -> "HopMixingModel":
         """A new model whose question encoder and Z_0 query start from a pretrained `DualEncoder`."""
-        import dataclasses
-
-        model_config = dataclasses.replace(model_config or ModelConfig(), hops=config.hops)
+        model_config = dataclasses.replace(model_config or ModelConfig(), hops=config.hops + config.answer_head)
         model = cls(MultiHopModel.from_encoder(encoder, model_config, follow_config), config)
         model.start0.load_state_dict(encoder.query_start.state_dict())
         model.end0.load_state_dict(encoder.query_end.state_dict())
@@ -164,9 +182,12 @@ class HopMixingModel(nn.Module):
         return self.base.follow_config
 
     def forward(self, texts: list[str], z0: EntitySet, vkb, precision: str = "auto", trace: bool = False,
-                follow_config: FollowConfig | None = None, named: np.ndarray | None = None) -> MixOutput:
+                follow_config: FollowConfig | None = None, named: np.ndarray | None = None,
+                answers: bool = False) -> MixOutput:
         """Z* of a batch; `named` (batch, k), -1 padded: the entities each question names verbatim
-        (`LinkedQuestions.named`), removed from every hop with ``remove_named``."""
+        (`LinkedQuestions.named`), removed from every hop with ``remove_named``. With `answers` and an answer
+        head, also ``z_answer``: the answer head's follow from Z_{T-1}, computed from the shared layers' output
+        and Z_{T-1} without their gradient (the answer loss trains the head alone)."""
         base, fc = self.base, follow_config or self.base.follow_config
         if base.n_entities != vkb.graph.n_entities:
             raise ConfigError(f"the model knows {base.n_entities} entities but the index has "
@@ -195,10 +216,18 @@ class HopMixingModel(nn.Module):
             sets.append(z)
             queries.append(q)
             traces.append(tr)
+        z_answer = None
+        if answers and self.config.answer_head:
+            t, start = self.config.hops, sets[-2]  # the base's extra hop, from Z_{T-1}
+            start = EntitySet(start.rows, start.ids, start.probs.detach(), start.batch_size)
+            q = base.hop_queries(dataclasses.replace(enc, hs=[h.detach() for h in enc.hs]), t, start)
+            power = base.tfidf_power[t].clamp_min(0).cpu() if base.config.learn_tfidf_power else None
+            z_answer = follow(start, q, vkb.graph, vkb.search, fc, named if self.config.remove_named else None,
+                              tfidf_power=power)
         # over pages: None where every entity has one (then nothing changes, to the bit)
         has_page = vkb.page_entities if self.config.page_mix else None
         z_star = mix(sets, pi, has_page) if self.config.fixed is None else sets[self.config.fixed]
-        return MixOutput(z_star, pi, sets, queries, traces)
+        return MixOutput(z_star, pi, sets, queries, traces, z_answer)
 
     # -- persistence: the base model in base/, the heads beside it ---------------------------------------
     def save(self, out: str | Path, overwrite: bool = False, extra_manifest: dict | None = None) -> None:

@@ -6,8 +6,9 @@ supporting passages (their pages), and, with `answers`, its answers that are ent
 paper trains "from the answers where these are entities"). Z_0 is the question linker's
 (`drkit.index.question_linking`); the loss is `drkit.reason.mixing.mixture_loss` on Z* for the page
 entities (``objective="pages"``: Z* ranks passages, so only entities with a page are its targets), plus
-(``answer_weight``) the same loss on the last hop Z_T for the answer entities alone, so that Z_T's best
-entity is the answer (``objective="pages+answers"``, the earlier objective: answers are Z*'s targets too).
+(``answer_weight``) the same loss for the answer entities alone on the answer's last hop (the model's answer
+head, `MixConfig.answer_head`; Z_T for a model without one), so that its best entity is the answer
+(``objective="pages+answers"``, the earlier objective: answers are Z*'s targets too).
 Every `eval_every` steps the passage R@5 on dev is logged: the share of the gold passages in the top 5
 passages the model reaches, ranked as `drkit retrieve` ranks them (`drkit.reason.passages.rank_passages`;
 without the linker's unreached passages after them, which `drkit retrieve` lists when a question has
@@ -255,12 +256,15 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
             batch = [usable[i] for i in step_rows(len(usable), config.batch_size, step, config.seed)]
             texts = [it["question"] for it in batch]
             linked = linker.link(texts)
-            out = model(texts, linked_entity_set(linked), vkb, precision=config.precision, named=linked.named())
+            answers = config.answer_weight > 0 and any(len(it["answers"]) for it in batch)
+            out = model(texts, linked_entity_set(linked), vkb, precision=config.precision, named=linked.named(),
+                        answers=answers)
             targets = "gold" if config.objective == "pages+answers" else "pages"
             loss, found = mixture_loss(out.z_star, [it[targets] for it in batch])
-            if config.answer_weight > 0 and any(len(it["answers"]) for it in batch):
-                # the answer entity is the last hop's output (multi-hop slot filling): -log Z_T[answer]
-                answer_loss, _ = mixture_loss(out.z[-1], [it["answers"] for it in batch])
+            if answers:
+                # the answer entity is the last hop's output (multi-hop slot filling): -log Z_T[answer], on the
+                # answer head's hop where the model has one
+                answer_loss, _ = mixture_loss(out.answer, [it["answers"] for it in batch])
                 if answer_loss is not None:
                     loss = answer_loss * config.answer_weight if loss is None else loss + config.answer_weight * answer_loss
             record = {"step": step + 1, "gold": int(sum(len(it[targets]) for it in batch)), "gold_in_support": int(found.sum()),

@@ -45,13 +45,17 @@ NOT_IDENTITY = ("device",)  # where a run computes, not what: a run resumes (a r
 def settings_diff(previous: dict, settings: dict, prefix: str = "", paths: tuple[str, ...] = ()) -> list[str]:
     """The settings that differ, nested keys dotted: ``["follow.min_weight: 0.01 in the run, 0.001 asked"]``.
     The dotted keys in `paths` are file paths: the same file spelt differently is no difference. Keys named in
-    `NOT_IDENTITY` (the device) are no difference either."""
+    `NOT_IDENTITY` (the device) are no difference either, nor is the path of a file recorded with its checksum
+    (``{"path", "sha256", ...}``, `drkit.util.artifact.file_checksum`) when the checksums are equal: a run
+    copied or moved with its inputs resumes."""
     out = []
     for k in sorted(previous.keys() | settings.keys()):
         if k in NOT_IDENTITY:
             continue
         old, new = previous.get(k), settings.get(k)
         if isinstance(old, dict) and isinstance(new, dict):
+            if "path" in old and "path" in new and old.get("sha256") and old.get("sha256") == new.get("sha256"):
+                old, new = {**old, "path": None}, {**new, "path": None}  # the same file, wherever it lies
             out += settings_diff(old, new, f"{prefix}{k}.", paths)
         elif old != new and not (f"{prefix}{k}" in paths and isinstance(old, str) and isinstance(new, str)
                                  and os.path.realpath(old) == os.path.realpath(new)):
