@@ -85,7 +85,7 @@ def test_an_alias_links_as_its_entity():
     assert table.aliases[date] == ["19 December 1993", "December 19, 1993"]
     assert table.alias_keys() == [("december 19, 1993", date)]
     assert table.lookup("december 19, 1993") == date
-    linker = EntityLinker(table.keys, 3, table.alias_keys())
+    linker = EntityLinker.of_table(table, 3)
     text = "Lee Hall, born December 19, 1993, or 19 December 1993, in December 1993."
     assert [(text[s:e], i) for s, e, i in linker.find(text)] == [
         ("Lee Hall", table.lookup("Lee Hall")), ("December 19, 1993", date), ("19 December 1993", date),

@@ -120,20 +120,30 @@ def build_index(
         names: list[str] = []
         aliases: dict[str, set[str]] = {}
         kinds: dict[str, str] = {}
+        wanted = {str(e) for e in entities}
+        if "ner" in wanted:  # a recogniser that is not installed is said before the corpus is read
+            from drkit.index.ner import load_pipeline, ner_entities, pipeline_version
+
+            nlp = load_pipeline()
+        titles, texts = [], []
+        if wanted & {"titles", "found", "ner"}:  # the corpus read once for all of them; its text kept only if used
+            keep_text = bool(wanted & {"found", "ner"})
+            for a in read_corpus(corpus, corpus_format, WarningLog()):
+                if a.title.strip():
+                    titles.append(a.title)
+                if keep_text:
+                    texts.append(a.text)
         for spec in entities:
             if str(spec) == "titles":
-                names += [a.title for a in read_corpus(corpus, corpus_format, WarningLog()) if a.title.strip()]
+                names += titles
             elif str(spec) == "found":  # names and dates found in the text by rules (drkit.index.found)
                 from drkit.index.found import found_entities
 
-                found = found_entities([a.text for a in read_corpus(corpus, corpus_format, WarningLog())])
+                found = found_entities(texts)
                 log(f"found {len(found):,} names and dates in the text")
                 names += found
             elif str(spec) == "ner":  # names and dates a trained recogniser finds in the text (drkit.index.ner)
-                from drkit.index.ner import load_pipeline, ner_entities, pipeline_version
-
-                nlp = load_pipeline()
-                recognised = ner_entities([a.text for a in read_corpus(corpus, corpus_format, WarningLog())], nlp)
+                recognised = ner_entities(texts, nlp)
                 log(recognised.summary())
                 names += recognised.names
                 aliases, kinds = recognised.aliases, recognised.kinds
@@ -194,7 +204,7 @@ def write_index(articles: Iterable[Article], table: EntityTable, out: str | Path
     warnings = warnings if warnings is not None else WarningLog()
     timings = timings if timings is not None else {}
     t0 = started if started is not None else time.perf_counter()
-    linker = EntityLinker(table.keys, link_config.min_name_length, table.alias_keys())
+    linker = EntityLinker.of_table(table, link_config.min_name_length)
     too_short = [n for n, k in zip(table.names, table.keys) if len(k) < link_config.min_name_length]
     if too_short:
         warnings.add("entity_name_too_short", f"{len(too_short)} names shorter than {link_config.min_name_length} "

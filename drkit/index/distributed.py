@@ -55,7 +55,7 @@ class _LinkShard:
         os.environ["DRKIT_PROGRESS"] = "0"  # no progress bars from the workers
         self.table = EntityTable.from_records(entity_records)
         self.config = LinkConfig(**link_config)
-        self.linker = EntityLinker(self.table.keys, self.config.min_name_length, self.table.alias_keys())
+        self.linker = EntityLinker.of_table(self.table, self.config.min_name_length)
         self.hasher = NgramHasher(hash_buckets, ngram)
         self.out = Path(out)
 

@@ -65,6 +65,11 @@ class EntityLinker:
         if len(self._automaton):
             self._automaton.make_automaton()
 
+    @classmethod
+    def of_table(cls, table, min_length: int = 3) -> "EntityLinker":
+        """The linker of an `EntityTable`'s entities: their keys and their aliases' (`EntityTable.alias_keys`)."""
+        return cls(table.keys, min_length, table.alias_keys())
+
     def find(self, text: str) -> list[tuple[int, int, int]]:
         """Mentions in `text` as ``(char_start, char_end, entity_id)``, end exclusive, in text order."""
         if not len(self._automaton):

@@ -98,7 +98,7 @@ class QuestionLinker:
     def from_index(cls, index, config: QuestionLinkConfig = QuestionLinkConfig(), min_name_length: int | None = None):
         """Over the entities of a `SparseIndex`, with exact matches as the index's linker finds them."""
         min_length = min_name_length or index.manifest["config"]["link"].get("min_name_length", 3)
-        return cls(index.entities.names, EntityLinker(index.entities.keys, min_length, index.entities.alias_keys()), config)
+        return cls(index.entities.names, EntityLinker.of_table(index.entities, min_length), config)
 
     def scores(self, questions: Sequence[str]) -> sp.csr_matrix:
         """(B, E) cosine of each question's TF-IDF vector with each name's (zeros not stored)."""

@@ -182,7 +182,7 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
 
     link_config = LinkConfig(**live.manifest["config"]["link"])
     config = live.config
-    linker = EntityLinker(table.keys, link_config.min_name_length, table.alias_keys())
+    linker = EntityLinker.of_table(table, link_config.min_name_length)
     linked = link_corpus(articles, linker, link_config, warnings, total=len(articles), entity_of=table.lookup)
 
     # frozen IDF: the base's document frequencies and passage count

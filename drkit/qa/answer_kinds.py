@@ -41,5 +41,5 @@ def prefer_kinds(found: Sequence[tuple[int, float]], kinds: Sequence[str | None]
     it, or of no known kind) first, each part in its own order; `found` as it is when nothing is asked for."""
     if kinds is None or asked is None:
         return list(found)
-    first = [f for f in found if kinds[f[0]] is None or kinds[f[0]] in asked]
-    return first + [f for f in found if not (kinds[f[0]] is None or kinds[f[0]] in asked)]
+    may = [kinds[e] is None or kinds[e] in asked for e, _ in found]
+    return [f for f, m in zip(found, may) if m] + [f for f, m in zip(found, may) if not m]

@@ -352,8 +352,8 @@ class DrKITRetriever:
                              named=named_ids, follow_config=fc, answers=linked_answers)
             answer_z = out.answer if linked_answers else None
             if answers and self.answer_start == "named":
-                answer_z = self.model(list(questions), named_entity_set(linked), self.vkb, precision=self.precision, trace=False,
-                                      named=named_ids, follow_config=fc, answers=True).answer
+                answer_z = self.model.answer(list(questions), named_entity_set(linked), self.vkb, precision=self.precision,
+                                             named=named_ids, follow_config=fc)
         fallback = [fill.row(b)[0] if self.fill else None for b in range(len(questions))]
         rankings = rank_passages(out, self.vkb, self.pages, top, self.model.follow_config.temperature, self.entities,
                                  fallback)

@@ -188,46 +188,67 @@ class HopMixingModel(nn.Module):
         (`LinkedQuestions.named`), removed from every hop with ``remove_named``. With `answers` and an answer
         head, also ``z_answer``: the answer head's follow from Z_{T-1}, computed from the shared layers' output
         and Z_{T-1} without their gradient (the answer loss trains the head alone)."""
-        base, fc = self.base, follow_config or self.base.follow_config
-        if base.n_entities != vkb.graph.n_entities:
-            raise ConfigError(f"the model knows {base.n_entities} entities but the index has "
-                              f"{vkb.graph.n_entities} entities; call set_entities with the index's names")
-        enc = base.encode(texts, precision)
-        h = base.pooled(enc)  # (B, hidden) float32
+        fc = follow_config or self.base.follow_config
+        enc, h = self._encode(texts, vkb, precision)
         if self.config.fixed is None:
             pi = torch.softmax(rows_alike(self.pi_head, h), dim=-1).cpu()  # (B, T+1), on the CPU as the follow
         else:
             pi = torch.nn.functional.one_hot(torch.full((len(texts),), self.config.fixed), self.config.hops + 1).float()
         g0 = torch.cat([rows_alike(self.start0, h), rows_alike(self.end0, h)], dim=-1).cpu()  # (B, p)
-        traces: list[FollowTrace | None] = []
         if self.config.rescore:
             result = rescore(z0, g0, vkb.graph, fc, trace=trace)
             z, tr = result if trace else (result, None)
         else:
             z, tr = z0, None
-        sets, queries = [z], [g0]
-        traces.append(tr)
+        sets, queries, traces = [z], [g0], [tr]
         for t in range(self.config.hops):
-            q = base.hop_queries(enc, t, z)
-            power = base.tfidf_power[t].clamp_min(0).cpu() if base.config.learn_tfidf_power else None
-            topic = named if self.config.remove_named else None
-            result = follow(z, q, vkb.graph, vkb.search, fc, topic, trace=trace, tfidf_power=power)
-            z, tr = result if trace else (result, None)
+            z, q, tr = self._hop(enc, t, z, vkb, fc, named, trace)
             sets.append(z)
             queries.append(q)
             traces.append(tr)
-        z_answer = None
-        if answers and self.config.answer_head:
-            t, start = self.config.hops, sets[-2]  # the base's extra hop, from Z_{T-1}
-            start = EntitySet(start.rows, start.ids, start.probs.detach(), start.batch_size)
-            q = base.hop_queries(dataclasses.replace(enc, hs=[h.detach() for h in enc.hs]), t, start)
-            power = base.tfidf_power[t].clamp_min(0).cpu() if base.config.learn_tfidf_power else None
-            z_answer = follow(start, q, vkb.graph, vkb.search, fc, named if self.config.remove_named else None,
-                              tfidf_power=power)
+        z_answer = self._answer_hop(enc, sets[-2], vkb, fc, named) if answers and self.config.answer_head else None
         # over pages: None where every entity has one (then nothing changes, to the bit)
         has_page = vkb.page_entities if self.config.page_mix else None
         z_star = mix(sets, pi, has_page) if self.config.fixed is None else sets[self.config.fixed]
         return MixOutput(z_star, pi, sets, queries, traces, z_answer)
+
+    def answer(self, texts: list[str], z0: EntitySet, vkb, precision: str = "auto",
+               follow_config: FollowConfig | None = None, named: np.ndarray | None = None) -> EntitySet:
+        """The entity answer's distribution alone, as ``forward(..., answers=True).answer`` gives it, without
+        what only the passages need (pi, Z*, and with an answer head the passage chain's last hop)."""
+        fc = follow_config or self.base.follow_config
+        enc, h = self._encode(texts, vkb, precision)
+        z = z0
+        if self.config.rescore:
+            z = rescore(z0, torch.cat([rows_alike(self.start0, h), rows_alike(self.end0, h)], dim=-1).cpu(), vkb.graph, fc)
+        for t in range(self.config.hops - self.config.answer_head):
+            z, _, _ = self._hop(enc, t, z, vkb, fc, named, False)
+        return self._answer_hop(enc, z, vkb, fc, named) if self.config.answer_head else z
+
+    def _encode(self, texts: list[str], vkb, precision: str):
+        """The questions through the shared layers, and their mean (B, hidden) float32."""
+        base = self.base
+        if base.n_entities != vkb.graph.n_entities:
+            raise ConfigError(f"the model knows {base.n_entities} entities but the index has "
+                              f"{vkb.graph.n_entities} entities; call set_entities with the index's names")
+        enc = base.encode(texts, precision)
+        return enc, base.pooled(enc)
+
+    def _hop(self, enc, t: int, z: EntitySet, vkb, fc: FollowConfig, named, trace: bool):
+        """Hop t (0-based; t = T: the answer head) from `z`: (Z_t, its query g_t, its trace or None)."""
+        base = self.base
+        q = base.hop_queries(enc, t, z)
+        power = base.tfidf_power[t].clamp_min(0).cpu() if base.config.learn_tfidf_power else None
+        topic = named if self.config.remove_named else None
+        result = follow(z, q, vkb.graph, vkb.search, fc, topic, trace=trace, tfidf_power=power)
+        z, tr = result if trace else (result, None)
+        return z, q, tr
+
+    def _answer_hop(self, enc, start: EntitySet, vkb, fc: FollowConfig, named) -> EntitySet:
+        """The answer head (the base's extra hop T) from Z_{T-1} = `start`, both taken without their gradient."""
+        start = EntitySet(start.rows, start.ids, start.probs.detach(), start.batch_size)
+        enc = dataclasses.replace(enc, hs=[h.detach() for h in enc.hs])
+        return self._hop(enc, self.config.hops, start, vkb, fc, named, False)[0]
 
     # -- persistence: the base model in base/, the heads beside it ---------------------------------------
     def save(self, out: str | Path, overwrite: bool = False, extra_manifest: dict | None = None) -> None:

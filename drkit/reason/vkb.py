@@ -124,7 +124,7 @@ class VirtualKB:
 
             min_len = self.index.manifest.get("config", {}).get("link", {}).get("min_name_length",
                                                                              LinkConfig().min_name_length)
-            self._linker = EntityLinker(self.index.entities.keys, min_len, self.index.entities.alias_keys())
+            self._linker = EntityLinker.of_table(self.index.entities, min_len)
         return self._linker
 
 
