@@ -29,9 +29,9 @@ demo: $(VENV)/.core-installed
 	$(BIN)/drkit index --corpus $(SAMPLE)/wiki.txt --kb $(SAMPLE)/kb.txt --out runs/sample-index --overwrite \
 	    --questions $(SAMPLE)/1-hop/qa_dev.txt --questions $(SAMPLE)/2-hop/qa_dev.txt --questions $(SAMPLE)/3-hop/qa_dev.txt
 	$(BIN)/drkit pretrain --index runs/sample-index --kb $(SAMPLE)/kb.txt --out runs/sample-pretrain --overwrite \
-	    --steps 60 --holdout 0.05
+	    --steps 40 --holdout 0.05
 	$(BIN)/drkit embed --index runs/sample-index --encoder runs/sample-pretrain --out runs/sample-mentions --overwrite
-	$(BIN)/drkit train --index runs/sample-index --mentions runs/sample-mentions --hops 2 --steps 150 --eval-every 75 \
+	$(BIN)/drkit train --index runs/sample-index --mentions runs/sample-mentions --hops 2 --steps 100 --eval-every 50 \
 	    --train $(SAMPLE)/2-hop/qa_train.txt --dev $(SAMPLE)/2-hop/qa_dev.txt --out runs/sample-model-2hop --overwrite
 	$(BIN)/drkit evaluate --index runs/sample-index --model runs/sample-model-2hop --questions $(SAMPLE)/2-hop/qa_dev.txt \
 	    --qtypes $(SAMPLE)/2-hop/qa_dev_qtype.txt --out runs/sample-eval-2hop

@@ -59,11 +59,10 @@ def mixing_row(index: str, run: str, questions: str, quantize: str, n_timed: int
     return out  # the model is freed with this frame
 
 
-def multihop_row(index: str, run: str, questions: str, quantize: str, n_timed: int) -> dict:
+def metaqa_questions(kit, questions: str) -> tuple[list, list[set[str]]]:
+    """The questions of a MetaQA-format file that `kit` parses, and each one's answers (lower case)."""
     from drkit.errors import QuestionError
-    from drkit.qa.pipeline import DrKIT, LoadConfig
 
-    kit = DrKIT.load(index, run, config=LoadConfig(precision="fp32", quantize=quantize))
     parsed, gold = [], []
     for line in open(questions, encoding="utf-8"):
         if not line.strip():
@@ -74,6 +73,14 @@ def multihop_row(index: str, run: str, questions: str, quantize: str, n_timed: i
         except QuestionError:
             continue
         gold.append({a.strip().lower() for a in answers.split("|")})
+    return parsed, gold
+
+
+def multihop_row(index: str, run: str, questions: str, quantize: str, n_timed: int) -> dict:
+    from drkit.qa.pipeline import DrKIT, LoadConfig
+
+    kit = DrKIT.load(index, run, config=LoadConfig(precision="fp32", quantize=quantize))
+    parsed, gold = metaqa_questions(kit, questions)
     results = []
     for i in range(0, len(parsed), 64):
         results += kit.answer_batch(parsed[i:i + 64], top=1, chain_top=0)

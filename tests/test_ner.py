@@ -181,7 +181,7 @@ def test_the_kind_a_question_asks_for():
     assert prefer_kinds(found, None, frozenset({"PERSON"})) == found and prefer_kinds(found, kinds, None) == found
 
 
-def test_documents_added_to_a_recognised_index_are_recognised_too(tmp_path):
+def test_documents_added_to_a_recognised_index_are_recognised_too(tmp_path, capsys):
     from drkit.cli import main
     from drkit.index.build import build_index
     from drkit.index.sparse import SparseIndex
@@ -205,3 +205,18 @@ def test_documents_added_to_a_recognised_index_are_recognised_too(tmp_path):
     assert live.entities.lookup("4 August 1961") == obama_born
     assert sum(1 for n in live.entities.names if n in ("August 4, 1961", "4 August 1961")) == 1
     assert {int(p) for p in live.mentions[live.mentions[:, 0] == obama_born, 1]} == {0, 1}
+    # the segment says which recogniser read it; one other than the index's is said, not passed over
+    segments = sorted((tmp_path / "ix" / "segments").iterdir())
+    built = json.loads((tmp_path / "ix" / "manifest.json").read_text())["inputs"]["recogniser"]
+    assert json.loads((segments[0] / "manifest.json").read_text())["inputs"]["recogniser"] == built
+    assert "recogniser_differs" not in json.loads((segments[0] / "manifest.json").read_text())["warnings"]
+    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    manifest["inputs"]["recogniser"] = {**built, "version": "0.0.1"}
+    (tmp_path / "ix" / "manifest.json").write_text(json.dumps(manifest))
+    more = [{"id": "2", "title": "Sasha Obama", "text": "Sasha Obama was born on June 10, 2001, in Chicago."}]
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in more))
+    capsys.readouterr()
+    assert main(["add", "--index", str(tmp_path / "ix"), "--corpus", str(tmp_path / "c.jsonl")]) == 0
+    assert "0.0.1" in capsys.readouterr().err
+    segments = sorted((tmp_path / "ix" / "segments").iterdir(), key=lambda d: d.stat().st_mtime)
+    assert json.loads((segments[-1] / "manifest.json").read_text())["warnings"]["recogniser_differs"]["count"] == 1

@@ -396,6 +396,7 @@ def test_no_compare_reads_without_the_rules_in_the_cli_the_front_door_and_serve(
     cli_off = [json.loads(line) for line in (tmp_path / "off" / "predictions.jsonl").read_text().splitlines()]
     engines = [Engine.load(d / "index1", d / "run", reader=reader_run, reading=ReadConfig(compare=c)) for c in (True, False)]
     assert [e.info()["manifests"]["reader"]["compare"] for e in engines] == [True, False]
+    assert [e.info()["manifests"]["reader"]["skip_bridges"] for e in engines] == [False, False]
     on, off = (e.run(questions, Request(top_k=5)) for e in engines)
     settled = [i for i, r in enumerate(on) if r["reading"] and r["reading"].get("comparison")]
     assert settled, "no question of the sample was settled by a comparison: the switch would be untested"

@@ -319,6 +319,19 @@ def test_a_full_queue_is_503_with_retry_after(engine):
         assert ask(1).status_code == 200
 
 
+def test_serve_flags_set_how_the_reader_reads():
+    from drkit.cli import build_parser
+    from drkit.cli.flags import config_from_args
+    from drkit.reader.reading import ReadConfig
+
+    def reading(*flags):
+        args = build_parser().parse_args(["serve", "--index", "i", "--model", "m", *flags])
+        return config_from_args(args, ServeConfig).reading()
+
+    assert reading() == ReadConfig(compare=True, skip_bridges=False)
+    assert reading("--skip-bridges", "--no-compare") == ReadConfig(compare=False, skip_bridges=True)
+
+
 def test_serve_config_refuses_remote_hosts_without_the_flag():
     with pytest.raises(ConfigError, match="--allow-remote"):
         ServeConfig(host="0.0.0.0")

@@ -68,7 +68,6 @@ def check_port_free(host: str, port: int) -> None:
 
 def _run_serve(args) -> int:
     from drkit.qa.pipeline import LoadConfig
-    from drkit.reader.reading import ReadConfig
     from drkit.serve.config import ServeConfig
 
     config = config_from_args(args, ServeConfig)
@@ -93,11 +92,11 @@ def _run_serve(args) -> int:
         engine = ModelProcess(args.index, args.model, args.mentions, load_config, config.chain_top, config.threads,
                               load_timeout_s=config.load_timeout_s, batch_timeout_s=config.batch_timeout_s,
                               reader=args.reader, watch_s=config.watch_s, restart_backoff_s=config.restart_backoff_s,
-                              reading=ReadConfig(compare=config.compare))
+                              reading=config.reading())
     else:
         configure_threads(config.threads)
         engine = Engine.load(args.index, args.model, args.mentions, load_config, chain_top=config.chain_top,
-                             reader=args.reader, reading=ReadConfig(compare=config.compare))
+                             reader=args.reader, reading=config.reading())
         engine.warm_up()
         engine.watch(config.watch_s)
     print(f"drkit serve: loaded; the warm-up question took {engine.warm_up_s:.2f} s; index version "

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 from drkit.data.lines import read_lines
 from drkit.data.text import fold
@@ -131,6 +131,17 @@ class EntityTable:
             if i is not None and out[i] is None:
                 out[i] = kind
         return EntityTable(self.names, self.aliases, out)
+
+    def subset(self, ids: Sequence[int]) -> "EntityTable":
+        """The entities `ids`, in that order (their ids become 0, 1, ...)."""
+        kinds = self.kinds_or_none()
+        return EntityTable([self.names[i] for i in ids], [self.aliases[i] for i in ids], [kinds[i] for i in ids])
+
+    @classmethod
+    def concat(cls, tables: Sequence["EntityTable"]) -> "EntityTable":
+        """The entities of `tables`, one table after the other (each one's ids shifted by those before it)."""
+        return cls([n for t in tables for n in t.names], [a for t in tables for a in t.aliases],
+                   [k for t in tables for k in t.kinds_or_none()])
 
     def kinds_or_none(self) -> list[str | None]:
         """Each entity's kind, None where it has none (a list even when the table has no kinds)."""

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from drkit.data.tokenizer import DEFAULT_ENCODER, encoder_path
+from drkit.dense.layers import hidden_states
 from drkit.errors import ArtifactError, ConfigError
 from drkit.util.artifact import ArtifactWriter, read_manifest
 from drkit.util.hardware import choose
@@ -200,8 +201,7 @@ class DualEncoder(nn.Module):
 
     def encode_passages(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Start and end vectors of every position: two (P, L, dim/2) tensors."""
-        h = self.passage_model(input_ids=input_ids.to(self.device),
-                               attention_mask=attention_mask.to(self.device)).last_hidden_state
+        h = hidden_states(self.passage_model, input_ids.to(self.device), attention_mask.to(self.device))
         return self.mention_start(h), self.mention_end(h)
 
     def encode_passages_grouped(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -239,7 +239,7 @@ class DualEncoder(nn.Module):
     def encode_queries(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Start and end queries: two (Q, dim/2) tensors, from the mean of the query's hidden states."""
         attention_mask = attention_mask.to(self.device)
-        h = self.query_model(input_ids=input_ids.to(self.device), attention_mask=attention_mask).last_hidden_state
+        h = hidden_states(self.query_model, input_ids.to(self.device), attention_mask)
         pooled = mean_pool(h, attention_mask)
         return self.query_start(pooled), self.query_end(pooled)
 

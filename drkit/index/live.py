@@ -112,17 +112,15 @@ def apply_live_view(index, state: dict) -> None:
     new_passage = np.cumsum(passage_alive) - 1
     new_article = np.cumsum(alive) - 1
 
-    names, aliases = list(index.entities.names), list(index.entities.aliases)
-    kinds = index.entities.kinds_or_none()
+    tables, n_entities = [index.entities], len(index.entities)
     mentions, kept_mentions = [], []
     for p, shift in zip(parts, passage_shift):
         m = np.asarray(p.mentions)
         if p is not index:
-            names += p.entities.names
-            aliases += p.entities.aliases
-            kinds += p.entities.kinds_or_none()
-            if p.n_entities != len(names):
-                raise ArtifactError(f"{p.path}: its EP has {p.n_entities} rows for {len(names)} entities")
+            tables.append(p.entities)
+            n_entities += len(p.entities)
+            if p.n_entities != n_entities:
+                raise ArtifactError(f"{p.path}: its EP has {p.n_entities} rows for {n_entities} entities")
         g = m[:, 1].astype(np.int64) + shift
         keep = passage_alive[g]
         kept = m[keep].copy()
@@ -130,7 +128,6 @@ def apply_live_view(index, state: dict) -> None:
         mentions.append(kept)
         kept_mentions.append(np.flatnonzero(keep))
     mentions = np.concatenate(mentions).astype(np.int32)
-    n_entities = len(names)
     linked_now = np.bincount(mentions[:, 0], minlength=n_entities) > 0
 
     w = np.float32(index.config.unlinked_weight)
@@ -177,7 +174,7 @@ def apply_live_view(index, state: dict) -> None:
         articles += [a for a, ok in zip(p._articles, alive[article_shift[k] : article_shift[k + 1]]) if ok]
     offsets = lambda lengths: np.concatenate(([0], np.cumsum(np.concatenate(lengths)))).astype(np.int64)  # noqa: E731
 
-    index.entities = EntityTable(names, aliases, kinds)
+    index.entities = EntityTable.concat(tables)
     index.mentions = mentions
     index.entity_passage_indptr = ep_indptr
     index.entity_passage = g.astype(np.int32)

@@ -164,21 +164,26 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
     candidates = [a.title for a in articles if a.title.strip()] if titles_are_entities(live.manifest) else []
     for f in entity_lists:
         candidates += list(read_entity_list(f))
-    aliases, kinds_of = {}, {}
+    aliases, kinds_of, inputs = {}, {}, {"corpus": file_checksum(corpus)}
     if "ner" in entity_specs(live.manifest):  # the recogniser finds the new articles' names and dates too
-        from drkit.index.ner import ner_entities
+        from drkit.index.ner import load_pipeline, ner_entities, pipeline_version
 
-        recognised = ner_entities([a.text for a in articles])
+        nlp = load_pipeline()
+        inputs["recogniser"] = pipeline_version(nlp)
+        built = live.manifest.get("inputs", {}).get("recogniser")
+        if built and built != inputs["recogniser"]:
+            warnings.add("recogniser_differs", f"the index was built with the recogniser {built}, the added articles "
+                                               f"are read by {inputs['recogniser']}: names and dates may be found in "
+                                               f"them otherwise than in the rest")
+        recognised = ner_entities([a.text for a in articles], nlp)
         candidates += recognised.names
         aliases, kinds_of = recognised.aliases, recognised.kinds
     fresh = EntityTable.from_names(candidates).with_aliases(aliases).with_kinds(kinds_of)
     # an entity the index has already, by its name or another form of it (a date written otherwise), is not new
     new = [i for i, name in enumerate(fresh.names)
            if all(live.entities.lookup(f) is None for f in [name, *fresh.aliases[i]])]
-    fresh_kinds = fresh.kinds_or_none()
-    new_table = EntityTable([fresh.names[i] for i in new], [fresh.aliases[i] for i in new], [fresh_kinds[i] for i in new])
-    table = EntityTable(live.entities.names + new_table.names, live.entities.aliases + new_table.aliases,
-                        live.entities.kinds_or_none() + new_table.kinds_or_none())
+    new_table = fresh.subset(new)
+    table = EntityTable.concat([live.entities, new_table])
 
     link_config = LinkConfig(**live.manifest["config"]["link"])
     config = live.config
@@ -207,7 +212,7 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
               "new_entities": len(new_table), "replaced_articles": len(replaced_live)}
     with ArtifactWriter(seg_dir, FORMAT, FORMAT_VERSION, overwrite=True) as w:
         w.manifest.update(config=live.manifest["config"], tokenizer=live.manifest.get("tokenizer"),
-                          inputs={"corpus": file_checksum(corpus)}, counts=counts,
+                          inputs=inputs, counts=counts,
                           segment={"id": seg_id, "format": corpus_format, "entities_before": len(live.entities),
                                    "entities": len(table), "replaced": repeated,
                                    "entity_lists": [str(f) for f in entity_lists], "key_prefix": key_prefix},

@@ -37,7 +37,7 @@ import numpy as np
 from drkit.errors import ConfigError, DrkitError
 from drkit.qa.results import rounded_prob
 from drkit.reader.examples import ReaderExample, ReaderPassage, read_questions
-from drkit.reader.reading import ReadConfig
+from drkit.reader.reading import SKIP_BRIDGES_HELP, ReadConfig
 from drkit.reader.text import best_scores
 from drkit.util.hardware import precision_field
 
@@ -60,10 +60,7 @@ class AnswerConfig:
         "help": "answer a which-of-two date question (\"Who was born first, A or B?\") or a same-country one (\"Are A "
                 "and B in the same country?\") by comparing the dates or countries read in the options' passages, where "
                 "they settle it (drkit.reader.compare); --no-compare: the reader's answer alone"})
-    skip_bridges: bool = field(default=False, metadata={
-        "help": "a span answer is never the title of a passage read that the question does not name (in \"the "
-                "director of film X\", the director's page: a hop on the way, not the answer); the reader's next best "
-                "span is taken instead"})
+    skip_bridges: bool = field(default=False, metadata={"help": SKIP_BRIDGES_HELP})
 
     def __post_init__(self):
         if self.passages < 1 or self.batch_size < 1 or self.qps_sample < 0:

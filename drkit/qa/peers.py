@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from drkit.dense.layers import hidden_states
 from drkit.qa.retrieve import Retrieved
 from drkit.util.hardware import choose
 from drkit.util.progress import progress
@@ -77,7 +78,7 @@ class DenseRetriever:
 
         batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_pieces, return_tensors="pt")
         with torch.no_grad(), self.compute.autocast():
-            hidden = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+            hidden = hidden_states(self.model, batch["input_ids"], batch["attention_mask"])
         pooled = mean_pool(hidden.float(), batch["attention_mask"])
         return torch.nn.functional.normalize(pooled, dim=-1).numpy()
 

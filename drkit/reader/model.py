@@ -35,6 +35,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from drkit.data.tokenizer import DEFAULT_ENCODER, encoder_path
+from drkit.dense.layers import hidden_states
 from drkit.errors import ConfigError
 from drkit.reader.decode import decode
 from drkit.reader.examples import ANSWER_TYPES, SPAN, ReaderExample
@@ -282,7 +283,7 @@ class Reader(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, content: torch.Tensor) -> dict:
         """Logits: answer type (B, 3); start, end and support (B, L), start and end -inf off passage text."""
-        h = self.transformer(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        h = hidden_states(self.transformer, input_ids, attention_mask)
         h = h.float()
         span = self.span(h).masked_fill(~content.unsqueeze(-1), float("-inf"))
         return {"type": self.answer_type(h[:, 0]), "start": span[..., 0], "end": span[..., 1],

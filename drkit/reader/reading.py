@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from drkit.errors import ConfigError
 
 TITLE = -1  # the sentence number of a passage's title
+SKIP_BRIDGES_HELP = ("a span answer is never the title of a passage read that the question does not name (in \"the "
+                     "director of film X\", the director's page: a hop on the way, not the answer); the reader's next "
+                     "best span is taken instead")
 
 
 @dataclass(frozen=True)

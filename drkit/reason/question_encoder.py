@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from drkit.dense.encoder import mean_pool
+from drkit.dense.layers import additive_mask, bert_layer
 from drkit.errors import ConfigError
 from drkit.util.hardware import Compute
 
@@ -78,11 +79,6 @@ def rows_alike(fn, x: torch.Tensor) -> torch.Tensor:
     return fn(torch.cat([x, x.new_zeros(MIN_ROWS - x.shape[0], *x.shape[1:])]))[: x.shape[0]]
 
 
-def _extended_mask(mask: torch.Tensor) -> torch.Tensor:
-    """(B, L) 0/1 -> (B, 1, 1, L) additive mask, as BERT layers take it."""
-    return (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
-
-
 class QuestionEncoder(nn.Module):
     def __init__(self, bert_config, dim: int, config: ModelConfig):
         super().__init__()
@@ -140,9 +136,9 @@ class QuestionEncoder(nn.Module):
 
     def encode(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         h = self.embeddings(input_ids=input_ids)
-        ext = _extended_mask(mask)
+        ext = additive_mask(mask)
         for layer in self.shared:
-            h = layer(h, ext)
+            h = bert_layer(layer, h, ext)
         return h
 
     def _pool(self, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -151,10 +147,10 @@ class QuestionEncoder(nn.Module):
     def hop_query(self, h: torch.Tensor, mask: torch.Tensor, t: int, z_embedding: torch.Tensor | None) -> torch.Tensor:
         """g_t (B, p) float32 of hop t (0-based) from the shared layers' output h (B, L, hidden), the mask
         (B, L) and ``Z_{t-1}^T X`` (B, hidden), X the entities' mean word embeddings (None: no conditioning)."""
-        ext = _extended_mask(mask)
+        ext = additive_mask(mask)
         after = []  # the output of each of the hop's layers, (B, L, hidden)
         for layer in self.hop_layers[t]:
-            h = layer(h, ext)
+            h = bert_layer(layer, h, ext)
             after.append(h)
         if self.config.query_heads == "paper":
             start_in, end_in = self._pool(after[0], mask), self._pool(after[1], mask)  # H_st, H_en: (B, hidden)

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from drkit.errors import ConfigError
+from drkit.reader.reading import SKIP_BRIDGES_HELP, ReadConfig
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -30,6 +31,7 @@ class ServeConfig:
     compare: bool = field(default=True, metadata={"help": "with --reader: the dates or countries read in the top "
                                                           "passages settle a which-of-two or same-country question "
                                                           "where they can (--no-compare: the reader's answer alone)"})
+    skip_bridges: bool = field(default=False, metadata={"help": "with --reader: " + SKIP_BRIDGES_HELP})
     threads: int = field(default=0, metadata={"help": "torch threads for the model (0: every CPU the process may use)"})
     model_process: bool = field(default=True, metadata={"help": "compute the model in a process of its own, so that "
                                                                 "it never waits for the HTTP side's interpreter lock "
@@ -80,3 +82,7 @@ class ServeConfig:
                                or not re.fullmatch(r"[A-Za-z0-9._~/-]+", self.root_path)):
             raise ConfigError(f"root_path must be empty or a path such as /drkit (a leading slash, none at the end, "
                               f"letters, digits and ._~-), got {self.root_path!r}")
+
+    def reading(self) -> ReadConfig:
+        """How the reader reads (with --reader): the comparison rules and the bridges' titles as set here."""
+        return ReadConfig(compare=self.compare, skip_bridges=self.skip_bridges)

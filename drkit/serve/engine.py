@@ -384,7 +384,8 @@ class Engine:
             manifests["reader"] = {"path": str(reader.path), **{k: v for k, v in reader.manifest.items()
                                                                   if k not in ("files", "settings")},
                                    "weights_sha256": self._weights_sha256(reader.path),
-                                   "compare": kit.reading.compare}  # the comparison rules on (drkit serve --no-compare: off)
+                                   "compare": kit.reading.compare,  # the comparison rules on (drkit serve --no-compare: off)
+                                   "skip_bridges": kit.reading.skip_bridges}  # drkit serve --skip-bridges
         return {"drkit_version": __version__, "kind": self.kind, "max_hops": self.max_hops,
                 "index_version": served.version, "reloads": self.reloads, "reload_failures": self.reload_failures,
                 "warm_up_s": None if self.warm_up_s is None else round(self.warm_up_s, 3),

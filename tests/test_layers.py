@@ -1,0 +1,101 @@
+"""The lean BERT layer (`drkit.dense.layers`) against transformers' own layers: the same values, bit for bit."""
+
+import pytest
+import torch
+
+from drkit.dense.encoder import load_transformer
+from drkit.dense.layers import _lean, additive_mask, bert_layer, hidden_states
+
+
+def _batch(vocab: int, lengths: list[int], seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    width = max(lengths)
+    ids = torch.randint(1000, vocab, (len(lengths), width), generator=gen)
+    mask = (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).long()
+    return ids * mask, mask
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    """The packaged all-MiniLM-L6-v2, as drkit loads it."""
+    from drkit.data.tokenizer import DEFAULT_ENCODER, encoder_path
+
+    return load_transformer(encoder_path(DEFAULT_ENCODER)).eval()
+
+
+def test_the_packaged_encoder_takes_the_lean_path(minilm):
+    # without this the tests below could pass by falling back to transformers everywhere
+    assert all(_lean(layer) for layer in minilm.encoder.layer)
+    minilm.train()
+    try:
+        assert not any(_lean(layer) for layer in minilm.encoder.layer)  # dropout: transformers' own layer
+    finally:
+        minilm.eval()
+
+
+@pytest.mark.parametrize("lengths", [[9], [24, 7, 16], [3, 3]])
+def test_a_lean_layer_is_the_layer(minilm, lengths):
+    ids, mask = _batch(minilm.config.vocab_size, lengths)
+    with torch.no_grad():
+        h = minilm.embeddings(input_ids=ids)
+        ext = additive_mask(mask)
+        for layer in minilm.encoder.layer:
+            want = layer(h, ext)
+            got = bert_layer(layer, h, ext)
+            assert torch.equal(got, want)
+            h = want
+
+
+@pytest.mark.parametrize("lengths", [[31], [12, 40, 5]])
+def test_hidden_states_are_the_models_own_padding_included(minilm, lengths):
+    ids, mask = _batch(minilm.config.vocab_size, lengths, seed=1)
+    with torch.no_grad():
+        want = minilm(input_ids=ids, attention_mask=mask).last_hidden_state
+        assert torch.equal(hidden_states(minilm, ids, mask), want)
+
+
+def test_hidden_states_under_autocast_and_with_gradients(minilm):
+    ids, mask = _batch(minilm.config.vocab_size, [10, 6], seed=2)
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        want = minilm(input_ids=ids, attention_mask=mask).last_hidden_state
+        assert torch.equal(hidden_states(minilm, ids, mask), want)
+    # eval() with autograd on (a frozen encoder inside a trained model): the same values and gradients
+    x = minilm.embeddings(input_ids=ids).detach().requires_grad_(True)
+    ext = additive_mask(mask)
+    layer = minilm.encoder.layer[0]
+    (g_want,) = torch.autograd.grad(layer(x, ext).sum(), x)
+    (g_got,) = torch.autograd.grad(bert_layer(layer, x, ext).sum(), x)
+    assert torch.equal(g_got, g_want)
+
+
+def test_int8_linears_inside_the_lean_layer(minilm):
+    import copy
+
+    from drkit.reason.quantize import quantize_transformer
+
+    model = copy.deepcopy(minilm)
+    quantize_transformer(model, "fp32")
+    layer = model.encoder.layer[0]
+    assert type(layer.attention.self.query) is not torch.nn.Linear
+    ids, mask = _batch(model.config.vocab_size, [14, 9], seed=3)
+    with torch.no_grad():
+        h = model.embeddings(input_ids=ids)
+        ext = additive_mask(mask)
+        assert torch.equal(bert_layer(layer, h, ext), layer(h, ext))
+        assert torch.equal(hidden_states(model, ids, mask), model(input_ids=ids, attention_mask=mask).last_hidden_state)
+
+
+def test_other_layers_run_as_themselves(tiny_base):
+    from transformers import AutoModel
+
+    eager = AutoModel.from_pretrained(str(tiny_base), attn_implementation="eager").eval()
+    assert not any(_lean(layer) for layer in eager.encoder.layer)  # eager attention: another computation
+    ids, mask = _batch(eager.config.vocab_size, [8, 5], seed=4)
+    with torch.no_grad():
+        assert torch.equal(hidden_states(eager, ids, mask), eager(input_ids=ids, attention_mask=mask).last_hidden_state)
+    train = load_transformer(tiny_base).train()  # dropout on: transformers' layer, the same random draws
+    torch.manual_seed(5)
+    got = hidden_states(train, ids, mask)
+    torch.manual_seed(5)
+    want = train(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert torch.equal(got, want)
