@@ -160,7 +160,8 @@ def test_the_reader_settles_a_comparison_only_when_asked(tiny_reader):
                 ReaderPassage("c", "Kismet", "Kismet is a 1944 film."))
     e = ReaderExample("q", "Who was born later, Ann Lee or Bob Ray?", passages)
     runs = []
-    hook = tiny_reader.transformer.register_forward_hook(lambda module, args, out: runs.append(args))
+    hook = tiny_reader.transformer.embeddings.register_forward_hook(  # every path through it
+        lambda module, args, out: runs.append(args))
     try:
         settled = tiny_reader.read([e])[0]
         assert runs == []  # settled by the dates: the transformer did not run
