@@ -56,7 +56,7 @@ def test_linker_matches_the_slow_reference(seed):
     names = sorted({" ".join(rng.choice(WORDS, rng.integers(1, 4))) for _ in range(40)})
     questions = [" ".join(rng.choice(WORDS + ["who", "is", "what"], rng.integers(3, 9))) for _ in range(12)]
     questions.append(f"Which came first, {names[3].upper()} or {names[7]}?")
-    for top, bonus in [(5, 1.0), (3, 0.0), (50, 0.5)]:
+    for top, bonus in [(5, 1.0), (3, 0.0), (50, 0.5), (20, 4.0)]:
         linker = QuestionLinker(names, EntityLinker([fold(n) for n in names], 3),
                                 QuestionLinkConfig(top=top, exact_bonus=bonus))
         linked = linker.link(questions)
@@ -80,6 +80,14 @@ def test_exact_matches_are_always_in_and_case_does_not_matter():
     assert linked.exact.all()
     assert (np.diff(linked.rows) >= 0).all() and linked.batch_size == 1
     assert linked.weights.sum() == pytest.approx(1.0)
+
+
+def test_a_model_saved_without_the_bonus_keeps_the_one_it_had():
+    from drkit.util.runs import as_saved
+
+    assert QuestionLinkConfig().exact_bonus == 4.0  # the default since 2026-11-27
+    assert as_saved(QuestionLinkConfig, {}).exact_bonus == 1.0  # a manifest without "link": the old default
+    assert as_saved(QuestionLinkConfig, {"top": 20, "exact_bonus": 2.5}).exact_bonus == 2.5
 
 
 def test_a_question_naming_nothing_gets_an_empty_row():

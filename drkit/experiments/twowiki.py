@@ -256,6 +256,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
 def _others(config: TwoWikiConfig, encoder: Path) -> dict:
     """The peers and controls asked for: name -> (output step, make(index dir, mentions dir) -> Retriever,
     the checksums of what else it depends on)."""
+    from drkit.index.question_linking import QuestionLinkConfig
     from drkit.index.sparse import SparseIndex
     from drkit.qa.controls import PPRRetriever, SingleStepRetriever
     from drkit.qa.peers import BM25Retriever, DenseRetriever
@@ -268,7 +269,8 @@ def _others(config: TwoWikiConfig, encoder: Path) -> dict:
         weights = encoder / "encoder" / "model.safetensors"
         out["single_step"] = ("control-single_step", lambda i, m: SingleStepRetriever.load(i, encoder),
                               {"encoder_sha256": file_checksum(weights)["sha256"] if weights.exists() else None})
-        out["ppr"] = ("control-ppr", lambda i, m: PPRRetriever.load(i), {})
+        # the walk starts from the question linker's Z_0: a change of its settings is a new walk
+        out["ppr"] = ("control-ppr", lambda i, m: PPRRetriever.load(i), {"link": dataclasses.asdict(QuestionLinkConfig())})
     return out
 
 

@@ -40,9 +40,13 @@ class QuestionLinkConfig:
 
     top: int = field(default=20, metadata={"help": "entities in Z_0: the best by TF-IDF cosine of name and question (paper: 20)"})
     ngram: int = field(default=2, metadata={"help": "word n-grams of the TF-IDF vectors (paper: bigrams)"})
-    exact_bonus: float = field(default=1.0, metadata={"help": "added to the cosine of a name found verbatim in the "
-                                                       "question (such names are always in Z_0)"})
+    exact_bonus: float = field(default=4.0, metadata={"help": "added to the cosine of a name found verbatim in the "
+                                                       "question (such names are always in Z_0): with 4, such a name "
+                                                       "outweighs several names that only share words with the question"})
     hash_buckets: int = field(default=1 << 22, metadata={"help": "hash buckets of the n-grams"})
+
+    # what a field absent from a model saved before it existed meant: the bonus was 1.0 until 2026-11-27
+    ABSENT_MEANT = {"exact_bonus": 1.0}
 
     def __post_init__(self):
         if self.top < 1 or self.ngram < 1 or self.hash_buckets < 1:

@@ -44,6 +44,7 @@ from drkit.reason.passages import ENTITIES, rank_passages
 from drkit.reason.quantize import QUANTIZE
 from drkit.util.hardware import device_field, precision_field
 from drkit.util.progress import progress
+from drkit.util.runs import as_saved
 
 
 @dataclass(frozen=True)
@@ -296,7 +297,7 @@ class DrKITRetriever:
         vkb = VirtualKB(sparse, mention_index, searcher, precision, device, **(search or {}))
         m.base.set_entities(vkb.entity_names)
         m.to(vkb.compute.device)
-        linker = QuestionLinker.from_index(sparse, QuestionLinkConfig(**m.manifest.get("link", {})))
+        linker = QuestionLinker.from_index(sparse, as_saved(QuestionLinkConfig, m.manifest.get("link", {})))
         return cls(m, vkb, linker, **kw)
 
     def _evidence(self, z, trace, chain_ids: np.ndarray) -> list[list[dict | None]]:
