@@ -1,9 +1,9 @@
 """BERT layers at inference without transformers' per-call machinery.
 
-transformers' `BertLayer` spends, on every call, about as long in Python (keyword deprecation
-wrappers, `inspect.signature`, the attention-interface lookup, feed-forward chunking) as a question's
-matrix products take on 2 CPU cores: a 24-piece question through one MiniLM layer took 4.5 ms there,
-of which the products are under 2 (`benchmarks/bench_layers.py`). `bert_layer` computes the same layer
+transformers' `BertLayer` spends, on every call, a good part of a short question's time in Python
+(keyword deprecation wrappers, `inspect.signature`, the attention-interface lookup, feed-forward
+chunking): on 2 AVX2 cores a 24-piece question through one MiniLM layer took 4.4 ms that way and 3.7 ms
+here (`benchmarks/bench_layers.py`), its products alone about 1.7. `bert_layer` computes the same layer
 with the same operations in the same order (three projections, `scaled_dot_product_attention` with the
 additive mask and the layer's scale, the two residual layer norms, the activation), so its output is
 the layer's own, bit for bit; `tests/test_layers.py` checks that. It is used only where it is the
