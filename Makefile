@@ -36,7 +36,7 @@ demo: $(VENV)/.core-installed
 	$(BIN)/drkit evaluate --index runs/sample-index --model runs/sample-model-2hop --questions $(SAMPLE)/2-hop/qa_dev.txt \
 	    --qtypes $(SAMPLE)/2-hop/qa_dev_qtype.txt --out runs/sample-eval-2hop
 	$(BIN)/drkit ask --index runs/sample-index --model runs/sample-model-2hop \
-	    "which person wrote the films acted by [Kyle MacLachlan]" "who directed the films written by Irwin Allen"
+	    "which person wrote the films acted by [Kyle MacLachlan]" "who directed the movies written by Tullio Pinelli"
 
 # The demo's model behind the HTTP API and web page: http://127.0.0.1:8000/ (Ctrl-C stops it).
 serve: $(VENV)/.core-installed
