@@ -11,7 +11,7 @@ same computation: an `eval()` layer (no dropout) of a plain encoder (no cross-at
 decoder, no chunked feed-forward) whose attention is "sdpa"; any other layer runs as itself. A Linear
 that is not a plain `nn.Linear` (``--quantize int8``'s) is called as itself inside the lean path.
 `hidden_states` does the same for a whole `BertModel` (embeddings, then its layers); it gains where
-sequences are short (a query), not at 512 pieces, where the products dominate.
+sequences are short (a query), and little at 512 pieces, where the products dominate.
 """
 
 from __future__ import annotations
