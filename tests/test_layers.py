@@ -85,6 +85,14 @@ def test_int8_linears_inside_the_lean_layer(minilm):
         assert torch.equal(hidden_states(model, ids, mask), model(input_ids=ids, attention_mask=mask).last_hidden_state)
 
 
+def test_a_layer_without_what_the_lean_path_reads_runs_as_itself(tiny_base):
+    layer = load_transformer(tiny_base).eval().encoder.layer[0]
+    assert _lean(layer)
+    fresh = load_transformer(tiny_base).eval().encoder.layer[0]
+    del fresh.attention.self.scaling  # as in a transformers 4 layer, which computes its scale where it uses it
+    assert not _lean(fresh)
+
+
 def test_other_layers_run_as_themselves(tiny_base):
     from transformers import AutoModel
 

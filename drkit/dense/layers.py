@@ -20,6 +20,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+NEEDED = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.self.attention_head_size",
+          "attention.self.scaling", "attention.output.dense", "attention.output.LayerNorm", "intermediate.dense",
+          "intermediate.intermediate_act_fn", "output.dense", "output.LayerNorm")  # what `bert_layer` reads
+
+
+def _has(obj, path: str) -> bool:
+    for name in path.split("."):
+        if not hasattr(obj, name):
+            return False
+        obj = getattr(obj, name)
+    return True
+
 
 def _lean(layer) -> bool:
     """Whether `bert_layer` may compute `layer` itself (see the module's docstring)."""
@@ -31,7 +43,8 @@ def _lean(layer) -> bool:
         config = getattr(attn, "config", None)
         cached = (type(layer) is BertLayer and not layer.is_decoder and not layer.add_cross_attention
                   and not layer.chunk_size_feed_forward and config is not None
-                  and getattr(config, "_attn_implementation", None) == "sdpa")
+                  and getattr(config, "_attn_implementation", None) == "sdpa"
+                  and all(_has(layer, path) for path in NEEDED))  # a transformers without them: its own layer
         layer._drkit_lean = cached
     return cached and not layer.training
 
