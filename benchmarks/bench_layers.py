@@ -22,12 +22,11 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import statistics
 import time
 from pathlib import Path
 
-from bench_quantize import metaqa_questions, timed
+from bench_quantize import machine_info, metaqa_questions, timed
 
 PATHS = ("transformers", "lean")
 
@@ -155,9 +154,7 @@ def main() -> None:
                     rows.append(r)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-               "torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-               "threads": torch.get_num_threads()}
+    machine = machine_info()
     (out / "bench_layers.json").write_text(json.dumps({"machine": machine, "layer_ms": layer, "rows": rows}, indent=2) + "\n")
     lines = [f"transformers' BERT layers against drkit's lean path ({os.cpu_count()} CPUs, torch {torch.__version__}, "
              f"{machine['cpu_capability']}, fp32); one process, the paths taking turns, median of {args.rounds} rounds", "",

@@ -59,6 +59,15 @@ def mixing_row(index: str, run: str, questions: str, quantize: str, n_timed: int
     return out  # the model is freed with this frame
 
 
+def machine_info() -> dict:
+    """What the figures of a benchmark run were measured on."""
+    import torch
+
+    return {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "threads": torch.get_num_threads()}
+
+
 def metaqa_questions(kit, questions: str) -> tuple[list, list[set[str]]]:
     """The questions of a MetaQA-format file that `kit` parses, and each one's answers (lower case)."""
     from drkit.errors import QuestionError
@@ -121,11 +130,7 @@ def main() -> None:
                 gc.collect()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_quantize.json").write_text(json.dumps({
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                    "torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                    "threads": torch.get_num_threads()},
-        "rows": rows}, indent=2) + "\n")
+    (out / "bench_quantize.json").write_text(json.dumps({"machine": machine_info(), "rows": rows}, indent=2) + "\n")
     lines = [f"int8 dynamic quantisation of the question encoder against fp32 ({os.cpu_count()} CPUs, torch "
              f"{torch.__version__}, {torch.backends.cpu.get_cpu_capability()}); same process, same questions", "",
              "| model | questions | quantize | accuracy | q/s batch 1 | q/s batch 64 |", "|---|---|---|---|---|---|"]

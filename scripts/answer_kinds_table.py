@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from drkit.qa.drkit_retriever import DrKITRetriever
 from drkit.qa.metrics import answer_is_right
-from drkit.qa.retrieve import DrKITRetriever
 from drkit.qa.stats import paired_test
 
 TYPES = ("compositional", "inference")

@@ -12,7 +12,7 @@ import argparse
 import json
 from collections import Counter
 
-from drkit.qa.retrieve import DrKITRetriever
+from drkit.qa.drkit_retriever import DrKITRetriever
 
 TYPES = ("compositional", "inference")
 TOP = 50

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from drkit.data.kb import name_key
-from drkit.qa.retrieve import DrKITRetriever
+from drkit.qa.drkit_retriever import DrKITRetriever
 from drkit.reason.entity_set import EntitySet
 from drkit.reason.follow import follow
 

@@ -288,7 +288,7 @@ def test_ask_with_a_mixing_model_shows_pi_and_the_chain(mixing_run, capsys):
 def test_the_answer_is_the_last_hops_best_entity_the_question_does_not_name(mixing_run):
     import torch
 
-    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.qa.drkit_retriever import DrKITRetriever
     from drkit.reason.train_mixing import linked_entity_set
 
     d = mixing_run
@@ -318,7 +318,7 @@ def test_the_answer_is_the_last_hops_best_entity_the_question_does_not_name(mixi
 
 def test_the_answer_prefers_the_kind_the_question_asks_for(mixing_run):
     from drkit.data.kb import EntityTable
-    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.qa.drkit_retriever import DrKITRetriever
 
     d = mixing_run
     rows = [json.loads(line) for line in (d / "corpus1.jsonl").read_text().splitlines()]
@@ -381,7 +381,7 @@ def test_remove_named_drops_the_named_entities_from_every_hop_but_z0(mixing_run)
 
     import torch
 
-    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.qa.drkit_retriever import DrKITRetriever
     from drkit.reason.train_mixing import linked_entity_set
 
     d = mixing_run
@@ -414,7 +414,7 @@ def test_page_mix_mixes_each_hop_over_the_entities_with_a_page(mixing_run, tmp_p
     import torch
 
     from drkit.index.build import build_index
-    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.qa.drkit_retriever import DrKITRetriever
     from drkit.reason.mixing import HopMixingModel
     from drkit.reason.train_mixing import linked_entity_set
 
@@ -503,7 +503,7 @@ def test_the_answer_head_is_its_own_hop_trained_by_the_answer_loss_alone(mixing_
 
     import torch
 
-    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.qa.drkit_retriever import DrKITRetriever
     from drkit.reason.mixing import HopMixingModel, MixConfig
     from drkit.reason.model import MultiHopModel
     from drkit.reason.train_mixing import linked_entity_set
@@ -579,7 +579,7 @@ def test_named_entity_set_starts_from_the_names_found_verbatim():
 def test_the_answer_hops_start_where_asked(mixing_run):
     import torch
 
-    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.qa.drkit_retriever import DrKITRetriever
     from drkit.reason.train_mixing import linked_entity_set, named_entity_set
 
     d = mixing_run
@@ -609,7 +609,7 @@ def test_passages_of_a_page_are_ordered_by_the_question_not_by_file_order(mixing
 
     from drkit.dense.mentions import EmbedConfig, build_mention_index
     from drkit.index.build import build_index
-    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.qa.drkit_retriever import DrKITRetriever
     from drkit.reason.train_mixing import linked_entity_set
 
     d = mixing_run
@@ -672,9 +672,9 @@ def test_the_front_door_loads_a_hop_mixing_model_and_retrieves_typed_passages(mi
     and the retriever's entity answers; a question that names no entity gets its own QuestionError."""
     from drkit import DrKIT
     from drkit.errors import QuestionError
+    from drkit.qa.drkit_retriever import DrKITRetriever
     from drkit.qa.pipeline import HOP_MIXING
     from drkit.qa.results import Passage
-    from drkit.qa.retrieve import DrKITRetriever
 
     d = mixing_run
     kit = DrKIT.load(d / "index1", d / "run")

@@ -661,7 +661,7 @@ def test_concurrent_http_requests_share_batches_and_get_their_own_answers(engine
 
 # -- a hop-mixing model ------------------------------------------------------------------------------------
 def test_a_hop_mixing_model_adds_pi_and_passages(mixing_run):  # noqa: F811
-    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.qa.drkit_retriever import DrKITRetriever
 
     d = mixing_run
     engine = Engine.load(d / "index1", d / "run")

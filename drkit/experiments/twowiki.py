@@ -151,7 +151,8 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     from drkit.dense.pretrain import PretrainConfig, pretrain
     from drkit.experiments.twowiki_data import split_questions, train_kb
     from drkit.index.sparse import SparseIndex
-    from drkit.qa.retrieve import DrKITRetriever, RetrieveConfig, run_retrieval
+    from drkit.qa.drkit_retriever import DrKITRetriever
+    from drkit.qa.retrieve import RetrieveConfig, run_retrieval
     from drkit.reason.train_mixing import MixTrainConfig, train_mixing
 
     data, out = Path(data), Path(out)
@@ -269,8 +270,9 @@ def _others(config: TwoWikiConfig, encoder: Path) -> dict:
         weights = encoder / "encoder" / "model.safetensors"
         out["single_step"] = ("control-single_step", lambda i, m: SingleStepRetriever.load(i, encoder),
                               {"encoder_sha256": file_checksum(weights)["sha256"] if weights.exists() else None})
-        # the walk starts from the question linker's Z_0: a change of its settings is a new walk
-        out["ppr"] = ("control-ppr", lambda i, m: PPRRetriever.load(i), {"link": dataclasses.asdict(QuestionLinkConfig())})
+        # the walk starts from the question linker's Z_0 (drkit's default settings): a change of them is a new walk
+        link = QuestionLinkConfig()
+        out["ppr"] = ("control-ppr", lambda i, m: PPRRetriever.load(i, link), {"link": dataclasses.asdict(link)})
     return out
 
 
@@ -327,7 +329,7 @@ def _transfer(data: Path, out: Path, encoder: Path, config: TwoWikiConfig, retri
     """The trained model, not retrained, on the corpus of `data`: index it (as the 2Wiki corpus), embed its mentions with
     DrKIT's encoder, retrieve; the peers and controls on the same questions."""
     from drkit.dense.mentions import build_mention_index
-    from drkit.qa.retrieve import DrKITRetriever
+    from drkit.qa.drkit_retriever import DrKITRetriever
 
     t = out / "transfer"
     _index(data / "corpus.jsonl", t / "index", config.entities, timings, "transfer-index", log)

@@ -64,12 +64,14 @@ class PPRRetriever:
         self.transition_t = (sp.diags(np.where(degree > 0, 1.0 / np.maximum(degree, 1), 0.0)) @ w).T.tocsr()
 
     @classmethod
-    def load(cls, index: str | Path, **kw) -> "PPRRetriever":
-        from drkit.index.question_linking import QuestionLinker
+    def load(cls, index: str | Path, link=None, **kw) -> "PPRRetriever":
+        """The walk over `index`, from the Z_0 a question linker with settings `link` (a `QuestionLinkConfig`;
+        None: its defaults) gives."""
+        from drkit.index.question_linking import QuestionLinkConfig, QuestionLinker
         from drkit.index.sparse import SparseIndex
 
         sparse = SparseIndex.load(index)
-        return cls(sparse, QuestionLinker.from_index(sparse), **kw)
+        return cls(sparse, QuestionLinker.from_index(sparse, link or QuestionLinkConfig()), **kw)
 
     def pagerank(self, seeds: np.ndarray) -> np.ndarray:
         """Personalised PageRank of every entity: ``p = (1 - d) s + d (P^T p + (dangling mass) s)`` iterated from

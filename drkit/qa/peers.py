@@ -6,7 +6,7 @@
   (cosine), passages encoded as title + text (truncated to `max_pieces` word pieces); by default the
   same all-MiniLM-L6-v2 that drkit starts from, untrained on the questions.
 
-Both rank articles (the index's passages of a title-entity corpus), like `drkit.qa.retrieve.DrKITRetriever`.
+Both rank articles (the index's passages of a title-entity corpus), like `drkit.qa.drkit_retriever.DrKITRetriever`.
 """
 
 from __future__ import annotations

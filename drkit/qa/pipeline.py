@@ -6,7 +6,7 @@ trained model and the question linker, loaded once. It takes either kind of trai
 * a multi-hop model (``drkit train``; MetaQA-style questions with a bracketed or linked question entity
   and a fixed hop count);
 * a hop-mixing model (``drkit train-mixing``, ``drkit reproduce-2wiki``; plain questions of unknown hop
-  count over a title-entity corpus: Z* = sum_t pi_t Z_t), through `drkit.qa.retrieve.DrKITRetriever`.
+  count over a title-entity corpus: Z* = sum_t pi_t Z_t), through `drkit.qa.drkit_retriever.DrKITRetriever`.
 
 `answer` and `answer_batch` return typed results: the answers with their probabilities and the reasoning
 chain, i.e. for each hop t the most probable entities of Z_t, each with its supporting mention (the
@@ -69,7 +69,7 @@ class DrKIT:
 
     def __init__(self, model, vkb: VirtualKB, retriever=None, reader=None, reading: ReadConfig = ReadConfig()):
         """`model`: a `MultiHopModel` on `vkb`; or a hop-mixing model, with `retriever` (its
-        `drkit.qa.retrieve.DrKITRetriever` on `vkb`); `reader`: a `drkit.reader.model.Reader` that reads the top
+        `drkit.qa.drkit_retriever.DrKITRetriever` on `vkb`); `reader`: a `drkit.reader.model.Reader` that reads the top
         ``reading.passages`` passages of each answered question (`drkit.reader.reading.ReadConfig`: with its
         ``compare``, the dates or countries read in those passages settle a which-of-two or same-country
         question where they can, `drkit.reader.compare`; without it the reader's answer stands alone)."""
@@ -93,7 +93,7 @@ class DrKIT:
         """`index`: a ``drkit index`` directory; `model`: a model, or the run that trained it (``drkit train``:
         its best model; ``drkit train-mixing``: its model); `mentions`: the dense mention index, by default the
         one the model was trained with (give it for another corpus); `retriever_options`: a hop-mixing
-        model's `drkit.qa.retrieve.DrKITRetriever` arguments (`RetrieveConfig.retriever_options`); `reader`: a
+        model's `drkit.qa.drkit_retriever.DrKITRetriever` arguments (`RetrieveConfig.retriever_options`); `reader`: a
         ``drkit train-reader`` reader (or run), or one loaded (`drkit.reader.model.Reader`), which then reads the
         top ``reading.passages`` passages of every answered question (`Result.reading`), settling which-of-two and
         same-country questions by the dates or countries read unless ``reading.compare`` is False
@@ -110,7 +110,7 @@ class DrKIT:
 
             reader = Reader.loaded(reader)
         if is_mixing_model(model):
-            from drkit.qa.retrieve import DrKITRetriever
+            from drkit.qa.drkit_retriever import DrKITRetriever
 
             r = DrKITRetriever.load(index, model, mentions, precision=config.precision, device=device,
                                     searcher=config.mips, search=search, **(retriever_options or {}))

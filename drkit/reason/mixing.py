@@ -194,12 +194,7 @@ class HopMixingModel(nn.Module):
             pi = torch.softmax(rows_alike(self.pi_head, h), dim=-1).cpu()  # (B, T+1), on the CPU as the follow
         else:
             pi = torch.nn.functional.one_hot(torch.full((len(texts),), self.config.fixed), self.config.hops + 1).float()
-        g0 = torch.cat([rows_alike(self.start0, h), rows_alike(self.end0, h)], dim=-1).cpu()  # (B, p)
-        if self.config.rescore:
-            result = rescore(z0, g0, vkb.graph, fc, trace=trace)
-            z, tr = result if trace else (result, None)
-        else:
-            z, tr = z0, None
+        z, g0, tr = self._z0(z0, h, vkb, fc, trace)
         sets, queries, traces = [z], [g0], [tr]
         for t in range(self.config.hops):
             z, q, tr = self._hop(enc, t, z, vkb, fc, named, trace)
@@ -218,9 +213,7 @@ class HopMixingModel(nn.Module):
         what only the passages need (pi, Z*, and with an answer head the passage chain's last hop)."""
         fc = follow_config or self.base.follow_config
         enc, h = self._encode(texts, vkb, precision)
-        z = z0
-        if self.config.rescore:
-            z = rescore(z0, torch.cat([rows_alike(self.start0, h), rows_alike(self.end0, h)], dim=-1).cpu(), vkb.graph, fc)
+        z = self._z0(z0, h, vkb, fc, False)[0]
         for t in range(self.config.hops - self.config.answer_head):
             z, _, _ = self._hop(enc, t, z, vkb, fc, named, False)
         return self._answer_hop(enc, z, vkb, fc, named) if self.config.answer_head else z
@@ -233,6 +226,16 @@ class HopMixingModel(nn.Module):
                               f"{vkb.graph.n_entities} entities; call set_entities with the index's names")
         enc = base.encode(texts, precision)
         return enc, base.pooled(enc)
+
+    def _z0(self, z0: EntitySet, h: torch.Tensor, vkb, fc: FollowConfig, trace: bool):
+        """Z_0 rescored by the question's query g_0 (with ``rescore``; else as linked): (Z_0, g_0 (B, p), its trace
+        or None)."""
+        g0 = torch.cat([rows_alike(self.start0, h), rows_alike(self.end0, h)], dim=-1).cpu()  # (B, p)
+        if not self.config.rescore:
+            return z0, g0, None
+        result = rescore(z0, g0, vkb.graph, fc, trace=trace)
+        z, tr = result if trace else (result, None)
+        return z, g0, tr
 
     def _hop(self, enc, t: int, z: EntitySet, vkb, fc: FollowConfig, named, trace: bool):
         """Hop t (0-based; t = T: the answer head) from `z`: (Z_t, its query g_t, its trace or None)."""
