@@ -10,8 +10,13 @@ reader of ``--readers`` (default: the run's own, RUN/train-reader) reads drkit's
 of every dev question at each ``--max-pieces`` (the passages are cut to fit, `drkit.reader.model.allot`), and the script
 records the reader's milliseconds a question at batch 1 (every question read by the transformer, one at a time, after
 a warm-up: the comparison rules off) and at batch 8, and answer EM and F1 with the comparison rules applied to those
-readings (what ``drkit answer`` answers by default, where the rules settle a question before reading it). Writes
+readings (what ``drkit answer`` answers by default, where the rules settle a question before reading it). Two-hop
+questions are read as two one-hop questions with ``--decompose on`` (the default, `drkit.reader.decompose`: two
+shorter readings instead of one; ``off`` reads every question whole, as runs before it existed did). Writes
 ``OUT/bench_reader.json`` and ``OUT/bench_reader.md``.
+
+    .venv/bin/python benchmarks/bench_reader.py --run runs/2wiki-f0-eb4 --max-pieces 512 --decompose off on \
+        --out benchmarks/results/reader-decompose/speed-f0
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ def main() -> None:
     ap.add_argument("--quantize", nargs="+", choices=QUANTIZE, default=["none"],
                     help="each setting read side by side: none (fp32) or int8 (the transformer's Linear layers as int8 "
                          "dynamic quantisation, as --quantize int8 does)")
+    ap.add_argument("--decompose", nargs="+", choices=("off", "on"), default=["on"],
+                    help="read two-hop questions as two one-hop questions (on) or whole (off), each side by side")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     configure_threads(0)
@@ -55,25 +62,27 @@ def main() -> None:
     records = read_questions(args.run / "split" / "dev.jsonl")
     by_id = passages_from_predictions(args.run / "retrieve-drkit" / "predictions.jsonl", corpus, max(args.passages))
     rows = []
-    for fp32, n, quantize, pieces in itertools.product(readers, args.passages, args.quantize, args.max_pieces):
+    for fp32, n, quantize, pieces, dec in itertools.product(readers, args.passages, args.quantize, args.max_pieces,
+                                                            args.decompose):
+        config = ReadConfig(max_pieces=pieces, compare=False, decompose=dec == "on")
         examples = [ReaderExample(r["id"], r["question"], tuple(by_id[r["id"]][:n])) for r in records]
         reader = fp32
         if quantize == "int8":
             reader = copy.deepcopy(fp32)
             quantize_transformer(reader, "fp32")
-        reader.read(examples[:4], 1, config=ReadConfig(max_pieces=pieces, compare=False))  # warm-up
+        reader.read(examples[:4], 1, config=config)  # warm-up
         t = time.perf_counter()
-        readings = reader.read(examples, 1, config=ReadConfig(max_pieces=pieces, compare=False))  # every question read
+        readings = reader.read(examples, 1, config=config)  # every question read
         batch1 = (time.perf_counter() - t) / len(examples)
         t = time.perf_counter()
-        reader.read(examples, 8, config=ReadConfig(max_pieces=pieces, compare=False))
+        reader.read(examples, 8, config=config)
         batch8 = (time.perf_counter() - t) / len(examples)
         answers = [found.answer if (found := settled(e)) is not None else x.answer for e, x in zip(examples, readings)]
         scores = [best_scores(a, r["answers"]) for a, r in zip(answers, records)]
         lengths = [len(reader.featurize(e, max_pieces=pieces).ids) for e in examples]
         rows.append({"reader": str(fp32.path), "layers": fp32.transformer.config.num_hidden_layers,
                      "parameters": sum(p.numel() for p in fp32.parameters()), "passages": n, "quantize": quantize,
-                     "max_pieces": pieces,
+                     "max_pieces": pieces, "decompose": dec, "decomposed": sum(x.steps is not None for x in readings),
                      "em": round(sum(s[0] for s in scores) / len(scores), 4),
                      "f1": round(sum(s[1] for s in scores) / len(scores), 4),
                      "ms_per_question_batch1": round(1000 * batch1, 1), "ms_per_question_batch8": round(1000 * batch8, 1),
@@ -88,10 +97,10 @@ def main() -> None:
     lines = [f"# The reader's EM/F1 against its time ({len(records)} dev questions of {args.run}, drkit's top N)", "",
              f"Machine: {found['machine']}. Every question read by the transformer; EM and F1 with the comparison rules "
              "applied to its answers (as `drkit answer` answers by default).", "",
-             "| reader | layers | N | quantize | max pieces | mean pieces read | EM | F1 | ms/question batch 1 "
-             "| ms/question batch 8 |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| reader | layers | N | quantize | max pieces | decompose (questions) | mean pieces read | EM | F1 "
+             "| ms/question batch 1 | ms/question batch 8 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['reader']} | {r['layers']} | {r['passages']} | {r['quantize']} | {r['max_pieces']} "
-              f"| {r['mean_pieces_read']} | {r['em']:.3f} | {r['f1']:.3f} | {r['ms_per_question_batch1']} "
+              f"| {r['decompose']} ({r['decomposed']}) | {r['mean_pieces_read']} | {r['em']:.3f} | {r['f1']:.3f} | {r['ms_per_question_batch1']} "
               f"| {r['ms_per_question_batch8']} |" for r in rows]
     (args.out / "bench_reader.md").write_text("\n".join(lines) + "\n")
 

@@ -407,6 +407,26 @@ def test_no_compare_reads_without_the_rules_in_the_cli_the_front_door_and_serve(
     assert all(on[i]["reading"] == off[i]["reading"] for i in range(len(on)) if i not in settled)
 
 
+def test_two_hop_questions_are_read_in_two_steps_unless_no_decompose(mixing_run, reader_run, tmp_path):  # noqa: F811
+    from drkit.serve.engine import Engine
+
+    d = mixing_run
+    rows = {}
+    for name, flags in (("on", []), ("off", ["--no-decompose"])):
+        assert main(["answer", "--index", str(d / "index1"), "--model", str(d / "run"), "--reader", str(reader_run),
+                     "--questions", str(d / "questions1.jsonl"), "--out", str(tmp_path / name), "--qps-sample", "0",
+                     *flags]) == 0
+        rows[name] = [json.loads(line) for line in (tmp_path / name / "predictions.jsonl").read_text().splitlines()]
+    two = [r for r in rows["on"] if "steps" in r]
+    assert two, "no question of the sample was read in two steps: the switch would be untested"
+    assert all(r["question"].startswith("Where was the director of film ") for r in two)
+    assert all(r["steps"]["inner"] == r["question"].replace("Where was", "What is").replace(" born?", "?") and
+               r["steps"]["outer"] == f"Where was {r['steps']['bridge']} born?" for r in two)
+    assert not any("steps" in r for r in rows["off"])
+    engines = [Engine.load(d / "index1", d / "run", reader=reader_run, reading=ReadConfig(decompose=x)) for x in (True, False)]
+    assert [e.info()["manifests"]["reader"]["decompose"] for e in engines] == [True, False]
+
+
 def test_a_question_without_passages_is_answered_with_nothing(mixing_run, reader_run, tmp_path):  # noqa: F811
     d = mixing_run
     questions = [json.loads(line) for line in (d / "questions1.jsonl").read_text().splitlines()][:2]

@@ -6,11 +6,12 @@ OUT/predictions.jsonl, one line per question::
 
     {"id", "question", "answer", "answer_type": "span" | "yes" | "no", "type_prob",
      "supporting": [{"passage_id", "sentence", "text", "prob"}], "passages": [{"id", "title"}],
-     "entity_answer", "comparison", "error"}
+     "entity_answer", "comparison", "steps", "error"}
 
 ("comparison": present when the dates or countries read settled a comparison question, `drkit.reader.compare`;
 the transformer then does not run, "type_prob" is null and "supporting" holds the sentences the rules read, each with
-"prob" null; "error": why a question got no passages, e.g. no entity of the index is named in it; it is then not read,
+"prob" null; "steps": present when a two-hop question was read as two one-hop questions, `drkit.reader.decompose`,
+``{"inner", "bridge", "outer"}``; "error": why a question got no passages, e.g. no entity of the index is named in it; it is then not read,
 its answer is "" with answer_type null, and it counts as a miss). Only lines with ``answers`` are scored
 (``without_answers`` counts the others). With gold answers in the question file, OUT/metrics.json holds answer
 EM and F1 (HotpotQA's normalisation, best over a question's answers), overall and by question type, each
@@ -37,7 +38,7 @@ import numpy as np
 from drkit.errors import ConfigError, DrkitError
 from drkit.qa.results import rounded_prob
 from drkit.reader.examples import ReaderExample, ReaderPassage, read_questions
-from drkit.reader.reading import SKIP_BRIDGES_HELP, ReadConfig
+from drkit.reader.reading import DECOMPOSE_HELP, SKIP_BRIDGES_HELP, ReadConfig
 from drkit.reader.text import best_scores
 from drkit.util.hardware import precision_field
 
@@ -61,6 +62,7 @@ class AnswerConfig:
                 "and B in the same country?\") by comparing the dates or countries read in the options' passages, where "
                 "they settle it (drkit.reader.compare); --no-compare: the reader's answer alone"})
     skip_bridges: bool = field(default=False, metadata={"help": SKIP_BRIDGES_HELP})
+    decompose: bool = field(default=True, metadata={"help": DECOMPOSE_HELP})
 
     def __post_init__(self):
         if self.passages < 1 or self.batch_size < 1 or self.qps_sample < 0:
@@ -68,7 +70,8 @@ class AnswerConfig:
         self.reading()  # its checks
 
     def reading(self) -> ReadConfig:
-        return ReadConfig(self.passages, self.support_threshold, self.max_pieces, self.compare, self.skip_bridges)
+        return ReadConfig(self.passages, self.support_threshold, self.max_pieces, self.compare, self.skip_bridges,
+                          self.decompose)
 
 
 NOTHING = {"answer": "", "answer_type": None, "type_prob": None, "supporting": []}  # a question with no passage
@@ -82,6 +85,8 @@ def reading_row(reading, passages=None) -> dict:
                            "prob": rounded_prob(s.prob)} for s in reading.supporting]}
     if reading.comparison is not None:
         row["comparison"] = reading.comparison.to_dict(passages)
+    if reading.steps is not None:
+        row["steps"] = reading.steps.to_dict()
     return row
 
 

@@ -104,6 +104,8 @@ class ReaderAnswer:
     # or a compared date
     comparison: dict | None = None  # when the dates or countries read settled a comparison question: what was
     # compared, each option's dates or country, passage and sentence (`drkit.reader.compare.Comparison.to_dict`)
+    steps: dict | None = None  # when a two-hop question was read as two one-hop questions: {"inner", "bridge",
+    # "outer"} (`drkit.reader.decompose`)
 
 
 def rounded_prob(prob: float | None) -> float | None:
@@ -130,7 +132,8 @@ def reader_answer(reading, passages) -> ReaderAnswer:
     return ReaderAnswer(reading.answer, reading.answer_type, rounded_prob(reading.type_prob),
                         passages[span.passage].id if span else None, bool(span and span.sentence == TITLE),
                         span.start if span else None, span.end if span else None, tuple(support),
-                        tuple(passages[i] for i in sorted(held)), comparison)
+                        tuple(passages[i] for i in sorted(held)), comparison,
+                        reading.steps.to_dict() if reading.steps is not None else None)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
            max_answer_pieces: int, skip_bridges: bool = False) -> Reading:
     """The `Reading` of `example` from its features `f` and its row of the reader's `logits` (type (3,); start,
     end and support (L,)). `skip_bridges`: the span is the best one that is not the title of a passage read
-    which the question does not name (`bridge_names`), where one of the best `CANDIDATES` is not."""
+    which the question does not name (`bridge_names`), where one of the best `CANDIDATES` is not; likewise never
+    one of ``example.not_answers`` (a hop's own start, `drkit.reader.decompose`)."""
     type_probs = torch.softmax(logits["type"], 0)
     kind = ANSWER_TYPES[int(type_probs.argmax())]
     n = len(f.ids)
@@ -34,6 +35,7 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
     scores = span_scores(logits["start"][:n], logits["end"][:n], seg, max_answer_pieces)
     span = None
     skipped = bridge_names(example) if skip_bridges else set()
+    skipped |= {key for name in example.not_answers for key in (normalize_answer(name), bare(name))}
     for flat in scores.flatten().argsort(descending=True, stable=True)[:CANDIDATES].tolist():
         d, i = divmod(flat, n)
         score = float(scores[d, i])

@@ -56,6 +56,7 @@ class ReaderExample:
     gold: frozenset = frozenset()  # ids of the gold passages
     support: tuple[str, ...] = ()  # a sentence holding one of these (or an answer) is supporting
     qtype: str = ""
+    not_answers: tuple[str, ...] = ()  # names the answer is not (a hop's start: `drkit.reader.decompose`)
 
     @property
     def answer_type(self) -> str:

@@ -318,10 +318,10 @@ class Reader(nn.Module):
         (`config`: `drkit.reader.reading.ReadConfig`, its `passages` aside). With ``config.compare``, a which-of-two
         date question or a same-country question that the dates or countries in its passages settle gets that
         answer and the sentences it was read from, and the transformer does not run for it
-        (`drkit.reader.compare.settled`); the others are read in batches of `batch_size`."""
-        import contextlib
-
+        (`drkit.reader.compare.settled`); with ``config.decompose``, a two-hop question is read as two one-hop
+        questions (`drkit.reader.decompose`); the others are read whole, in batches of `batch_size`."""
         from drkit.reader.compare import settled, settled_reading
+        from drkit.reader.decompose import Decomposer, read_in_two_steps
 
         self.eval()
         out: list[Reading | None] = [None] * len(examples)
@@ -332,15 +332,38 @@ class Reader(nn.Module):
                 todo.append(i)
             else:
                 out[i] = settled_reading(e, found)
-        for i in range(0, len(todo), batch_size):
-            chunk = todo[i : i + batch_size]
-            features = [self.featurize(examples[j], max_pieces=config.max_pieces) for j in chunk]
+        decomposer = Decomposer.shared() if config.decompose and todo else None
+        plans = {}
+        for i in todo if decomposer is not None else ():
+            plan = decomposer(examples[i].question, [p.title for p in examples[i].passages])
+            if plan is not None:
+                plans[i] = plan
+        whole = [i for i in todo if i not in plans]
+
+        def read_whole(chosen: Sequence[ReaderExample]) -> list[Reading]:
+            return self._read_whole(chosen, batch_size, compute, config)
+
+        for i, reading in zip(whole, read_whole([examples[i] for i in whole])):
+            out[i] = reading
+        two = list(plans)
+        for i, reading in zip(two, read_in_two_steps(read_whole, [examples[i] for i in two], [plans[i] for i in two])):
+            out[i] = reading
+        return out
+
+    def _read_whole(self, examples: Sequence[ReaderExample], batch_size: int, compute, config: ReadConfig) -> list[Reading]:
+        """Each example read by the transformer, in batches of `batch_size`."""
+        import contextlib
+
+        out = []
+        for i in range(0, len(examples), batch_size):
+            chunk = examples[i : i + batch_size]
+            features = [self.featurize(e, max_pieces=config.max_pieces) for e in chunk]
             with compute.autocast() if compute is not None else contextlib.nullcontext():
                 logits = self(**self.batch(features))
             logits = {k: v.float().cpu() for k, v in logits.items()}
-            for r, (j, f) in enumerate(zip(chunk, features)):
-                out[j] = decode(examples[j], f, {k: v[r] for k, v in logits.items()}, config.support_threshold,
-                                self.config.max_answer_pieces, config.skip_bridges)
+            out += [decode(e, f, {k: v[r] for k, v in logits.items()}, config.support_threshold,
+                           self.config.max_answer_pieces, config.skip_bridges)
+                    for r, (e, f) in enumerate(zip(chunk, features))]
         return out
 
 

@@ -10,6 +10,10 @@ TITLE = -1  # the sentence number of a passage's title
 SKIP_BRIDGES_HELP = ("a span answer is never the title of a passage read that the question does not name (in \"the "
                      "director of film X\", the director's page: a hop on the way, not the answer); the reader's next "
                      "best span is taken instead")
+DECOMPOSE_HELP = ("read a two-hop question (\"Where was the director of film X born?\") as two one-hop questions, the "
+                  "inner one in the named entity's passage, its answer (the bridge) put in the outer one, read in the "
+                  "bridge's passage (drkit.reader.decompose; needs spaCy's English pipeline); --no-decompose: read "
+                  "every question whole")
 
 
 @dataclass(frozen=True)
@@ -17,14 +21,16 @@ class ReadConfig:
     """How questions are read: `passages` read per question (N; used where the passages are chosen for the reader,
     `drkit.DrKIT`), the supporting-sentence threshold, the word pieces read (None: what the reader was trained
     with), whether the comparison rules settle a which-of-two or same-country question before the reader
-    (`drkit.reader.compare`; False: the reader's answer alone) and whether a span answer skips the titles of the
-    passages read that the question does not name (`drkit.reader.decode.bridge_names`)."""
+    (`drkit.reader.compare`; False: the reader's answer alone), whether a span answer skips the titles of the
+    passages read that the question does not name (`drkit.reader.decode.bridge_names`) and whether a two-hop
+    question is read as two one-hop questions (`drkit.reader.decompose`)."""
 
     passages: int = 5
     support_threshold: float = 0.5
     max_pieces: int | None = None
     compare: bool = True
     skip_bridges: bool = False
+    decompose: bool = True
 
     def __post_init__(self):
         if self.passages < 1:
@@ -65,3 +71,4 @@ class Reading:
     supporting: tuple[Supporting, ...]  # when a comparison answered: the sentences it read
     type_probs: dict  # {} when a comparison answered
     comparison: object = None  # a `drkit.reader.compare.Comparison` when the dates or countries read settled it
+    steps: object = None  # a `drkit.reader.decompose.Steps` when read as two one-hop questions

@@ -153,6 +153,10 @@ function readingBox(reading) {
   const node = el("section", { class: "reading" },
     el("div", {}, el("span", { class: "reader-answer", text: reading.answer || "(no answer)" }),
       el("span", { class: "muted", text: c ? ` · ${kind}` : ` · ${kind}, p = ${fmt(reading.prob)}` })));
+  if (reading.steps) {
+    const s = reading.steps;
+    node.append(el("div", { class: "steps muted", text: `read in two steps: “${s.inner}” → ${s.bridge} → “${s.outer}”` }));
+  }
   if (c) {
     const what = { birth: "born", death: "died", life: "lived", date: "dated" }[c.attribute];
     node.append(el("div", { class: "comparison", text: c.values.map((v) =>

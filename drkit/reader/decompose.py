@@ -1,0 +1,219 @@
+"""A two-hop question read as two one-hop questions, from its own phrase structure.
+
+"Where was the director of film Blood Street born?" names an entity (Blood Street, the title of a passage
+read) inside a relational noun phrase ("the director of film Blood Street"; "Blood Street's director" with
+a possessive). The reader then reads
+
+1. the inner question, "What is the director of film Blood Street?" (the form of the single-hop questions
+   it is trained on, `drkit.reader.examples.kb_question`), in the named entity's own passages when some
+   were read (else in all of them): its span is the bridge, "Leo Fong" (snapped to the title of a passage
+   read that it holds or that holds it, `snap`);
+2. the outer question, the question with the phrase replaced by the bridge, "Where was Leo Fong born?",
+   in the bridge's own passages when some were read (else in all of them).
+
+The answer is the outer reading's; the evidence is both readings' supporting sentences. The phrase is found
+by spaCy's English parser (the pipeline `--entities ner` installs; without it questions are read whole): the
+named entity (a placeholder word while parsing) is the object of "of" or the possessor of a noun with a
+determiner. A question whose outer part asks nothing of the bridge ("Who is the father of X?": "Who is
+{bridge}?") is read whole, as are the questions the comparison rules settle. `ReadConfig.decompose`
+(``--no-decompose``) turns it off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from drkit.reader.clues import bare, title_key, without_suffix
+from drkit.reader.examples import ReaderExample, ReaderPassage
+from drkit.util.hardware import say
+
+PLACEHOLDER = "Smith"  # what the parser reads in place of the named entity: a plain proper noun
+SLOT = "\0"  # where the bridge goes in the outer question
+NOUNS = ("NN", "NNS")
+MIN_NAME = 3  # shorter titles are not looked for in a question
+NOTHING_ASKED = re.compile(rf"\s*(?:who|what|which)\s+(?:is|was|are|were)\s+{SLOT}\s*\?\s*", re.I)
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    named: str  # the entity the question names, as written in it
+    inner: str  # the inner question: "What is the director of film X?"
+    frame: str  # the question with the inner phrase replaced by `SLOT`
+
+    def outer(self, bridge: str) -> str:
+        return self.frame.replace(SLOT, bridge)
+
+
+@dataclass(frozen=True)
+class Steps:
+    """How a question was read in two steps (`Reading.steps`)."""
+
+    inner: str
+    bridge: str
+    outer: str
+
+    def to_dict(self) -> dict:
+        return {"inner": self.inner, "bridge": self.bridge, "outer": self.outer}
+
+
+def named_in(question: str, titles: Sequence[str]) -> tuple[int, int] | None:
+    """Where the question names the longest of `titles` (with or without a "(...)" suffix, case aside) as
+    whole words; None when it names none."""
+    best = None
+    for title in titles:
+        for form in {title, without_suffix(title)}:
+            if len(form) < MIN_NAME:
+                continue
+            m = re.search(rf"(?<!\w){re.escape(form)}(?!\w)", question, re.I)
+            if m and (best is None or m.end() - m.start() > best[1] - best[0]):
+                best = (m.start(), m.end())
+    return best
+
+
+def _determined(token) -> bool:
+    return any(c.dep_ == "det" and c.lower_ in ("the", "a", "an") for c in token.children)
+
+
+def _relation(x):
+    """The relational noun whose phrase holds the named entity's token `x`, and the possessor token when the
+    phrase is a possessive ("X's father"); (None, None) when there is none."""
+    while x.dep_ == "compound" and x.head is not x:
+        x = x.head
+    if x.dep_ == "conj" or any(c.dep_ in ("conj", "cc") for c in x.children):  # "A and B": two entities compared
+        return None, None
+    if x.dep_ == "poss" and x.head.tag_ in NOUNS:
+        return x.head, x
+    if x.dep_ in ("pobj", "appos") and x.head is not x:
+        head = x.head.head if x.dep_ == "pobj" and x.head.lower_ == "of" else x.head
+        # "the place of birth of X": climb from "birth" to the noun with the determiner
+        while head.tag_ in NOUNS and not _determined(head) and head.dep_ == "pobj" and head.head.lower_ == "of":
+            head = head.head.head
+        # the noun's own "of" stands between it and X ("the composer of film X", not "the company X is part of")
+        if head.tag_ in NOUNS and _determined(head) and any(
+                c.lower_ == "of" and head.i < c.i < x.i for c in head.children):
+            return head, None
+    return None, None
+
+
+class Decomposer:
+    """A question's `Decomposition` (None: read it whole), by spaCy's parser, loaded once (`Decomposer.shared`)."""
+
+    _shared: "Decomposer | None" = None
+    _missing = False
+
+    def __init__(self, nlp):
+        self.nlp = nlp
+
+    @classmethod
+    def shared(cls) -> "Decomposer | None":
+        """The process's decomposer; None (said once in the log) when spaCy's English pipeline is not installed."""
+        if cls._shared is None and not cls._missing:
+            try:
+                import spacy
+
+                from drkit.index.ner import PIPELINE
+
+                cls._shared = cls(spacy.load(PIPELINE, exclude=["ner", "lemmatizer"]))
+            except (ImportError, OSError):
+                cls._missing = True
+                say("reader: two-hop questions are read whole: decomposing them needs spaCy's English pipeline "
+                    "(pip install 'drkit[ner]')")
+        return cls._shared
+
+    def __call__(self, question: str, titles: Sequence[str]) -> Decomposition | None:
+        at = named_in(question, titles)
+        if at is None:
+            return None
+        named = question[at[0]:at[1]]
+        text = question[:at[0]] + PLACEHOLDER + question[at[1]:]
+        doc = self.nlp(text)
+        x = next((t for t in doc if t.idx == at[0]), None)
+        if x is None:
+            return None
+        noun, possessor = _relation(x)
+        if noun is None:
+            return None
+        # the phrase: from the noun's first word to the named entity's end ("the director of film X", whatever the
+        # parser hangs on X: "... film X study?"), or to the noun's last word in a possessive ("X's mother-in-law",
+        # but "X's mother" of "X's mother's birthday")
+        last = noun.right_edge.i if possessor is not None else x.i
+        while last > noun.i and doc[last].tag_ == "POS":
+            last -= 1
+        start, end = doc[noun.left_edge.i].idx, doc[last].idx + len(doc[last])
+        frame = text[:start] + SLOT + text[end:]
+        if PLACEHOLDER in frame or NOTHING_ASKED.fullmatch(frame):
+            return None
+        if possessor is not None:
+            first = possessor.i + 1
+            while doc[first].tag_ == "POS":  # the "'s"
+                first += 1
+            inner = f"What is the {text[doc[first].idx:end]} of {named}?"
+        else:
+            phrase = text[start:end].replace(PLACEHOLDER, named)
+            inner = f"What is {phrase}?"
+        return Decomposition(named, inner, frame)
+
+
+def about(passages: Sequence[ReaderPassage], name: str) -> tuple[int, ...]:
+    """The numbers of the passages whose title is `name` (case, punctuation and a "(...)" suffix aside); all of
+    them when none is."""
+    key, short = title_key(name), bare(name)
+    own = tuple(i for i, p in enumerate(passages) if key and (title_key(p.title) == key or bare(p.title) in (key, short)))
+    return own or tuple(range(len(passages)))
+
+
+def snap(span: str, passages: Sequence[ReaderPassage], named: str) -> str:
+    """The bridge: the longest title (without its suffix) of a passage read, other than the named entity's, that
+    the span holds as whole words or that holds the span ("Leo Fong, who directed it" -> "Leo Fong"); else the
+    span itself."""
+    low, best = span.lower(), None
+    skip = {title_key(named), bare(named)}
+    for p in passages:
+        title = without_suffix(p.title)
+        if title_key(p.title) in skip or bare(p.title) in skip or len(title) < MIN_NAME:
+            continue
+        t = title.lower()
+        if re.search(rf"(?<!\w){re.escape(t)}(?!\w)", low) or (
+                len(low) > MIN_NAME and re.search(rf"(?<!\w){re.escape(low)}(?!\w)", t)):
+            if best is None or len(title) > len(best):
+                best = title
+    return best or span
+
+
+def sub_example(example: ReaderExample, question: str, keep: Sequence[int], start: str) -> ReaderExample:
+    """`example` asked `question` over its passages `keep` (numbers into ``example.passages``); its answer is not
+    `start`, the entity the hop starts from."""
+    return ReaderExample(example.id, question, tuple(example.passages[i] for i in keep), not_answers=(start,))
+
+
+def _span_text(reading) -> str:
+    return reading.span.text if reading.span is not None else reading.answer
+
+
+def _renumbered(reading, keep: Sequence[int]):
+    """The span and supporting sentences of a reading of `sub_example(..., keep)`, numbered as in the example."""
+    span = dataclasses.replace(reading.span, passage=keep[reading.span.passage]) if reading.span is not None else None
+    return span, tuple(dataclasses.replace(s, passage=keep[s.passage]) for s in reading.supporting)
+
+
+def read_in_two_steps(read, examples: Sequence[ReaderExample], plans: Sequence[Decomposition]) -> list:
+    """Each example read as its `Decomposition`: the inner question, then the outer one with the bridge (module
+    docstring); `read` reads a list of `ReaderExample` whole. Returns one `drkit.reader.reading.Reading` an
+    example: the outer reading's answer, span and type, both readings' supporting sentences, and its `Steps`."""
+    inner_keep = [about(e.passages, plan.named) for e, plan in zip(examples, plans)]
+    inner = read([sub_example(e, plan.inner, keep, plan.named) for e, plan, keep in zip(examples, plans, inner_keep)])
+    bridges = [snap(_span_text(r), e.passages, plan.named) for r, e, plan in zip(inner, examples, plans)]
+    outer_keep = [about(e.passages, bridge) for e, bridge in zip(examples, bridges)]
+    outer = read([sub_example(e, plan.outer(b), keep, b) for e, plan, b, keep in zip(examples, plans, bridges, outer_keep)])
+    out = []
+    for plan, first, k1, bridge, second, k2 in zip(plans, inner, inner_keep, bridges, outer, outer_keep):
+        _, support = _renumbered(first, k1)
+        span, more = _renumbered(second, k2)
+        seen = {(s.passage, s.sentence) for s in support}
+        support += tuple(s for s in more if (s.passage, s.sentence) not in seen)
+        out.append(dataclasses.replace(second, span=span, supporting=support,
+                                       steps=Steps(plan.inner, bridge, plan.outer(bridge))))
+    return out

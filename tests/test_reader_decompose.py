@@ -1,0 +1,139 @@
+"""Two-hop questions read as two one-hop questions (drkit.reader.decompose): the phrase found by hand in questions
+of each form, the ones read whole, the titles, and the two-step reading against the plain readings it is made of."""
+
+import json
+
+import pytest
+
+from drkit.reader.decompose import Decomposer, Steps, about, named_in, read_in_two_steps, snap
+from drkit.reader.examples import ReaderExample, ReaderPassage
+from drkit.reader.reading import ReadConfig, Reading, Span, Supporting
+
+PASSAGES = (ReaderPassage("f", "Blood Street", "Blood Street is a 1988 film. It was directed by Leo Fong."),
+            ReaderPassage("k", "Kismet (1944 film)", "Kismet is a 1944 film directed by William Dieterle."),
+            ReaderPassage("l", "Leo Fong", "Leo Fong was born in Canton. He directed films."))
+
+
+@pytest.fixture(scope="module")
+def decomposer():
+    found = Decomposer.shared()
+    if found is None:
+        pytest.skip("spaCy's English pipeline is not installed")
+    return found
+
+
+@pytest.mark.parametrize("question, titles, inner, outer", [
+    ("Where was the director of film Blood Street born?", ["Leo Fong", "Blood Street"],
+     "What is the director of film Blood Street?", "Where was B born?"),
+    ("What is the place of birth of the director of film Palo Alto (2013 Film)?", ["Palo Alto (2013 film)"],
+     "What is the director of film Palo Alto (2013 Film)?", "What is the place of birth of B?"),
+    ("Which country the composer of film Thunder On The Hill is from?", ["Thunder on the Hill"],
+     "What is the composer of film Thunder On The Hill?", "Which country B is from?"),
+    ("Why did John Middleton Murry's wife die?", ["John Middleton Murry"],
+     "What is the wife of John Middleton Murry?", "Why did B die?"),
+    ("When is Prince Raphael Rainer Of Thurn And Taxis's mother's birthday?", ["Prince Raphael Rainer of Thurn and Taxis"],
+     "What is the mother of Prince Raphael Rainer Of Thurn And Taxis?", "When is B's birthday?"),
+    # whatever the parser hangs on the named entity ("... Eye study"), the phrase ends with it
+    ("Where did the director of film The Eagle'S Eye study?", ["The Eagle's Eye"],
+     "What is the director of film The Eagle'S Eye?", "Where did B study?"),
+    ("Where was Ann Lee's paternal grandmother born?", ["Ann Lee"],
+     "What is the paternal grandmother of Ann Lee?", "Where was B born?"),
+])
+def test_two_hop_questions_by_hand(decomposer, question, titles, inner, outer):
+    found = decomposer(question, titles)
+    assert found is not None and found.inner == inner and found.outer("B") == outer
+
+
+@pytest.mark.parametrize("question, titles", [
+    ("Who is the father of Ann Lee?", ["Ann Lee"]),  # nothing is asked of the father: one hop
+    ("Who is Ann Lee's mother-in-law?", ["Ann Lee"]),
+    ("What is the place of birth of Ann Lee?", ["Ann Lee"]),
+    ("Which film came out first, Blood Street or Kismet?", ["Blood Street", "Kismet (1944 film)"]),
+    ("Do both films Blood Street and Kismet have the directors from the same country?", ["Blood Street", "Kismet"]),
+    ("Where was the director of film Blood Street born?", ["Kismet (1944 film)", "Leo Fong"]),  # no title read named
+    ("Who directed Kismet?", ["Kismet (1944 film)"]),
+    # a noun before the name without its "of": the relation is elsewhere
+    ("What year did the company Novair International Airways is part of dissolve?", ["Novair International Airways"]),
+    ("What is the debt load carried by the country Dai Jitao is from?", ["Dai Jitao"]),
+])
+def test_questions_read_whole(decomposer, question, titles):
+    assert decomposer(question, titles) is None
+
+
+def test_titles_named_matched_and_snapped():
+    titles = [p.title for p in PASSAGES]
+    q = "Who directed Kismet, and is Blood Street older than Kismets?"
+    assert q[slice(*named_in(q, titles))] == "Blood Street"  # the longest; "Kismet" without its suffix is shorter
+    assert named_in("Who directed Kismets?", titles) is None  # whole words only
+    assert named_in("Who directed KISMET?", titles) == (13, 19)
+    assert about(PASSAGES, "leo fong") == (2,) and about(PASSAGES, "Kismet") == (1,)
+    assert about(PASSAGES, "Walter Lang") == (0, 1, 2)  # no page of its own was read: all of them
+    assert snap("Leo Fong, who directed it", PASSAGES, "Blood Street") == "Leo Fong"
+    assert snap("Fong", PASSAGES, "Blood Street") == "Leo Fong"  # a part of a title
+    assert snap("Blood Street", PASSAGES, "Blood Street") == "Blood Street"  # never the named entity's own title
+    assert snap("William Dieterle", PASSAGES, "Blood Street") == "William Dieterle"
+
+
+def reading(text: str, passage: int, sentence: int = 0) -> Reading:
+    return Reading(text, "span", 0.9, Span(text, passage, sentence, 0, len(text), 1.0),
+                   (Supporting(passage, sentence, "?", "a sentence", 0.8),), {"span": 0.9, "yes": 0.05, "no": 0.05})
+
+
+def test_two_steps_read_the_named_page_then_the_bridges_page(decomposer):
+    e = ReaderExample("q", "Where was the director of film Blood Street born?", PASSAGES)
+    plan = decomposer(e.question, [p.title for p in PASSAGES])
+    asked = []
+
+    def read(examples):
+        asked.append([(x.question, [p.id for p in x.passages], x.not_answers) for x in examples])
+        first = len(asked) == 1
+        return [reading("Leo Fong, who directed it" if first else "Canton", 0) for _ in examples]
+
+    [got] = read_in_two_steps(read, [e], [plan])
+    # each hop's answer is not where it starts from
+    assert asked == [[("What is the director of film Blood Street?", ["f"], ("Blood Street",))],
+                     [("Where was Leo Fong born?", ["l"], ("Leo Fong",))]]
+    assert got.answer == "Canton" and got.span.passage == 2  # numbered as in the example
+    assert [(s.passage, s.sentence) for s in got.supporting] == [(0, 0), (2, 0)]  # both readings' evidence
+    assert got.steps == Steps("What is the director of film Blood Street?", "Leo Fong", "Where was Leo Fong born?")
+
+
+def test_the_reader_reads_in_two_steps_as_two_plain_readings(decomposer, tiny_reader):
+    from drkit.qa.answer import reading_row
+
+    e = ReaderExample("q", "Where was the director of film Blood Street born?", PASSAGES)
+    other = ReaderExample("o", "Who directed Kismet?", PASSAGES)
+    whole = ReadConfig(decompose=False)
+    got = tiny_reader.read([e])[0]
+    # by hand: the inner question on Blood Street's page, its span snapped to a title, then the outer question
+    inner = tiny_reader.read([ReaderExample("q", got.steps.inner, PASSAGES[:1], not_answers=("Blood Street",))],
+                             config=whole)[0]
+    bridge = snap(inner.span.text, PASSAGES, "Blood Street")
+    keep = about(PASSAGES, bridge)
+    outer = tiny_reader.read([ReaderExample("q", f"Where was {bridge} born?", tuple(PASSAGES[i] for i in keep),
+                                            not_answers=(bridge,))], config=whole)[0]
+    assert got.steps == Steps("What is the director of film Blood Street?", bridge, f"Where was {bridge} born?")
+    assert (got.answer, got.answer_type, got.type_prob) == (outer.answer, outer.answer_type, outer.type_prob)
+    assert got.span.text == outer.span.text and got.span.passage == keep[outer.span.passage]
+    assert tiny_reader.read([e], config=whole)[0].steps is None
+    assert tiny_reader.read([other])[0] == tiny_reader.read([other], config=whole)[0]  # one hop: read whole
+    # in a batch, each question as read alone (up to the float sums' order), in its order
+    mixed = tiny_reader.read([other, e, other], batch_size=8)
+    assert [x.steps is not None for x in mixed] == [False, True, False] and mixed[1].answer == got.answer
+    row = reading_row(got, PASSAGES)
+    assert row["steps"] == {"inner": got.steps.inner, "bridge": bridge, "outer": got.steps.outer}
+    json.dumps(row)
+
+
+def test_a_span_is_never_one_of_the_names_the_answer_is_not(tiny_reader):
+    e = ReaderExample("q", "Who was born in Canton?", PASSAGES)
+    first = tiny_reader.read([e], config=ReadConfig(decompose=False))[0].span.text
+    again = tiny_reader.read([ReaderExample("q", e.question, PASSAGES, not_answers=(first,))])[0].span.text
+    assert again != first and again.strip()
+
+
+@pytest.fixture(scope="module")
+def tiny_reader(tiny_base):
+    from drkit.reader.model import Reader, ReaderConfig
+
+    return Reader.from_base(ReaderConfig(base=str(tiny_base), max_pieces=96, max_question_pieces=12, max_answer_pieces=6))
