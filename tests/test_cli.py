@@ -140,6 +140,7 @@ def test_every_command_has_a_flag_for_every_field_of_its_settings():
     from drkit.qa.retrieve import RetrieveConfig
     from drkit.reader.examples import OrderConfig
     from drkit.reader.model import ReaderConfig
+    from drkit.reader.reading import ReadConfig
     from drkit.reader.train import ReaderTrainConfig
     from drkit.reason.follow import FollowConfig
     from drkit.reason.mixing import MixConfig
@@ -151,7 +152,7 @@ def test_every_command_has_a_flag_for_every_field_of_its_settings():
     expected = {  # command -> its settings dataclasses, and fields deliberately without a flag
         "index": [LinkConfig, SparseConfig], "pretrain": [DistantConfig, EncoderConfig, PretrainConfig],
         "embed": [EmbedConfig], "ann": [], "slot-fill": [], "train": [FollowConfig, ModelConfig, TrainConfig],
-        "evaluate": [EvaluateConfig, LoadConfig, QueryConfig], "ask": [AskConfig, LoadConfig, QueryConfig],
+        "evaluate": [EvaluateConfig, LoadConfig, QueryConfig], "ask": [AskConfig, LoadConfig, QueryConfig, ReadConfig],
         "reproduce-metaqa": [ReproduceConfig], "retrieve": [RetrieveConfig], "reproduce-2wiki": [TwoWikiConfig],
         "train-mixing": [FollowConfig, MixConfig, MixTrainConfig, ModelConfig, QuestionLinkConfig],
         "serve": [LoadConfig, ServeConfig], "add": [], "remove": [], "compact": [], "pool-2wiki": [],
@@ -159,7 +160,8 @@ def test_every_command_has_a_flag_for_every_field_of_its_settings():
         "answer": [AnswerConfig, LoadConfig, QueryConfig],
     }
     unflagged = {("train-mixing", "ModelConfig.hops"),  # the hop count is MixConfig's --hops
-                 ("answer", "AnswerConfig.precision")}  # LoadConfig's --precision sets both
+                 ("answer", "AnswerConfig.precision"),  # LoadConfig's --precision sets both
+                 ("ask", "ReadConfig.passages")}  # AskConfig's --passages are those printed; the reader reads 5
     commands = build_parser()._subparsers._group_actions[0].choices
     assert set(commands) == set(expected)
     for name, sub in commands.items():

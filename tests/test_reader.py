@@ -408,8 +408,11 @@ def test_no_compare_reads_without_the_rules_in_the_cli_the_front_door_and_serve(
 
 
 def test_two_hop_questions_are_read_in_two_steps_unless_no_decompose(mixing_run, reader_run, tmp_path):  # noqa: F811
+    from drkit.reader.decompose import Decomposer
     from drkit.serve.engine import Engine
 
+    if Decomposer.shared() is None:
+        pytest.skip("spaCy's English pipeline is not installed")
     d = mixing_run
     rows = {}
     for name, flags in (("on", []), ("off", ["--no-decompose"])):
@@ -423,8 +426,33 @@ def test_two_hop_questions_are_read_in_two_steps_unless_no_decompose(mixing_run,
     assert all(r["steps"]["inner"] == r["question"].replace("Where was", "What is").replace(" born?", "?") and
                r["steps"]["outer"] == f"Where was {r['steps']['bridge']} born?" for r in two)
     assert not any("steps" in r for r in rows["off"])
+    metrics = {name: json.loads((tmp_path / name / "metrics.json").read_text()) for name in rows}
+    assert (metrics["on"]["decompose"], metrics["on"]["decomposed"]) == (True, len(two))
+    assert (metrics["off"]["decompose"], metrics["off"]["decomposed"]) == (False, 0)
     engines = [Engine.load(d / "index1", d / "run", reader=reader_run, reading=ReadConfig(decompose=x)) for x in (True, False)]
     assert [e.info()["manifests"]["reader"]["decompose"] for e in engines] == [True, False]
+
+
+def test_ask_with_a_reader_prints_what_the_front_door_reads(mixing_run, reader_run, capsys):  # noqa: F811
+    from drkit import DrKIT
+
+    d = mixing_run
+    question = next(json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()
+                    if "director of film" in line)
+    ask = ["ask", "--index", str(d / "index1"), "--model", str(d / "run"), "--reader", str(reader_run), question]
+    assert main(ask + ["--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    kit = DrKIT.load(d / "index1", d / "run", reader=reader_run)
+    reading = kit.answer(question, passages=5).reading
+    assert printed["reading"]["text"] == reading.text and printed["reading"]["steps"] == reading.steps
+    assert main(ask) == 0
+    text = capsys.readouterr().out
+    assert f"  reader: {reading.text or '(no answer)'}  (" in text
+    assert ("read in two steps" in text) == (reading.steps is not None)
+    assert main(ask + ["--no-decompose"]) == 0
+    assert "read in two steps" not in capsys.readouterr().out
+    assert main(ask[:-1] + ["--support-threshold", "2", question]) == 2  # a bad setting: a clear error, no trace
+    assert "support_threshold must be in (0, 1)" in capsys.readouterr().err
 
 
 def test_a_question_without_passages_is_answered_with_nothing(mixing_run, reader_run, tmp_path):  # noqa: F811

@@ -1,6 +1,7 @@
 """Two-hop questions read as two one-hop questions (drkit.reader.decompose): the phrase found by hand in questions
 of each form, the ones read whole, the titles, and the two-step reading against the plain readings it is made of."""
 
+import dataclasses
 import json
 
 import pytest
@@ -38,6 +39,11 @@ def decomposer():
      "What is the director of film The Eagle'S Eye?", "Where did B study?"),
     ("Where was Ann Lee's paternal grandmother born?", ["Ann Lee"],
      "What is the paternal grandmother of Ann Lee?", "Where was B born?"),
+    # a name that is the parser's placeholder word, and one in quotes: each put back where it was
+    ("Where was the director of Smith film Blood Street born?", ["Blood Street"],
+     "What is the director of Smith film Blood Street?", "Where was B born?"),
+    ('Where was the director of film "Blood Street" born?', ["Blood Street"],
+     'What is the director of film "Blood Street"?', "Where was B born?"),
 ])
 def test_two_hop_questions_by_hand(decomposer, question, titles, inner, outer):
     found = decomposer(question, titles)
@@ -46,6 +52,8 @@ def test_two_hop_questions_by_hand(decomposer, question, titles, inner, outer):
 
 @pytest.mark.parametrize("question, titles", [
     ("Who is the father of Ann Lee?", ["Ann Lee"]),  # nothing is asked of the father: one hop
+    ("Who is the father of Ann Lee", ["Ann Lee"]),
+    ("What is the name of the father of Ann Lee?", ["Ann Lee"]),
     ("Who is Ann Lee's mother-in-law?", ["Ann Lee"]),
     ("What is the place of birth of Ann Lee?", ["Ann Lee"]),
     ("Which film came out first, Blood Street or Kismet?", ["Blood Street", "Kismet (1944 film)"]),
@@ -72,6 +80,24 @@ def test_titles_named_matched_and_snapped():
     assert snap("Fong", PASSAGES, "Blood Street") == "Leo Fong"  # a part of a title
     assert snap("Blood Street", PASSAGES, "Blood Street") == "Blood Street"  # never the named entity's own title
     assert snap("William Dieterle", PASSAGES, "Blood Street") == "William Dieterle"
+
+
+def test_an_inner_reading_without_a_span_leaves_the_question_to_be_read_whole(decomposer):
+    e = ReaderExample("q", "Where was the director of film Blood Street born?", PASSAGES)
+    plan = decomposer(e.question, [p.title for p in PASSAGES])
+    whole = reading("Canton", 2)
+    asked = []
+
+    def read(examples):
+        asked.append([x.question for x in examples])
+        return [dataclasses.replace(reading("yes", 0), answer="yes", answer_type="yes", span=None) for _ in examples]
+
+    def read_whole(examples):
+        asked.append([x.question for x in examples])
+        return [whole for _ in examples]
+
+    assert read_in_two_steps(read, [e], [plan], read_whole) == [whole]
+    assert asked == [["What is the director of film Blood Street?"], [e.question]]
 
 
 def reading(text: str, passage: int, sentence: int = 0) -> Reading:

@@ -70,10 +70,11 @@ def model_flags(p) -> None:
     add_config_flags(p, QueryConfig, "question time (overrides of the model's settings)")
 
 
-def load_kit(args):
+def load_kit(args, reader=None, reading=None):
     from drkit.qa.pipeline import DrKIT, LoadConfig, QueryConfig
 
-    return DrKIT.load(args.index, args.model, args.mentions, config_from_args(args, LoadConfig)), \
+    extra = {"reader": reader, "reading": reading} if reader is not None else {}
+    return DrKIT.load(args.index, args.model, args.mentions, config_from_args(args, LoadConfig), **extra), \
         config_from_args(args, QueryConfig)
 
 
@@ -117,11 +118,16 @@ def _ask_parser(sub) -> None:
         "for a plain question, the least frequent entity of the index named in it. Prints the answers with their "
         "probabilities and, for each hop, the top entities with their supporting mention in its passage. With a "
         "hop-mixing model (drkit reproduce-2wiki), prints the mixing weights pi, the best entities of each hop and "
-        "the best passages.",
+        "the best passages; with --reader, the reader's answer from the top passages with its supporting sentences.",
     )
+    from drkit.reader.reading import ReadConfig
+
     model_flags(p)
     p.add_argument("questions", nargs="+", metavar="QUESTION")
     add_config_flags(p, AskConfig, "output")
+    p.add_argument("--reader", default=None, metavar="DIR", help="a reader (drkit train-reader) that reads the top "
+                   "passages of a hop-mixing model and answers with its evidence")
+    add_config_flags(p, ReadConfig, "reading (with --reader)", exclude=("passages",))
     p.set_defaults(run=_run_ask)
 
 
@@ -129,10 +135,11 @@ def _run_ask(args) -> int:
     import json
 
     from drkit.qa.ask import AskConfig, format_result
+    from drkit.qa.pipeline import HOP_MIXING
+    from drkit.reader.reading import ReadConfig
 
     config = config_from_args(args, AskConfig)
-    kit, query = load_kit(args)
-    from drkit.qa.pipeline import HOP_MIXING
+    kit, query = load_kit(args, args.reader, config_from_args(args, ReadConfig))
 
     passages = config.passages if config.passages is not None else (5 if kit.kind == HOP_MIXING else 0)
     failed = 0

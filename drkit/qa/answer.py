@@ -38,7 +38,7 @@ import numpy as np
 from drkit.errors import ConfigError, DrkitError
 from drkit.qa.results import rounded_prob
 from drkit.reader.examples import ReaderExample, ReaderPassage, read_questions
-from drkit.reader.reading import DECOMPOSE_HELP, SKIP_BRIDGES_HELP, ReadConfig
+from drkit.reader.reading import COMPARE_HELP, DECOMPOSE_HELP, SKIP_BRIDGES_HELP, ReadConfig
 from drkit.reader.text import best_scores
 from drkit.util.hardware import precision_field
 
@@ -57,10 +57,7 @@ class AnswerConfig:
         "help": "word pieces the reader reads (fewer: faster, passages cut shorter)", "type": int,
         "default_help": "the reader's, 512"})
     precision: str = precision_field("the reader's transformer")
-    compare: bool = field(default=True, metadata={
-        "help": "answer a which-of-two date question (\"Who was born first, A or B?\") or a same-country one (\"Are A "
-                "and B in the same country?\") by comparing the dates or countries read in the options' passages, where "
-                "they settle it (drkit.reader.compare); --no-compare: the reader's answer alone"})
+    compare: bool = field(default=True, metadata={"help": COMPARE_HELP})
     skip_bridges: bool = field(default=False, metadata={"help": SKIP_BRIDGES_HELP})
     decompose: bool = field(default=True, metadata={"help": DECOMPOSE_HELP})
 
@@ -124,7 +121,8 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     metrics: dict = {"questions": len(records), "passages_read": config.passages, "read_seconds": round(read_s, 2),
                      "without_passages": len(examples) - len(readable), "compare": config.compare,
-                     "compared": sum("comparison" in row for row in rows)}
+                     "compared": sum("comparison" in row for row in rows), "decompose": config.decompose,
+                     "decomposed": sum("steps" in row for row in rows)}
     scored = [i for i, r in enumerate(records) if r.get("answers")]
     if scored:
         metrics.update(score([records[i] for i in scored], [rows[i] for i in scored]))

@@ -51,4 +51,18 @@ def format_result(result: Result) -> list[str]:
     for i, p in enumerate(result.passages, 1):
         how = f"hop {p.hop}, {p.entity}" if p.reached else "not reached: the question linker's"
         lines.append(f"  {i}. {p.title}  [{p.id}]  ({p.score:.3f}; {how})")
+    if result.reading is not None:
+        lines += format_reading(result.reading)
+    return lines
+
+
+def format_reading(r) -> list[str]:
+    """The reader's answer (`drkit.qa.results.ReaderAnswer`): how it was found, then its supporting sentences."""
+    how = ("the dates or countries read, compared" if r.comparison else
+           f"{r.type}, p = {r.prob:.3f}" if r.prob is not None else r.type)
+    lines = [f"  reader: {r.text or '(no answer)'}  ({how})"]
+    if r.steps:
+        lines.append(f"   read in two steps: \"{r.steps['inner']}\" -> {r.steps['bridge']} -> \"{r.steps['outer']}\"")
+    for s in r.supporting:
+        lines.append(f"   evidence, in \"{s.title}\": {s.text}")
     return lines

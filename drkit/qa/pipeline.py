@@ -96,8 +96,9 @@ class DrKIT:
         model's `drkit.qa.drkit_retriever.DrKITRetriever` arguments (`RetrieveConfig.retriever_options`); `reader`: a
         ``drkit train-reader`` reader (or run), or one loaded (`drkit.reader.model.Reader`), which then reads the
         top ``reading.passages`` passages of every answered question (`Result.reading`), settling which-of-two and
-        same-country questions by the dates or countries read unless ``reading.compare`` is False
-        (`drkit.reader.reading.ReadConfig`, `drkit.reader.compare`)."""
+        same-country questions by the dates or countries read unless ``reading.compare`` is False, and reading a
+        two-hop question as two one-hop questions (`Result.reading.steps`) unless ``reading.decompose`` is False
+        (`drkit.reader.reading.ReadConfig`, `drkit.reader.compare`, `drkit.reader.decompose`)."""
         from drkit.reason.mixing import is_mixing_model
 
         search = cls._search_settings(config)

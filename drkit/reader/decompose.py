@@ -13,16 +13,18 @@ a possessive). The reader then reads
 
 The answer is the outer reading's; the evidence is both readings' supporting sentences. The phrase is found
 by spaCy's English parser (the pipeline `--entities ner` installs; without it questions are read whole): the
-named entity (a placeholder word while parsing) is the object of "of" or the possessor of a noun with a
-determiner. A question whose outer part asks nothing of the bridge ("Who is the father of X?": "Who is
-{bridge}?") is read whole, as are the questions the comparison rules settle. `ReadConfig.decompose`
-(``--no-decompose``) turns it off.
+named entity (a placeholder word while parsing) is the object of the "of" of a noun with "the" / "a" ("the
+director of film X"; X the object, or an apposition the parser hangs on the noun), or the possessor of a noun
+("X's father"). A question whose outer part asks nothing of the bridge ("Who is the father of X?": "Who is
+{bridge}?"), that joins two entities by "and", or whose inner reading finds no span, is read whole, as are the
+questions the comparison rules settle. `ReadConfig.decompose` (``--no-decompose``) turns it off.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -30,11 +32,13 @@ from drkit.reader.clues import bare, title_key, without_suffix
 from drkit.reader.examples import ReaderExample, ReaderPassage
 from drkit.util.hardware import say
 
-PLACEHOLDER = "Smith"  # what the parser reads in place of the named entity: a plain proper noun
+PLACEHOLDERS = ("Smith", "Jones", "Brown")  # what the parser reads in place of the named entity: plain proper nouns
 SLOT = "\0"  # where the bridge goes in the outer question
 NOUNS = ("NN", "NNS")
+QUOTES = "\"'“”‘’«»"
 MIN_NAME = 3  # shorter titles are not looked for in a question
-NOTHING_ASKED = re.compile(rf"\s*(?:who|what|which)\s+(?:is|was|are|were)\s+{SLOT}\s*\?\s*", re.I)
+NOTHING_ASKED = re.compile(rf"\s*(?:who|what|which)\s+(?:is|was|are|were)\s+(?:the\s+(?:full\s+)?name\s+of\s+)?"
+                           rf"{SLOT}\s*\??\s*", re.I)
 
 
 @dataclass(frozen=True)
@@ -103,33 +107,38 @@ class Decomposer:
 
     _shared: "Decomposer | None" = None
     _missing = False
+    _lock = threading.Lock()  # spaCy does not promise thread safety: the server's watcher thread reads too
 
     def __init__(self, nlp):
         self.nlp = nlp
 
     @classmethod
     def shared(cls) -> "Decomposer | None":
-        """The process's decomposer; None (said once in the log) when spaCy's English pipeline is not installed."""
-        if cls._shared is None and not cls._missing:
-            try:
-                import spacy
+        """The process's decomposer; None (said once in the log) when spaCy's English pipeline is not installed
+        or does not load."""
+        with cls._lock:
+            if cls._shared is None and not cls._missing:
+                try:
+                    import spacy
 
-                from drkit.index.ner import PIPELINE
+                    from drkit.index.ner import PIPELINE
 
-                cls._shared = cls(spacy.load(PIPELINE, exclude=["ner", "lemmatizer"]))
-            except (ImportError, OSError):
-                cls._missing = True
-                say("reader: two-hop questions are read whole: decomposing them needs spaCy's English pipeline "
-                    "(pip install 'drkit[ner]')")
+                    cls._shared = cls(spacy.load(PIPELINE, exclude=["ner", "lemmatizer"]))
+                except (ImportError, OSError, ValueError) as exc:
+                    cls._missing = True
+                    say(f"reader: two-hop questions are read whole: decomposing them needs spaCy's English pipeline "
+                        f"(pip install 'drkit[ner]'; {type(exc).__name__}: {exc})")
         return cls._shared
 
     def __call__(self, question: str, titles: Sequence[str]) -> Decomposition | None:
         at = named_in(question, titles)
-        if at is None:
+        placeholder = next((w for w in PLACEHOLDERS if w.lower() not in question.lower()), None)
+        if at is None or placeholder is None or SLOT in question:
             return None
         named = question[at[0]:at[1]]
-        text = question[:at[0]] + PLACEHOLDER + question[at[1]:]
-        doc = self.nlp(text)
+        text = question[:at[0]] + placeholder + question[at[1]:]
+        with self._lock:
+            doc = self.nlp(text)
         x = next((t for t in doc if t.idx == at[0]), None)
         if x is None:
             return None
@@ -143,8 +152,13 @@ class Decomposer:
         while last > noun.i and doc[last].tag_ == "POS":
             last -= 1
         start, end = doc[noun.left_edge.i].idx, doc[last].idx + len(doc[last])
+        x0, x1 = at[0], at[0] + len(placeholder)  # the placeholder's place in `text`
+        if possessor is None and 0 < x0 and x1 < len(text) and text[x0 - 1] in QUOTES and text[x1] in QUOTES:
+            end = max(end, x1 + 1)  # 'film "X"': the closing quote goes with the name
+        if not start <= x0 < x1 <= end:
+            return None
         frame = text[:start] + SLOT + text[end:]
-        if PLACEHOLDER in frame or NOTHING_ASKED.fullmatch(frame):
+        if NOTHING_ASKED.fullmatch(frame):
             return None
         if possessor is not None:
             first = possessor.i + 1
@@ -152,8 +166,7 @@ class Decomposer:
                 first += 1
             inner = f"What is the {text[doc[first].idx:end]} of {named}?"
         else:
-            phrase = text[start:end].replace(PLACEHOLDER, named)
-            inner = f"What is {phrase}?"
+            inner = f"What is {text[start:x0] + named + text[x1:end]}?"
         return Decomposition(named, inner, frame)
 
 
@@ -167,8 +180,8 @@ def about(passages: Sequence[ReaderPassage], name: str) -> tuple[int, ...]:
 
 def snap(span: str, passages: Sequence[ReaderPassage], named: str) -> str:
     """The bridge: the longest title (without its suffix) of a passage read, other than the named entity's, that
-    the span holds as whole words or that holds the span ("Leo Fong, who directed it" -> "Leo Fong"); else the
-    span itself."""
+    the span holds as whole words ("Leo Fong, who directed it" -> "Leo Fong") or, for a span longer than
+    `MIN_NAME` characters, that holds the span ("Fong" -> "Leo Fong"); else the span itself."""
     low, best = span.lower(), None
     skip = {title_key(named), bare(named)}
     for p in passages:
@@ -189,31 +202,34 @@ def sub_example(example: ReaderExample, question: str, keep: Sequence[int], star
     return ReaderExample(example.id, question, tuple(example.passages[i] for i in keep), not_answers=(start,))
 
 
-def _span_text(reading) -> str:
-    return reading.span.text if reading.span is not None else reading.answer
-
-
 def _renumbered(reading, keep: Sequence[int]):
     """The span and supporting sentences of a reading of `sub_example(..., keep)`, numbered as in the example."""
     span = dataclasses.replace(reading.span, passage=keep[reading.span.passage]) if reading.span is not None else None
     return span, tuple(dataclasses.replace(s, passage=keep[s.passage]) for s in reading.supporting)
 
 
-def read_in_two_steps(read, examples: Sequence[ReaderExample], plans: Sequence[Decomposition]) -> list:
+def read_in_two_steps(read, examples: Sequence[ReaderExample], plans: Sequence[Decomposition], read_whole=None) -> list:
     """Each example read as its `Decomposition`: the inner question, then the outer one with the bridge (module
-    docstring); `read` reads a list of `ReaderExample` whole. Returns one `drkit.reader.reading.Reading` an
-    example: the outer reading's answer, span and type, both readings' supporting sentences, and its `Steps`."""
+    docstring); `read` reads a list of `ReaderExample` (a hop's question), `read_whole` (default: `read`) an
+    example the two steps leave to be read whole. Returns one `drkit.reader.reading.Reading` an
+    example: the outer reading's answer, span and type, both readings' supporting sentences, and its `Steps`; an
+    example whose inner reading found no span (or only a blank one) is read whole instead."""
     inner_keep = [about(e.passages, plan.named) for e, plan in zip(examples, plans)]
     inner = read([sub_example(e, plan.inner, keep, plan.named) for e, plan, keep in zip(examples, plans, inner_keep)])
-    bridges = [snap(_span_text(r), e.passages, plan.named) for r, e, plan in zip(inner, examples, plans)]
-    outer_keep = [about(e.passages, bridge) for e, bridge in zip(examples, bridges)]
-    outer = read([sub_example(e, plan.outer(b), keep, b) for e, plan, b, keep in zip(examples, plans, bridges, outer_keep)])
-    out = []
-    for plan, first, k1, bridge, second, k2 in zip(plans, inner, inner_keep, bridges, outer, outer_keep):
-        _, support = _renumbered(first, k1)
-        span, more = _renumbered(second, k2)
+    bridges = [snap(r.span.text, e.passages, plan.named) if r.span is not None and r.span.text.strip() else None
+               for r, e, plan in zip(inner, examples, plans)]
+    two = [i for i, b in enumerate(bridges) if b is not None]
+    out: list = [None] * len(examples)
+    whole = [i for i, b in enumerate(bridges) if b is None]
+    for i, reading in zip(whole, (read_whole or read)([examples[i] for i in whole]) if whole else ()):
+        out[i] = reading
+    outer_keep = {i: about(examples[i].passages, bridges[i]) for i in two}
+    outer = read([sub_example(examples[i], plans[i].outer(bridges[i]), outer_keep[i], bridges[i]) for i in two]) if two else []
+    for i, second in zip(two, outer):
+        _, support = _renumbered(inner[i], inner_keep[i])
+        span, more = _renumbered(second, outer_keep[i])
         seen = {(s.passage, s.sentence) for s in support}
         support += tuple(s for s in more if (s.passage, s.sentence) not in seen)
-        out.append(dataclasses.replace(second, span=span, supporting=support,
-                                       steps=Steps(plan.inner, bridge, plan.outer(bridge))))
+        out[i] = dataclasses.replace(second, span=span, supporting=support,
+                                     steps=Steps(plans[i].inner, bridges[i], plans[i].outer(bridges[i])))
     return out

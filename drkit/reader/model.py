@@ -25,6 +25,7 @@ A reader is saved as a directory (format ``drkit.reader``): ``model.safetensors`
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -333,20 +334,19 @@ class Reader(nn.Module):
             else:
                 out[i] = settled_reading(e, found)
         decomposer = Decomposer.shared() if config.decompose and todo else None
-        plans = {}
-        for i in todo if decomposer is not None else ():
-            plan = decomposer(examples[i].question, [p.title for p in examples[i].passages])
-            if plan is not None:
-                plans[i] = plan
+        plans = {i: plan for i in (todo if decomposer is not None else ())
+                 if (plan := decomposer(examples[i].question, [p.title for p in examples[i].passages])) is not None}
         whole = [i for i in todo if i not in plans]
 
-        def read_whole(chosen: Sequence[ReaderExample]) -> list[Reading]:
-            return self._read_whole(chosen, batch_size, compute, config)
+        def read_whole(chosen: Sequence[ReaderExample], hop: bool = False) -> list[Reading]:
+            # a hop's question never skips the bridges' titles: the inner hop's answer is one
+            hop_config = dataclasses.replace(config, skip_bridges=False) if hop else config
+            return self._read_whole(chosen, batch_size, compute, hop_config)
 
-        for i, reading in zip(whole, read_whole([examples[i] for i in whole])):
-            out[i] = reading
         two = list(plans)
-        for i, reading in zip(two, read_in_two_steps(read_whole, [examples[i] for i in two], [plans[i] for i in two])):
+        for i, reading in [*zip(whole, read_whole([examples[i] for i in whole])),
+                           *zip(two, read_in_two_steps(lambda chosen: read_whole(chosen, hop=True),
+                                                       [examples[i] for i in two], [plans[i] for i in two], read_whole))]:
             out[i] = reading
         return out
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from drkit.errors import ConfigError
 
@@ -10,6 +10,9 @@ TITLE = -1  # the sentence number of a passage's title
 SKIP_BRIDGES_HELP = ("a span answer is never the title of a passage read that the question does not name (in \"the "
                      "director of film X\", the director's page: a hop on the way, not the answer); the reader's next "
                      "best span is taken instead")
+COMPARE_HELP = ("answer a which-of-two date question (\"Who was born first, A or B?\") or a same-country one (\"Are A "
+                "and B in the same country?\") by comparing the dates or countries read in the options' passages, where "
+                "they settle it (drkit.reader.compare); --no-compare: the reader's answer alone")
 DECOMPOSE_HELP = ("read a two-hop question (\"Where was the director of film X born?\") as two one-hop questions, the "
                   "inner one in the named entity's passage, its answer (the bridge) put in the outer one, read in the "
                   "bridge's passage (drkit.reader.decompose; needs spaCy's English pipeline); --no-decompose: read "
@@ -25,12 +28,15 @@ class ReadConfig:
     passages read that the question does not name (`drkit.reader.decode.bridge_names`) and whether a two-hop
     question is read as two one-hop questions (`drkit.reader.decompose`)."""
 
-    passages: int = 5
-    support_threshold: float = 0.5
-    max_pieces: int | None = None
-    compare: bool = True
-    skip_bridges: bool = False
-    decompose: bool = True
+    passages: int = field(default=5, metadata={"help": "passages the reader reads (N), the top ones"})
+    support_threshold: float = field(default=0.5, metadata={"help": "a sentence whose supporting probability is "
+                                                                    "above this is evidence"})
+    max_pieces: int | None = field(default=None, metadata={
+        "help": "word pieces the reader reads (fewer: faster, passages cut shorter)", "type": int,
+        "default_help": "the reader's, 512"})
+    compare: bool = field(default=True, metadata={"help": COMPARE_HELP})
+    skip_bridges: bool = field(default=False, metadata={"help": SKIP_BRIDGES_HELP})
+    decompose: bool = field(default=True, metadata={"help": DECOMPOSE_HELP})
 
     def __post_init__(self):
         if self.passages < 1:

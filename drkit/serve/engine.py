@@ -176,8 +176,8 @@ class Engine:
         return self._served.version
 
     def warm_up(self, kit: DrKIT | None = None) -> float:
-        """Run one question through every lazily built part of `kit` (default: the one served): the MIPS index
-        (FAISS, IVF-PQ), the question linker, the vectors, the reader and its parser. Raises what they raise (an ANN that does
+        """Run one question through every lazily built part of `kit` (default: the one served): the MIPS index (FAISS,
+        IVF-PQ), the question linker, the vectors, the reader and its parser. Raises what they raise (an ANN that does
         not match, faiss missing), so that a server fails at start, not on its first request. Seconds taken."""
         kit = kit or self.kit
         t0 = time.perf_counter()
@@ -194,8 +194,8 @@ class Engine:
         else:
             kit.answer_batch([index.article_titles[0] if len(index.article_titles) else "warm-up"], top=1,
                              chain_top=1, passages=1)
-            if kit.reader is not None and kit.reading.decompose:  # the parser of two-hop questions, loaded once
-                Decomposer.shared()
+        if kit.reader is not None and kit.reading.decompose:  # the parser of two-hop questions, loaded once
+            Decomposer.shared()
         took = time.perf_counter() - t0
         if kit is self.kit:
             self.warm_up_s = took
@@ -389,7 +389,7 @@ class Engine:
                                    "weights_sha256": self._weights_sha256(reader.path),
                                    "compare": kit.reading.compare,  # the comparison rules on (drkit serve --no-compare: off)
                                    "skip_bridges": kit.reading.skip_bridges,  # drkit serve --skip-bridges
-                                   "decompose": kit.reading.decompose}  # drkit serve --no-decompose: off
+                                   "decompose": kit.reading.decompose and Decomposer.shared() is not None}  # no spaCy: off
         return {"drkit_version": __version__, "kind": self.kind, "max_hops": self.max_hops,
                 "index_version": served.version, "reloads": self.reloads, "reload_failures": self.reload_failures,
                 "warm_up_s": None if self.warm_up_s is None else round(self.warm_up_s, 3),

@@ -74,7 +74,8 @@ def reading_dict(reading) -> dict:
     """The reader's answer of a result as the API returns it: ``answer``, ``type`` (span, yes, no), ``prob``, the
     span's ``passage_id``, ``in_title``, ``start``, ``end``; ``supporting`` sentences (``passage_id``, ``title``,
     ``sentence``, ``text``, ``prob``, ``start``, ``end`` in the passage text); ``evidence``: the passages read that
-    hold the span or a supporting sentence (``id``, ``title``, ``text``)."""
+    hold the span or a supporting sentence (``id``, ``title``, ``text``); ``comparison`` when the comparison rules
+    answered, ``steps`` (``inner``, ``bridge``, ``outer``) when a two-hop question was read in two steps."""
     out = dataclasses.asdict(reading)
     out["answer"] = out.pop("text")
     out["evidence"] = [{"id": p.id, "title": p.title, "text": p.text} for p in reading.evidence]
