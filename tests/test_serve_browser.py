@@ -197,6 +197,10 @@ def test_the_page_shows_the_readers_answer_with_its_sentences_marked(mixing_run,
         if want["type"] == "span":  # the span in bold, in its passage's title or text
             where = ".title strong.answer-span" if want["in_title"] else ".text strong.answer-span"
             assert "".join(x.text for x in box.find_elements(By.CSS_SELECTOR, where)) == want["answer"]
+        # a two-hop question read in two steps: the steps on a line of their own
+        assert want["steps"], "the question was not read in two steps: the steps' line would be untested"
+        steps = box.find_element(By.CSS_SELECTOR, ".steps").text
+        assert steps == f"read in two steps: “{want['steps']['inner']}” → {want['steps']['bridge']} → “{want['steps']['outer']}”"
 
 
 def test_the_page_shows_a_comparison_that_settled_the_answer(mixing_run, reader_run, browser):  # noqa: F811
