@@ -111,3 +111,11 @@ def tiny_base(tmp_path_factory):
     model.save_pretrained(str(d))
     tok.save_pretrained(str(d))
     return d
+
+
+@pytest.fixture(scope="module")
+def tiny_reader(tiny_base):
+    """A reader on `tiny_base` (random weights) that reads at most 96 word pieces, for the reader's tests."""
+    from drkit.reader.model import Reader, ReaderConfig
+
+    return Reader.from_base(ReaderConfig(base=str(tiny_base), max_pieces=96, max_question_pieces=12, max_answer_pieces=6))

@@ -68,11 +68,6 @@ def test_arrange_keeps_the_gold_and_puts_it_first_in_the_asked_share():
     assert abs(first / 2000 - (0.6 + 0.4 * 0.1)) < 0.04
 
 
-@pytest.fixture(scope="module")
-def tiny_reader(tiny_base):
-    return Reader.from_base(ReaderConfig(base=str(tiny_base), max_pieces=96, max_question_pieces=12, max_answer_pieces=6))
-
-
 def example(answers=("Walter Lang",), support=()):
     passages = (ReaderPassage("a", "Moon Over Miami", "Moon Over Miami is a 1941 film. It was directed by Walter Lang."),
                 ReaderPassage("b", "Walter Lang", "Walter Lang was born in Memphis. He directed State Fair."),

@@ -214,13 +214,6 @@ def test_the_timed_sample_counts_what_the_rules_settle_and_times_the_rest_alone(
     assert off["reader_ms_per_read_batch1"] == off["reader_ms_per_question_batch1"]
 
 
-@pytest.fixture(scope="module")
-def tiny_reader(tiny_base):
-    from drkit.reader.model import Reader, ReaderConfig
-
-    return Reader.from_base(ReaderConfig(base=str(tiny_base), max_pieces=96, max_question_pieces=12, max_answer_pieces=6))
-
-
 def test_countries_by_name_and_demonym_with_their_exceptions():
     from drkit.reader.countries import countries_in
 

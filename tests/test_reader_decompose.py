@@ -156,10 +156,3 @@ def test_a_span_is_never_one_of_the_names_the_answer_is_not(tiny_reader):
     first = tiny_reader.read([e], config=ReadConfig(decompose=False))[0].span.text
     again = tiny_reader.read([ReaderExample("q", e.question, PASSAGES, not_answers=(first,))])[0].span.text
     assert again != first and again.strip()
-
-
-@pytest.fixture(scope="module")
-def tiny_reader(tiny_base):
-    from drkit.reader.model import Reader, ReaderConfig
-
-    return Reader.from_base(ReaderConfig(base=str(tiny_base), max_pieces=96, max_question_pieces=12, max_answer_pieces=6))
