@@ -24,9 +24,8 @@ import json
 import os
 import statistics
 import time
-from pathlib import Path
 
-from bench_quantize import machine_info, metaqa_questions, timed
+from bench_quantize import machine_info, metaqa_questions, model_flags, timed, write_report
 
 PATHS = ("transformers", "lean")
 
@@ -129,10 +128,7 @@ def layer_ms(rounds: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mixing", nargs=3, action="append", default=[], metavar=("INDEX", "RUN", "QUESTIONS"),
-                    help="a hop-mixing model and JSONL questions with 'supporting' (repeatable)")
-    ap.add_argument("--multihop", nargs=3, action="append", default=[], metavar=("INDEX", "RUN", "QUESTIONS"),
-                    help="a multi-hop model and MetaQA-format questions (repeatable)")
+    model_flags(ap)
     ap.add_argument("--timed", type=int, default=100, help="questions timed at batch 1 (default: %(default)s)")
     ap.add_argument("--rounds", type=int, default=3, help="turns of each path; the median is kept (default: %(default)s)")
     ap.add_argument("--quantize", nargs="+", default=["none", "int8"], choices=["none", "int8"],
@@ -152,10 +148,7 @@ def main() -> None:
                 for r in fn(index, run, questions, quantize, args.timed, args.rounds):
                     print(json.dumps(r), flush=True)
                     rows.append(r)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     machine = machine_info()
-    (out / "bench_layers.json").write_text(json.dumps({"machine": machine, "layer_ms": layer, "rows": rows}, indent=2) + "\n")
     lines = [f"transformers' BERT layers against drkit's lean path ({os.cpu_count()} CPUs, torch {torch.__version__}, "
              f"{machine['cpu_capability']}, fp32); one process, the paths taking turns, median of {args.rounds} rounds", "",
              f"One MiniLM layer on a 24-piece question: {layer['transformers']} ms (transformers), {layer['lean']} ms (lean).",
@@ -164,8 +157,7 @@ def main() -> None:
     for r in rows:
         lines.append(f"| {r['kind']} {r['run']} | {r['questions']} of {r['questions_file']} | {r['quantize']} | {r['path']} | "
                      f"{r['accuracy']} | {'yes' if r['same_rankings'] else 'NO'} | {r['qps_batch1']} | {r['qps_batch64']} |")
-    (out / "bench_layers.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(args.out, "bench_layers", {"machine": machine, "layer_ms": layer, "rows": rows}, lines)
 
 
 if __name__ == "__main__":

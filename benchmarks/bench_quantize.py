@@ -59,6 +59,23 @@ def mixing_row(index: str, run: str, questions: str, quantize: str, n_timed: int
     return out  # the model is freed with this frame
 
 
+def model_flags(ap: argparse.ArgumentParser) -> None:
+    """--mixing and --multihop: the models a benchmark runs over, each with its index and questions."""
+    ap.add_argument("--mixing", nargs=3, action="append", default=[], metavar=("INDEX", "RUN", "QUESTIONS"),
+                    help="a hop-mixing model and JSONL questions with 'supporting' (repeatable)")
+    ap.add_argument("--multihop", nargs=3, action="append", default=[], metavar=("INDEX", "RUN", "QUESTIONS"),
+                    help="a multi-hop model and MetaQA-format questions (repeatable)")
+
+
+def write_report(out: str | Path, name: str, found: dict, lines: list[str]) -> None:
+    """OUT/<name>.json (`found`) and OUT/<name>.md (`lines`), and the table printed."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(found, indent=2) + "\n")
+    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def machine_info() -> dict:
     """What the figures of a benchmark run were measured on."""
     import torch
@@ -106,10 +123,7 @@ def multihop_row(index: str, run: str, questions: str, quantize: str, n_timed: i
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mixing", nargs=3, action="append", default=[], metavar=("INDEX", "RUN", "QUESTIONS"),
-                    help="a hop-mixing model and JSONL questions with 'supporting' (repeatable)")
-    ap.add_argument("--multihop", nargs=3, action="append", default=[], metavar=("INDEX", "RUN", "QUESTIONS"),
-                    help="a multi-hop model and MetaQA-format questions (repeatable)")
+    model_flags(ap)
     ap.add_argument("--timed", type=int, default=200, help="questions timed at batch 1 (default: %(default)s)")
     ap.add_argument("--out", default="benchmarks/results/quantize", help="output folder (default: %(default)s)")
     args = ap.parse_args()
@@ -128,9 +142,6 @@ def main() -> None:
                 print(json.dumps(r), flush=True)
                 rows.append(r)
                 gc.collect()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_quantize.json").write_text(json.dumps({"machine": machine_info(), "rows": rows}, indent=2) + "\n")
     lines = [f"int8 dynamic quantisation of the question encoder against fp32 ({os.cpu_count()} CPUs, torch "
              f"{torch.__version__}, {torch.backends.cpu.get_cpu_capability()}); same process, same questions", "",
              "| model | questions | quantize | accuracy | q/s batch 1 | q/s batch 64 |", "|---|---|---|---|---|---|"]
@@ -139,8 +150,7 @@ def main() -> None:
                else f"Hits@1 {r['Hits@1']}")
         lines.append(f"| {r['kind']} {r['run']} | {r['questions']} of {r['questions_file']} | {r['quantize']} | {acc} | "
                      f"{r['qps_batch1']} | {r['qps_batch64']} |")
-    (out / "bench_quantize.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(args.out, "bench_quantize", {"machine": machine_info(), "rows": rows}, lines)
 
 
 if __name__ == "__main__":
