@@ -37,30 +37,30 @@ OPTIONS = {"skip_bridges": ("own", "skip"), "decompose": ("off", "on")}  # optio
 TYPES = ("comparison", "bridge_comparison", "compositional", "inference")
 
 
-def read_fold(run: Path, corpus: dict, out: Path, option: str) -> dict:
+def settings(option: str):
+    """Each setting of the option, off then on: its name and `drkit answer`'s defaults with it."""
+    for on, name in zip((False, True), OPTIONS[option]):
+        yield name, dataclasses.replace(AnswerConfig(qps_sample=0), **{option: on})
+
+
+def read_fold(reader, run: Path, corpus: dict, out: Path, option: str) -> dict:
     """Read the fold's dev questions with each row's passages and each setting; return `load_fold` of what was written."""
-    reader = Reader.load(run / "train-reader")
     records = read_questions(run / "split" / "dev.jsonl")
     drkit = passages_from_predictions(run / "retrieve-drkit" / "predictions.jsonl", corpus, 5)
     for row in ROWS:
         passages = [[corpus[str(s)] for s in r["supporting"]] if row == "gold" else drkit[r["id"]] for r in records]
-        for on, setting in zip((False, True), OPTIONS[option]):
-            config = dataclasses.replace(AnswerConfig(qps_sample=0), **{option: on})
+        for setting, config in settings(option):
             read_and_score(reader, records, passages, out / f"{row}-{setting}", config, log=print)
     return load_fold(run, out, option)
 
 
-def read_transfer(run: Path, data: Path, out: Path, option: str) -> list[str]:
-    """The transfer corpus's questions read from drkit's and BM25's top 5 (the fold's runs on it), each setting;
-    one markdown table line each."""
-    reader = Reader.load(run / "train-reader")
-    corpus = {p.id: p for p in read_passages(data / "corpus.jsonl")}
-    records = read_questions(data / "questions.jsonl")
+def read_transfer(reader, run: Path, corpus: dict, records: list[dict], out: Path, option: str) -> list[str]:
+    """The transfer corpus's questions (`records`, passages `corpus`) read from drkit's and BM25's top 5 (the fold's
+    runs on it), each setting; one markdown table line each."""
     lines = []
     for row, ranking in (("drkit", "retrieve-drkit"), ("bm25", "peer-bm25")):
         top = passages_from_predictions(run / "transfer" / ranking / "predictions.jsonl", corpus, 5)
-        for on, setting in zip((False, True), OPTIONS[option]):
-            config = dataclasses.replace(AnswerConfig(qps_sample=0), **{option: on})
+        for setting, config in settings(option):
             m = read_and_score(reader, records, [top[r["id"]] for r in records], out / f"transfer-{row}-{setting}",
                                config, log=print)
             lines.append(f"| {run.name} | {row} top 5 | {setting} | {m['questions']} | {m['em']:.3f} | {m['f1']:.3f} |")
@@ -125,14 +125,19 @@ def main() -> None:
     args = ap.parse_args()
     configure_threads(0)
     corpus = {p.id: p for p in read_passages(args.data / "corpus.jsonl")}
-    folds = {run.name: read_fold(run, corpus, args.out / run.name, args.option) for run in args.runs}
+    transfer = ({p.id: p for p in read_passages(args.transfer / "corpus.jsonl")},
+                read_questions(args.transfer / "questions.jsonl")) if args.transfer is not None else None
+    folds, lines = {}, ["| fold | passages | setting | questions | EM | F1 |", "|---|---|---|---|---|---|"]
+    for run in args.runs:  # each fold's reader loaded once, for its dev questions and the transfer corpus
+        reader = Reader.load(run / "train-reader")
+        folds[run.name] = read_fold(reader, run, corpus, args.out / run.name, args.option)
+        if transfer is not None:
+            lines += read_transfer(reader, run, *transfer, args.out / run.name, args.option)
     write_report(folds, args.runs, args.out, args.option)
-    if args.transfer is not None:
-        lines = ["| fold | passages | setting | questions | EM | F1 |", "|---|---|---|---|---|---|"]
-        for run in args.runs:
-            lines += read_transfer(run, args.transfer, args.out / run.name, args.option)
+    if transfer is not None:
         (args.out / f"{args.option}-transfer.md").write_text(f"{args.transfer}\n\n" + "\n".join(lines) + "\n")
         print("\n".join(lines))
+
 
 if __name__ == "__main__":
     main()
