@@ -25,7 +25,7 @@ import os
 import statistics
 import time
 
-from bench_quantize import machine_info, metaqa_questions, model_flags, timed, write_report
+from bench_quantize import load_mixing, machine_info, metaqa_questions, model_flags, timed, top5, write_report
 
 PATHS = ("transformers", "lean")
 
@@ -58,20 +58,12 @@ def side_by_side(run_batch, items: list, n_timed: int, rounds: int) -> dict:
 
 
 def mixing_rows(index: str, run: str, questions: str, quantize: str, n_timed: int, rounds: int) -> list[dict]:
-    from drkit.qa.pipeline import DrKIT, LoadConfig
-
-    kit = DrKIT.load(index, run, config=LoadConfig(precision="fp32", quantize=quantize),
-                     retriever_options={"answers": False})
+    kit, rows, texts = load_mixing(index, run, questions, quantize)
     retriever = kit.retriever
-    rows = [json.loads(line) for line in open(questions, encoding="utf-8") if line.strip()]
-    texts = [r["question"] for r in rows]
-    keys = retriever.pages.keys
     accuracy = {}
     for p in PATHS:
         with path(p):
-            ranked = []
-            for i in range(0, len(texts), 64):
-                ranked += [[keys[a] for a in r.articles] for r in retriever.retrieve(texts[i:i + 64], 5)]
+            ranked = top5(retriever, texts)
         recall = [len(set(r["supporting"]) & set(ranked_[:5])) / len(set(r["supporting"])) for r, ranked_ in zip(rows, ranked)]
         accuracy[p] = {"R@5": round(sum(recall) / len(recall), 4), "ranked": ranked}
     same = accuracy["transformers"]["ranked"] == accuracy["lean"]["ranked"]

@@ -33,18 +33,29 @@ def timed(fn, items: list, batch: int) -> float:
     return len(items) / (time.perf_counter() - t0)
 
 
-def mixing_row(index: str, run: str, questions: str, quantize: str, n_timed: int) -> dict:
+def load_mixing(index: str, run: str, questions: str, quantize: str):
+    """A hop-mixing model in fp32 (int8 linears with `quantize`), passage retrieval alone, and its JSONL questions:
+    (kit, the question rows, their texts)."""
     from drkit.qa.pipeline import DrKIT, LoadConfig
 
     kit = DrKIT.load(index, run, config=LoadConfig(precision="fp32", quantize=quantize),
                      retriever_options={"answers": False})
-    retriever = kit.retriever
     rows = [json.loads(line) for line in open(questions, encoding="utf-8") if line.strip()]
-    texts = [r["question"] for r in rows]
-    keys = retriever.pages.keys
-    ranked = []
+    return kit, rows, [r["question"] for r in rows]
+
+
+def top5(retriever, texts: list[str]) -> list[list[str]]:
+    """Each question's top 5 passages (corpus ids), retrieved in batches of 64."""
+    keys, ranked = retriever.pages.keys, []
     for i in range(0, len(texts), 64):
         ranked += [[keys[a] for a in r.articles] for r in retriever.retrieve(texts[i:i + 64], 5)]
+    return ranked
+
+
+def mixing_row(index: str, run: str, questions: str, quantize: str, n_timed: int) -> dict:
+    kit, rows, texts = load_mixing(index, run, questions, quantize)
+    retriever = kit.retriever
+    ranked = top5(retriever, texts)
     out = {"questions": len(rows)}
     for k in (2, 5):
         recall = [len(set(r["supporting"]) & set(p[:k])) / len(set(r["supporting"])) for r, p in zip(rows, ranked)]
