@@ -39,6 +39,12 @@ def decomposer():
      "What is the director of film The Eagle'S Eye?", "Where did B study?"),
     ("Where was Ann Lee's paternal grandmother born?", ["Ann Lee"],
      "What is the paternal grandmother of Ann Lee?", "Where was B born?"),
+    # a kinship that is two relations, asked alone: each relation is a hop
+    ("Who is the paternal grandfather of Ann Lee?", ["Ann Lee"], "What is the father of Ann Lee?", "Who is the father of B?"),
+    ("Who is Ann Lee's maternal grandmother?", ["Ann Lee"], "What is the mother of Ann Lee?", "Who is the mother of B?"),
+    ("Who is Ann Lee's mother-in-law?", ["Ann Lee"], "What is the spouse of Ann Lee?", "Who is the mother of B?"),
+    ("Who is the father-in-law of Louise Of Mecklenburg-Güstrow?", ["Louise of Mecklenburg-Güstrow"],
+     "What is the spouse of Louise Of Mecklenburg-Güstrow?", "Who is the father of B?"),
     # a name that is the parser's placeholder word, and one in quotes: each put back where it was
     ("Where was the director of Smith film Blood Street born?", ["Blood Street"],
      "What is the director of Smith film Blood Street?", "Where was B born?"),
@@ -54,7 +60,8 @@ def test_two_hop_questions_by_hand(decomposer, question, titles, inner, outer):
     ("Who is the father of Ann Lee?", ["Ann Lee"]),  # nothing is asked of the father: one hop
     ("Who is the father of Ann Lee", ["Ann Lee"]),
     ("What is the name of the father of Ann Lee?", ["Ann Lee"]),
-    ("Who is Ann Lee's mother-in-law?", ["Ann Lee"]),
+    ("Who is Ann Lee's grandfather?", ["Ann Lee"]),  # the father's father or the mother's: which is not said
+    ("Who is Ann Lee's brother-in-law?", ["Ann Lee"]),
     ("What is the place of birth of Ann Lee?", ["Ann Lee"]),
     ("Which film came out first, Blood Street or Kismet?", ["Blood Street", "Kismet (1944 film)"]),
     ("Do both films Blood Street and Kismet have the directors from the same country?", ["Blood Street", "Kismet"]),
@@ -111,14 +118,15 @@ def test_two_steps_read_the_named_page_then_the_bridges_page(decomposer):
     asked = []
 
     def read(examples):
-        asked.append([(x.question, [p.id for p in x.passages], x.not_answers) for x in examples])
+        asked.append([(x.question, [p.id for p in x.passages], x.not_answers, x.answer_among) for x in examples])
         first = len(asked) == 1
         return [reading("Leo Fong, who directed it" if first else "Canton", 0) for _ in examples]
 
     [got] = read_in_two_steps(read, [e], [plan])
-    # each hop's answer is not where it starts from
-    assert asked == [[("What is the director of film Blood Street?", ["f"], ("Blood Street",))],
-                     [("Where was Leo Fong born?", ["l"], ("Leo Fong",))]]
+    # each hop's answer is not where it starts from; the inner one's is best the name of another passage read
+    assert asked == [[("What is the director of film Blood Street?", ["f"], ("Blood Street",),
+                       ("Kismet (1944 film)", "Leo Fong"))],
+                     [("Where was Leo Fong born?", ["l"], ("Leo Fong",), ())]]
     assert got.answer == "Canton" and got.span.passage == 2  # numbered as in the example
     assert [(s.passage, s.sentence) for s in got.supporting] == [(0, 0), (2, 0)]  # both readings' evidence
     assert got.steps == Steps("What is the director of film Blood Street?", "Leo Fong", "Where was Leo Fong born?")
@@ -132,8 +140,8 @@ def test_the_reader_reads_in_two_steps_as_two_plain_readings(decomposer, tiny_re
     whole = ReadConfig(decompose=False)
     got = tiny_reader.read([e])[0]
     # by hand: the inner question on Blood Street's page, its span snapped to a title, then the outer question
-    inner = tiny_reader.read([ReaderExample("q", got.steps.inner, PASSAGES[:1], not_answers=("Blood Street",))],
-                             config=whole)[0]
+    inner = tiny_reader.read([ReaderExample("q", got.steps.inner, PASSAGES[:1], not_answers=("Blood Street",),
+                                            answer_among=("Kismet (1944 film)", "Leo Fong"))], config=whole)[0]
     bridge = snap(inner.span.text, PASSAGES, "Blood Street")
     keep = about(PASSAGES, bridge)
     outer = tiny_reader.read([ReaderExample("q", f"Where was {bridge} born?", tuple(PASSAGES[i] for i in keep),
@@ -156,3 +164,18 @@ def test_a_span_is_never_one_of_the_names_the_answer_is_not(tiny_reader):
     first = tiny_reader.read([e], config=ReadConfig(decompose=False))[0].span.text
     again = tiny_reader.read([ReaderExample("q", e.question, PASSAGES, not_answers=(first,))])[0].span.text
     assert again != first and again.strip()
+
+
+def test_a_span_is_best_one_among_the_names_given(tiny_reader):
+    from drkit.reader.clues import held_title
+
+    e = ReaderExample("q", "Who was born in Canton?", PASSAGES)
+    whole = ReadConfig(decompose=False)
+    first = tiny_reader.read([e], config=whole)[0].span
+    among = tiny_reader.read([dataclasses.replace(e, answer_among=("William Dieterle",))], config=whole)[0].span
+    assert held_title(among.text, ["William Dieterle"]) == "William Dieterle" and among.score <= first.score
+    if held_title(first.text, ["William Dieterle"]) is None:
+        assert among != first
+    # no span among the best names one: the best span, as without the names
+    none = tiny_reader.read([dataclasses.replace(e, answer_among=("Zzyzx Quorp",))], config=whole)[0].span
+    assert none == first

@@ -26,6 +26,20 @@ def bare(title: str) -> str:
     return normalize_answer(without_suffix(title))
 
 
+def held_title(span: str, titles: Sequence[str], short: int = 3) -> str | None:
+    """The longest of `titles` (without its "(...)" suffix, at least `short` characters) that `span` holds as
+    whole words ("Leo Fong, who directed it" -> "Leo Fong") or, for a span longer than `short` characters, that
+    holds the span ("Fong" -> "Leo Fong"); case aside. None when there is none."""
+    low, best = span.lower(), None
+    for title in map(without_suffix, titles):
+        t = title.lower()
+        if len(title) >= short and (re.search(rf"(?<!\w){re.escape(t)}(?!\w)", low) or (
+                len(low) > short and re.search(rf"(?<!\w){re.escape(low)}(?!\w)", t))):
+            if best is None or len(title) > len(best):
+                best = title
+    return best
+
+
 def option_passages(option: str, titles: Sequence[str]) -> list[int]:
     """The passages whose title is the option (case and punctuation aside), else the one passage whose title is
     it but for a "(...)" suffix; none when several titles are ("Kismet (1944 film)", "Kismet (1955 film)")."""

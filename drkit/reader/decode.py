@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from drkit.reader.clues import bare, title_key
+from drkit.reader.clues import bare, held_title, title_key
 from drkit.reader.examples import ANSWER_TYPES, SPAN, ReaderExample
 from drkit.reader.reading import TITLE, Reading, Span, Supporting
 from drkit.reader.text import normalize_answer
@@ -27,13 +27,14 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
     """The `Reading` of `example` from its features `f` and its row of the reader's `logits` (type (3,); start,
     end and support (L,)). `skip_bridges`: the span is the best one that is not the title of a passage read
     which the question does not name (`bridge_names`), where one of the best `CANDIDATES` is not; likewise never
-    one of ``example.not_answers`` (a hop's own start, `drkit.reader.decompose`)."""
+    one of ``example.not_answers`` (a hop's own start, `drkit.reader.decompose`); with ``example.answer_among``, the
+    best of them that holds one of those names or is held by one (`drkit.reader.clues.held_title`), where one does."""
     type_probs = torch.softmax(logits["type"], 0)
     kind = ANSWER_TYPES[int(type_probs.argmax())]
     n = len(f.ids)
     seg = torch.from_numpy(f.segment)
     scores = span_scores(logits["start"][:n], logits["end"][:n], seg, max_answer_pieces)
-    span = None
+    span = allowed = best = None
     skipped = bridge_names(example) if skip_bridges else set()
     skipped |= {key for name in example.not_answers for key in (normalize_answer(name), bare(name))}
     for flat in scores.flatten().argsort(descending=True, stable=True)[:CANDIDATES].tolist():
@@ -46,10 +47,14 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
         c0, c1 = int(f.chars[i, 0]), int(f.chars[i + d, 1])
         text = passage.title[c0:c1] if s == TITLE else passage.text[c0:c1]
         candidate = Span(text, p, s, c0, c1, score)
-        span = span or candidate  # the best, should each candidate be a bridge's name
-        if normalize_answer(text) not in skipped:
+        best = best or candidate  # should each candidate be a bridge's name
+        if normalize_answer(text) in skipped:
+            continue
+        allowed = allowed or candidate  # should none be among `answer_among`
+        if not example.answer_among or held_title(text, example.answer_among) is not None:
             span = candidate
             break
+    span = span or allowed or best
     if kind == SPAN:
         answer = span.text if span is not None else ""
     else:

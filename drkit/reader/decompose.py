@@ -6,8 +6,9 @@ a possessive). The reader then reads
 
 1. the inner question, "What is the director of film Blood Street?" (the form of the single-hop questions
    it is trained on, `drkit.reader.examples.kb_question`), in the named entity's own passages when some
-   were read (else in all of them): its span is the bridge, "Leo Fong" (snapped to the title of a passage
-   read that it holds or that holds it, `snap`);
+   were read (else in all of them): its span is the bridge, "Leo Fong": the reader's best span that names
+   another passage read (holds its title or is held by it), where one of its best spans does, else its best,
+   snapped to that title (`snap`);
 2. the outer question, the question with the phrase replaced by the bridge, "Where was Leo Fong born?",
    in the bridge's own passages when some were read (else in all of them).
 
@@ -15,9 +16,11 @@ The answer is the outer reading's; the evidence is both readings' supporting sen
 by spaCy's English parser (the pipeline `--entities ner` installs; without it questions are read whole): the
 named entity (a placeholder word while parsing) is the object of the "of" of a noun with "the" / "a" ("the
 director of film X"; X the object, or an apposition the parser hangs on the noun), or the possessor of a noun
-("X's father"). A question whose outer part asks nothing of the bridge ("Who is the father of X?": "Who is
-{bridge}?"), that joins two entities by "and", or whose inner reading finds no span, is read whole, as are the
-questions the comparison rules settle. `ReadConfig.decompose` (``--no-decompose``) turns it off.
+("X's father"). A question that asks only for a kinship that is two relations and says which ("Who is X's
+paternal grandfather?", "... mother-in-law?": `KINSHIP`) is read as those two: "What is the father of X?", then
+"Who is the father of {bridge}?". A question whose outer part asks nothing else of the bridge ("Who is the
+father of X?": "Who is {bridge}?"), that joins two entities by "and", or whose inner reading finds no span, is
+read whole, as are the questions the comparison rules settle. `ReadConfig.decompose` (``--no-decompose``) turns it off.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import threading
 from dataclasses import dataclass
 from typing import Sequence
 
-from drkit.reader.clues import bare, title_key, without_suffix
+from drkit.reader.clues import bare, held_title, title_key, without_suffix
 from drkit.reader.examples import ReaderExample, ReaderPassage
 from drkit.util.hardware import say
 
@@ -37,6 +40,11 @@ SLOT = "\0"  # where the bridge goes in the outer question
 NOUNS = ("NN", "NNS")
 QUOTES = "\"'“”‘’«»"
 MIN_NAME = 3  # shorter titles are not looked for in a question
+# a kinship word that is two relations and says which: the first read of the named entity, the second of the
+# bridge ("grandfather" alone, "brother-in-law" or "uncle" could be either of two compositions: read whole)
+KINSHIP = {"paternal grandfather": ("father", "father"), "paternal grandmother": ("father", "mother"),
+           "maternal grandfather": ("mother", "father"), "maternal grandmother": ("mother", "mother"),
+           "father-in-law": ("spouse", "father"), "mother-in-law": ("spouse", "mother")}
 NOTHING_ASKED = re.compile(rf"\s*(?:who|what|which)\s+(?:is|was|are|were)\s+(?:the\s+(?:full\s+)?name\s+of\s+)?"
                            rf"{SLOT}\s*\??\s*", re.I)
 
@@ -158,8 +166,6 @@ class Decomposer:
         if not start <= x0 < x1 <= end:
             return None
         frame = text[:start] + SLOT + text[end:]
-        if NOTHING_ASKED.fullmatch(frame):
-            return None
         if possessor is not None:
             first = possessor.i + 1
             while doc[first].tag_ == "POS":  # the "'s"
@@ -167,7 +173,21 @@ class Decomposer:
             inner = f"What is the {text[doc[first].idx:end]} of {named}?"
         else:
             inner = f"What is {text[start:x0] + named + text[x1:end]}?"
+        if NOTHING_ASKED.fullmatch(frame):
+            return kinship(named, inner, frame)
         return Decomposition(named, inner, frame)
+
+
+def kinship(named: str, inner: str, frame: str) -> Decomposition | None:
+    """A question that asks only for a kinship of the named entity that is two relations (`KINSHIP`): "Who is
+    X's paternal grandfather?" read as "What is the father of X?", then "Who is the father of {bridge}?"; None
+    (read it whole) for any other."""
+    m = re.fullmatch(rf"What is the (.+?) of {re.escape(named)}\?", inner)
+    relation = re.sub(r"\s*-\s*", "-", " ".join(m.group(1).lower().split())) if m else None
+    if relation not in KINSHIP:
+        return None
+    first, second = KINSHIP[relation]
+    return Decomposition(named, f"What is the {first} of {named}?", frame.replace(SLOT, f"the {second} of {SLOT}"))
 
 
 def about(passages: Sequence[ReaderPassage], name: str) -> tuple[int, ...]:
@@ -182,24 +202,21 @@ def snap(span: str, passages: Sequence[ReaderPassage], named: str) -> str:
     """The bridge: the longest title (without its suffix) of a passage read, other than the named entity's, that
     the span holds as whole words ("Leo Fong, who directed it" -> "Leo Fong") or, for a span longer than
     `MIN_NAME` characters, that holds the span ("Fong" -> "Leo Fong"); else the span itself."""
-    low, best = span.lower(), None
+    return held_title(span, others(passages, named), MIN_NAME) or span
+
+
+def others(passages: Sequence[ReaderPassage], named: str) -> tuple[str, ...]:
+    """The titles of `passages` other than the named entity's."""
     skip = {title_key(named), bare(named)}
-    for p in passages:
-        title = without_suffix(p.title)
-        if title_key(p.title) in skip or bare(p.title) in skip or len(title) < MIN_NAME:
-            continue
-        t = title.lower()
-        if re.search(rf"(?<!\w){re.escape(t)}(?!\w)", low) or (
-                len(low) > MIN_NAME and re.search(rf"(?<!\w){re.escape(low)}(?!\w)", t)):
-            if best is None or len(title) > len(best):
-                best = title
-    return best or span
+    return tuple(p.title for p in passages if title_key(p.title) not in skip and bare(p.title) not in skip)
 
 
-def sub_example(example: ReaderExample, question: str, keep: Sequence[int], start: str) -> ReaderExample:
+def sub_example(example: ReaderExample, question: str, keep: Sequence[int], start: str,
+                among: Sequence[str] = ()) -> ReaderExample:
     """`example` asked `question` over its passages `keep` (numbers into ``example.passages``); its answer is not
-    `start`, the entity the hop starts from."""
-    return ReaderExample(example.id, question, tuple(example.passages[i] for i in keep), not_answers=(start,))
+    `start`, the entity the hop starts from, and is best one of `among` (`ReaderExample.answer_among`)."""
+    return ReaderExample(example.id, question, tuple(example.passages[i] for i in keep), not_answers=(start,),
+                         answer_among=tuple(among))
 
 
 def _renumbered(reading, keep: Sequence[int]):
@@ -215,7 +232,8 @@ def read_in_two_steps(read, examples: Sequence[ReaderExample], plans: Sequence[D
     example: the outer reading's answer, span and type, both readings' supporting sentences, and its `Steps`; an
     example whose inner reading found no span (or only a blank one) is read whole instead."""
     inner_keep = [about(e.passages, plan.named) for e, plan in zip(examples, plans)]
-    inner = read([sub_example(e, plan.inner, keep, plan.named) for e, plan, keep in zip(examples, plans, inner_keep)])
+    inner = read([sub_example(e, plan.inner, keep, plan.named, others(e.passages, plan.named))
+                  for e, plan, keep in zip(examples, plans, inner_keep)])
     bridges = [snap(r.span.text, e.passages, plan.named) if r.span is not None and r.span.text.strip() else None
                for r, e, plan in zip(inner, examples, plans)]
     two = [i for i, b in enumerate(bridges) if b is not None]

@@ -57,6 +57,9 @@ class ReaderExample:
     support: tuple[str, ...] = ()  # a sentence holding one of these (or an answer) is supporting
     qtype: str = ""
     not_answers: tuple[str, ...] = ()  # names the answer is not (a hop's start: `drkit.reader.decompose`)
+    # names the answer is best one of (holding one or held by one; the inner hop's: the titles read), where one of
+    # the reader's best spans is (`drkit.reader.decode.decode`)
+    answer_among: tuple[str, ...] = ()
 
     @property
     def answer_type(self) -> str:
