@@ -68,6 +68,21 @@ def test_arrange_keeps_the_gold_and_puts_it_first_in_the_asked_share():
     assert abs(first / 2000 - (0.6 + 0.4 * 0.1)) < 0.04
 
 
+def test_a_share_of_the_single_hop_kb_questions_is_read_on_its_own_page_alone():
+    from drkit.reader.examples import Source, epoch_examples, own_page_sources
+
+    gold = [ReaderPassage(f"g{i}", f"G{i}", "t") for i in range(10)]
+    dist = tuple(ReaderPassage(f"d{i}", f"D{i}", "t") for i in range(6))
+    sources = [Source(f"s{i}", "q", ("a",), (gold[i],), dist, qtype="kb" if i < 8 else "kb-bridge") for i in range(10)]
+    alone = own_page_sources(sources, 0.5, seed=0)
+    assert len(alone) == 4 and alone <= set(range(8))  # half of the 8 single-hop ones, never a composed one
+    assert own_page_sources(sources, 0.5, seed=0) == alone and own_page_sources(sources, 0.0, seed=0) == frozenset()
+    assert own_page_sources(sources, 1.0, seed=0) == frozenset(range(8))
+    got = epoch_examples(sources, OrderConfig(passages=5), seed=0, epoch=0, alone=alone)
+    assert all(got[i].passages == (gold[i],) for i in alone)
+    assert all(len(got[i].passages) == 5 and gold[i] in got[i].passages for i in range(10) if i not in alone)
+
+
 def example(answers=("Walter Lang",), support=()):
     passages = (ReaderPassage("a", "Moon Over Miami", "Moon Over Miami is a 1941 film. It was directed by Walter Lang."),
                 ReaderPassage("b", "Walter Lang", "Walter Lang was born in Memphis. He directed State Fair."),

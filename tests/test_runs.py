@@ -49,6 +49,20 @@ def test_step_rows_cover_each_pass_once():
     assert np.array_equal(step_rows(10, 3, 4, seed=1), np.random.default_rng([1, 1]).permutation(10)[3:6])
 
 
+def test_grouped_step_rows_batch_each_group_apart_and_cover_it_once_a_pass():
+    from drkit.util.sampling import grouped_step_rows
+
+    groups = [np.arange(0, 7), np.arange(7, 17)]  # 2 full batches of 3 in the first, 3 in the second
+    per_pass = [grouped_step_rows(groups, 3, s, seed=1) for s in range(5)]
+    assert all(len(b) == 3 and (set(b) <= set(groups[0]) or set(b) <= set(groups[1])) for b in per_pass)
+    seen = np.concatenate(per_pass)
+    assert len(set(seen.tolist())) == 15  # each row once, the leftover row of each group skipped
+    assert sum(set(b) <= set(groups[0]) for b in per_pass) == 2
+    assert np.array_equal(grouped_step_rows(groups, 3, 7, seed=1), grouped_step_rows(groups, 3, 7, seed=1))
+    second = np.concatenate([grouped_step_rows(groups, 3, s, seed=1) for s in range(5, 10)])
+    assert len(set(second.tolist())) == 15 and not np.array_equal(second, seen)  # the next pass: drawn again
+
+
 # -- optimiser, schedule and checkpoints: one helper for pretraining and training -------------------------
 
 def test_optimiser_schedule_and_resume_have_one_home():

@@ -87,12 +87,17 @@ class OrderConfig:
     passages: int = field(default=5, metadata={"help": "passages the reader reads per question (N)"})
     gold_first: float = field(default=0.6, metadata={"help": "share of training examples with the gold passages first "
                                                              "(the others are shuffled)"})
+    own_page: float = field(default=0.0, metadata={
+        "help": "share of the single-hop KB questions read on their subject's own passage alone, as a question read "
+                "in two steps reads each hop (drkit.reader.decompose); chosen once by the seed, batched apart (short "
+                "batches train faster); the others get distractors up to N passages"})
 
     def __post_init__(self):
         if self.passages < 1:
             raise ConfigError(f"passages must be at least 1, got {self.passages}")
-        if not 0 <= self.gold_first <= 1:
-            raise ConfigError(f"gold_first must be in [0, 1], got {self.gold_first}")
+        for name in ("gold_first", "own_page"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
 
 
 def read_passages(path: str | Path) -> list[ReaderPassage]:
@@ -307,8 +312,19 @@ def arrange(gold: Sequence[ReaderPassage], distractors: Sequence[ReaderPassage],
     return tuple(chosen[i] for i in rng.permutation(len(chosen)))
 
 
-def epoch_examples(sources: Sequence[Source], config: OrderConfig, seed: int, epoch: int) -> list[ReaderExample]:
-    """The examples of one pass over `sources`: passages drawn and ordered by a generator of (seed, epoch)."""
+def epoch_examples(sources: Sequence[Source], config: OrderConfig, seed: int, epoch: int,
+                   alone: frozenset = frozenset()) -> list[ReaderExample]:
+    """The examples of one pass over `sources`: passages drawn and ordered by a generator of (seed, epoch); the
+    sources numbered in `alone` (`own_page_sources`) read their gold passage alone."""
     rng = generator(seed, epoch)
-    return [ReaderExample(s.id, s.question, arrange(s.gold, s.distractors, config, rng), s.answers,
-                          frozenset(p.id for p in s.gold), s.support, s.qtype) for s in sources]
+    return [ReaderExample(s.id, s.question,
+                          s.gold[:1] if i in alone else arrange(s.gold, s.distractors, config, rng), s.answers,
+                          frozenset(p.id for p in s.gold), s.support, s.qtype) for i, s in enumerate(sources)]
+
+
+def own_page_sources(sources: Sequence[Source], share: float, seed: int) -> frozenset:
+    """The numbers of the single-hop KB sources (`kb_sources`) read on their subject's passage alone: `share`
+    of them (rounded), chosen by the seed, the same in every pass."""
+    singles = [i for i, s in enumerate(sources) if s.qtype == "kb"]
+    order = generator(seed, 2).permutation(len(singles))[: round(share * len(singles))]
+    return frozenset(singles[int(j)] for j in order)

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from drkit.errors import ConfigError
 from drkit.reader.examples import (
     Distractors,
@@ -23,6 +25,7 @@ from drkit.reader.examples import (
     composed_sources,
     epoch_examples,
     kb_sources,
+    own_page_sources,
     question_sources,
     read_passages,
     read_questions,
@@ -32,7 +35,7 @@ from drkit.util.artifact import file_checksum
 from drkit.util.hardware import choose, device_field, precision_field
 from drkit.util.progress import progress
 from drkit.util.runs import adamw, append_log, optimizer_step, prepare_run, resume, save_checkpoint, upgrade_run_settings
-from drkit.util.sampling import step_rows
+from drkit.util.sampling import grouped_step_rows, step_rows
 
 
 @dataclass(frozen=True)
@@ -92,8 +95,12 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
             extra += composed_sources(extra, config.seed, config.distractors)
         kb_count = len(extra)
         sources += extra
-    log(f"reader training: {len(records):,} questions and {kb_count:,} KB questions, {len(passages):,} passages")
-    per_epoch = max(1, len(sources) // config.batch_size)
+    alone = own_page_sources(sources, order.own_page, config.seed)
+    log(f"reader training: {len(records):,} questions and {kb_count:,} KB questions ({len(alone):,} read on their "
+        f"subject's passage alone), {len(passages):,} passages")
+    # the questions read on one passage are batched apart from the others: short batches
+    groups = [np.array(sorted(alone)), np.array([i for i in range(len(sources)) if i not in alone])] if alone else None
+    per_epoch = max(1, sum(len(g) // config.batch_size for g in groups) if groups else len(sources) // config.batch_size)
     steps = per_epoch * config.epochs
 
     reader = Reader.from_base(reader_config, config.seed).to(compute.device)
@@ -110,8 +117,10 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
     for step in progress(range(start, steps), desc="reader", initial=start, total=steps):
         epoch = step // per_epoch
         if epoch not in epoch_cache:
-            epoch_cache = {epoch: epoch_examples(sources, order, config.seed, epoch)}
-        batch = [epoch_cache[epoch][i] for i in step_rows(len(sources), config.batch_size, step, config.seed)]
+            epoch_cache = {epoch: epoch_examples(sources, order, config.seed, epoch, alone)}
+        rows = (grouped_step_rows(groups, config.batch_size, step, config.seed) if groups
+                else step_rows(len(sources), config.batch_size, step, config.seed))
+        batch = [epoch_cache[epoch][i] for i in rows]
         features = [reader.featurize(e, labels=True) for e in batch]
         with compute.autocast():
             logits = reader(**reader.batch(features))
@@ -129,6 +138,7 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
             save_checkpoint(out, step + 1, reader, opt, sched, {})
     seconds = time.perf_counter() - t0
     record = {"steps": steps, "questions": len(records), "kb_questions": kb_count, "examples_per_epoch": len(sources),
+              "read_alone": len(alone),
               "seconds_this_session": round(seconds, 1), "examples_per_s": round(seen / seconds, 2) if seconds else None,
               "compute": compute.describe()}
     reader.save(out / "reader", overwrite=True, extra_manifest={"training": record, "settings": settings})

@@ -32,3 +32,17 @@ def step_rows(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
     (the rows left over by the last full slice are skipped in that pass)."""
     epoch, pos = step_position(n, batch_size, step)
     return generator(seed, epoch).permutation(n)[pos * batch_size : (pos + 1) * batch_size]
+
+
+def grouped_step_rows(groups, batch_size: int, step: int, seed: int) -> np.ndarray:
+    """The rows of a training step when the rows come in `groups` (arrays of row numbers) batched apart, so
+    that a batch is padded only to its own group's lengths: each pass permutes each group, slices it into full
+    batches (the rows left over skipped in that pass) and takes the batches of all groups in a seeded order."""
+    counts = [len(g) // batch_size for g in groups]
+    epoch, pos = divmod(step, max(1, sum(counts)))
+    rng = generator(seed, epoch)
+    batches = []
+    for g, k in zip(groups, counts):
+        rows = np.asarray(g)[rng.permutation(len(g))]
+        batches += [rows[i * batch_size : (i + 1) * batch_size] for i in range(k)]
+    return batches[rng.permutation(len(batches))[pos]]
