@@ -39,6 +39,9 @@ def decomposer():
      "What is the director of film The Eagle'S Eye?", "Where did B study?"),
     ("Where was Ann Lee's paternal grandmother born?", ["Ann Lee"],
      "What is the paternal grandmother of Ann Lee?", "Where was B born?"),
+    # the verb taken for a noun ("father study"), and a clause after the noun, are not the relation's
+    ("Where did Ann Lee's father study?", ["Ann Lee"], "What is the father of Ann Lee?", "Where did B study?"),
+    ("Where was Ann Lee's film director born?", ["Ann Lee"], "What is the film director of Ann Lee?", "Where was B born?"),
     # a kinship that is two relations, asked alone: each relation is a hop
     ("Who is the paternal grandfather of Ann Lee?", ["Ann Lee"], "What is the father of Ann Lee?", "Who is the father of B?"),
     ("Who is Ann Lee's maternal grandmother?", ["Ann Lee"], "What is the mother of Ann Lee?", "Who is the mother of B?"),

@@ -33,8 +33,9 @@ def held_title(span: str, titles: Sequence[str], short: int = 3) -> str | None:
     low, best = span.lower(), None
     for title in map(without_suffix, titles):
         t = title.lower()
-        if len(title) >= short and (re.search(rf"(?<!\w){re.escape(t)}(?!\w)", low) or (
-                len(low) > short and re.search(rf"(?<!\w){re.escape(low)}(?!\w)", t))):
+        # the substring tests first: most candidates hold no title, and the patterns differ for each
+        if len(title) >= short and ((t in low and re.search(rf"(?<!\w){re.escape(t)}(?!\w)", low)) or (
+                len(low) > short and low in t and re.search(rf"(?<!\w){re.escape(low)}(?!\w)", t))):
             if best is None or len(title) > len(best):
                 best = title
     return best

@@ -38,6 +38,7 @@ from drkit.util.hardware import say
 PLACEHOLDERS = ("Smith", "Jones", "Brown")  # what the parser reads in place of the named entity: plain proper nouns
 SLOT = "\0"  # where the bridge goes in the outer question
 NOUNS = ("NN", "NNS")
+CLAUSES = ("acl", "relcl", "punct")  # what follows a relational noun without being part of its name ("punct": "?")
 QUOTES = "\"'“”‘’«»"
 MIN_NAME = 3  # shorter titles are not looked for in a question
 # a kinship word that is two relations and says which: the first read of the named entity, the second of the
@@ -97,7 +98,12 @@ def _relation(x):
     if x.dep_ == "conj" or any(c.dep_ in ("conj", "cc") for c in x.children):  # "A and B": two entities compared
         return None, None
     if x.dep_ == "poss" and x.head.tag_ in NOUNS:
-        return x.head, x
+        head = x.head
+        if head.dep_ == "ROOT" and any(c.dep_ == "aux" for c in head.children):
+            # "Where did X's father study?": the verb taken for a noun, the relation its compound after X
+            after = [c for c in head.children if c.dep_ == "compound" and c.i > x.i]
+            return (after[-1], x) if after else (None, None)
+        return head, x
     if x.dep_ in ("pobj", "appos") and x.head is not x:
         head = x.head.head if x.dep_ == "pobj" and x.head.lower_ == "of" else x.head
         # "the place of birth of X": climb from "birth" to the noun with the determiner
@@ -155,17 +161,21 @@ class Decomposer:
             return None
         # the phrase: from the noun's first word to the named entity's end ("the director of film X", whatever the
         # parser hangs on X: "... film X study?"), or to the noun's last word in a possessive ("X's mother-in-law",
-        # but "X's mother" of "X's mother's birthday")
-        last = noun.right_edge.i if possessor is not None else x.i
+        # but "X's mother" of "X's mother's birthday", "X's film director" of "X's film director born")
+        last = max((t.i for c in noun.rights if c.dep_ not in CLAUSES for t in c.subtree), default=noun.i) \
+            if possessor is not None else x.i
         while last > noun.i and doc[last].tag_ == "POS":
             last -= 1
-        start, end = doc[noun.left_edge.i].idx, doc[last].idx + len(doc[last])
+        start = doc[min(noun.left_edge.i, x.left_edge.i)].idx
+        end = doc[last].idx + len(doc[last])
         x0, x1 = at[0], at[0] + len(placeholder)  # the placeholder's place in `text`
         if possessor is None and 0 < x0 and x1 < len(text) and text[x0 - 1] in QUOTES and text[x1] in QUOTES:
             end = max(end, x1 + 1)  # 'film "X"': the closing quote goes with the name
         if not start <= x0 < x1 <= end:
             return None
         frame = text[:start] + SLOT + text[end:]
+        if not re.search(r"\w", frame):  # the phrase is the whole question
+            return None
         if possessor is not None:
             first = possessor.i + 1
             while doc[first].tag_ == "POS":  # the "'s"
