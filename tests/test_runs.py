@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import drkit
 
@@ -50,7 +51,7 @@ def test_step_rows_cover_each_pass_once():
 
 
 def test_grouped_step_rows_batch_each_group_apart_and_cover_it_once_a_pass():
-    from drkit.util.sampling import grouped_step_rows
+    from drkit.util.sampling import group_batches, grouped_step_rows
 
     groups = [np.arange(0, 7), np.arange(7, 17)]  # 2 full batches of 3 in the first, 3 in the second
     per_pass = [grouped_step_rows(groups, 3, s, seed=1) for s in range(5)]
@@ -61,6 +62,13 @@ def test_grouped_step_rows_batch_each_group_apart_and_cover_it_once_a_pass():
     assert np.array_equal(grouped_step_rows(groups, 3, 7, seed=1), grouped_step_rows(groups, 3, 7, seed=1))
     second = np.concatenate([grouped_step_rows(groups, 3, s, seed=1) for s in range(5, 10)])
     assert len(set(second.tolist())) == 15 and not np.array_equal(second, seen)  # the next pass: drawn again
+    # a group smaller than a batch is one short batch (never left untrained), an empty one none
+    small = [np.arange(0, 2), np.arange(2, 8), np.arange(0)]
+    assert group_batches(small, 3) == [1, 2, 0]
+    one_pass = [grouped_step_rows(small, 3, s, seed=0) for s in range(3)]
+    assert sorted(np.concatenate(one_pass).tolist()) == list(range(8)) and sorted(map(len, one_pass)) == [2, 3, 3]
+    with pytest.raises(ValueError):
+        grouped_step_rows([np.arange(0)], 3, 0, seed=0)
 
 
 # -- optimiser, schedule and checkpoints: one helper for pretraining and training -------------------------

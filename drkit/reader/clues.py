@@ -29,13 +29,14 @@ def bare(title: str) -> str:
 def held_title(span: str, titles: Sequence[str], short: int = 3) -> str | None:
     """The longest of `titles` (without its "(...)" suffix, at least `short` characters) that `span` holds as
     whole words ("Leo Fong, who directed it" -> "Leo Fong") or, for a span longer than `short` characters, that
-    holds the span ("Fong" -> "Leo Fong"); case aside. None when there is none."""
+    holds the span ("Fong" -> "Leo Fong"); case aside, a hyphen part of a word ("Mecklenburg" is not held by
+    "Mecklenburg-Schwerin"). None when there is none."""
     low, best = span.lower(), None
     for title in map(without_suffix, titles):
         t = title.lower()
         # the substring tests first: most candidates hold no title, and the patterns differ for each
-        if len(title) >= short and ((t in low and re.search(rf"(?<!\w){re.escape(t)}(?!\w)", low)) or (
-                len(low) > short and low in t and re.search(rf"(?<!\w){re.escape(low)}(?!\w)", t))):
+        if len(title) >= short and ((t in low and re.search(rf"(?<![\w-]){re.escape(t)}(?![\w-])", low)) or (
+                len(low) > short and low in t and re.search(rf"(?<![\w-]){re.escape(low)}(?![\w-])", t))):
             if best is None or len(title) > len(best):
                 best = title
     return best

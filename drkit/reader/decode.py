@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from drkit.reader.model import Features
 
 
-CANDIDATES = 64  # spans looked at, best first, for one that is not a bridge's name (`skip_bridges`)
+# spans looked at, best first, for one that is not a bridge's name (`skip_bridges`) nor one of `not_answers`, and
+# is one of `answer_among` when given
+CANDIDATES = 64
 
 
 def decode(example: ReaderExample, f: Features, logits: dict, support_threshold: float,

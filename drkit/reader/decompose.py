@@ -18,7 +18,8 @@ named entity (a placeholder word while parsing) is the object of the "of" of a n
 director of film X"; X the object, or an apposition the parser hangs on the noun), or the possessor of a noun
 ("X's father"). A question that asks only for a kinship that is two relations and says which ("Who is X's
 paternal grandfather?", "... mother-in-law?": `KINSHIP`) is read as those two: "What is the father of X?", then
-"Who is the father of {bridge}?". A question whose outer part asks nothing else of the bridge ("Who is the
+"Who is the father of {bridge}?" (asked inside a longer question, "Where was X's paternal grandmother born?",
+a kinship is read as one hop). A question whose outer part asks nothing else of the bridge ("Who is the
 father of X?": "Who is {bridge}?"), that joins two entities by "and", or whose inner reading finds no span, is
 read whole, as are the questions the comparison rules settle. `ReadConfig.decompose` (``--no-decompose``) turns it off.
 """
@@ -192,7 +193,7 @@ def kinship(named: str, inner: str, frame: str) -> Decomposition | None:
     """A question that asks only for a kinship of the named entity that is two relations (`KINSHIP`): "Who is
     X's paternal grandfather?" read as "What is the father of X?", then "Who is the father of {bridge}?"; None
     (read it whole) for any other."""
-    m = re.fullmatch(rf"What is the (.+?) of {re.escape(named)}\?", inner)
+    m = re.fullmatch(rf"What is the (.+?) of [{QUOTES}]?{re.escape(named)}[{QUOTES}]?\?", inner)
     relation = re.sub(r"\s*-\s*", "-", " ".join(m.group(1).lower().split())) if m else None
     if relation not in KINSHIP:
         return None

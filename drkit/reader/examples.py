@@ -317,14 +317,16 @@ def epoch_examples(sources: Sequence[Source], config: OrderConfig, seed: int, ep
     """The examples of one pass over `sources`: passages drawn and ordered by a generator of (seed, epoch); the
     sources numbered in `alone` (`own_page_sources`) read their gold passage alone."""
     rng = generator(seed, epoch)
-    return [ReaderExample(s.id, s.question,
-                          s.gold[:1] if i in alone else arrange(s.gold, s.distractors, config, rng), s.answers,
-                          frozenset(p.id for p in s.gold), s.support, s.qtype) for i, s in enumerate(sources)]
+    # drawn for every source, those read alone too, so that the others read what they would without `alone`
+    drawn = [arrange(s.gold, s.distractors, config, rng) for s in sources]
+    return [ReaderExample(s.id, s.question, s.gold[:1] if i in alone else passages, s.answers,
+                          frozenset(p.id for p in s.gold), s.support, s.qtype)
+            for i, (s, passages) in enumerate(zip(sources, drawn))]
 
 
 def own_page_sources(sources: Sequence[Source], share: float, seed: int) -> frozenset:
     """The numbers of the single-hop KB sources (`kb_sources`) read on their subject's passage alone: `share`
     of them (rounded), chosen by the seed, the same in every pass."""
     singles = [i for i, s in enumerate(sources) if s.qtype == "kb"]
-    order = generator(seed, 2).permutation(len(singles))[: round(share * len(singles))]
+    order = generator(seed, 2, 1).permutation(len(singles))[: round(share * len(singles))]  # not epoch 2's stream
     return frozenset(singles[int(j)] for j in order)

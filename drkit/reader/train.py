@@ -35,7 +35,7 @@ from drkit.util.artifact import file_checksum
 from drkit.util.hardware import choose, device_field, precision_field
 from drkit.util.progress import progress
 from drkit.util.runs import adamw, append_log, optimizer_step, prepare_run, resume, save_checkpoint, upgrade_run_settings
-from drkit.util.sampling import grouped_step_rows, step_rows
+from drkit.util.sampling import group_batches, grouped_step_rows, step_rows
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
         f"subject's passage alone), {len(passages):,} passages")
     # the questions read on one passage are batched apart from the others: short batches
     groups = [np.array(sorted(alone)), np.array([i for i in range(len(sources)) if i not in alone])] if alone else None
-    per_epoch = max(1, sum(len(g) // config.batch_size for g in groups) if groups else len(sources) // config.batch_size)
+    per_epoch = max(1, sum(group_batches(groups, config.batch_size)) if groups else len(sources) // config.batch_size)
     steps = per_epoch * config.epochs
 
     reader = Reader.from_base(reader_config, config.seed).to(compute.device)

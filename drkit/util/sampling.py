@@ -34,12 +34,21 @@ def step_rows(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
     return generator(seed, epoch).permutation(n)[pos * batch_size : (pos + 1) * batch_size]
 
 
+def group_batches(groups, batch_size: int) -> list[int]:
+    """The batches a pass takes from each of `groups` (`grouped_step_rows`): its full batches, or one short
+    batch for a group smaller than `batch_size` (none for an empty one), so that no group goes untrained."""
+    return [max(1, len(g) // batch_size) if len(g) else 0 for g in groups]
+
+
 def grouped_step_rows(groups, batch_size: int, step: int, seed: int) -> np.ndarray:
     """The rows of a training step when the rows come in `groups` (arrays of row numbers) batched apart, so
-    that a batch is padded only to its own group's lengths: each pass permutes each group, slices it into full
-    batches (the rows left over skipped in that pass) and takes the batches of all groups in a seeded order."""
-    counts = [len(g) // batch_size for g in groups]
-    epoch, pos = divmod(step, max(1, sum(counts)))
+    that a batch is padded only to its own group's lengths: each pass permutes each group, slices it into
+    `group_batches` batches (the rows left over skipped in that pass) and takes the batches of all groups in a
+    seeded order."""
+    counts = group_batches(groups, batch_size)
+    if not sum(counts):
+        raise ValueError("grouped_step_rows: every group is empty")
+    epoch, pos = divmod(step, sum(counts))
     rng = generator(seed, epoch)
     batches = []
     for g, k in zip(groups, counts):
