@@ -87,10 +87,10 @@ def compare(parts: list[dict], option: str) -> dict:
     table = {}
     off_name, on_name = OPTIONS[option]
     for row in ROWS:
-        own, skip = ([[x for f in parts for x in f[f"{row}-{setting}"][k]] for k in (0, 1)] for setting in OPTIONS[option])
-        test = paired_test(np.array([x["em"] for x in skip[1]], float), np.array([x["em"] for x in own[1]], float))
-        table[row] = {off_name: block(own), on_name: block(skip), "em_paired_test": test,
-                      "answers_changed": sum(a["answer"] != b["answer"] for a, b in zip(own[1], skip[1]))}
+        off, on = ([[x for f in parts for x in f[f"{row}-{setting}"][k]] for k in (0, 1)] for setting in OPTIONS[option])
+        test = paired_test(np.array([x["em"] for x in on[1]], float), np.array([x["em"] for x in off[1]], float))
+        table[row] = {off_name: block(off), on_name: block(on), "em_paired_test": test,
+                      "answers_changed": sum(a["answer"] != b["answer"] for a, b in zip(off[1], on[1]))}
     return table
 
 

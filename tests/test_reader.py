@@ -609,3 +609,15 @@ def test_a_reader_run_made_before_layers_existed_resumes_as_all_layers(reader_ru
                         log=said.append)
     assert said == [f"{run}: already trained"]
     assert Reader.load(path).config.layers == 0
+
+
+def test_the_commands_reading_settings_are_their_readconfig():
+    from drkit.qa.answer import AnswerConfig
+    from drkit.reader.reading import ReadConfig
+    from drkit.serve.config import ServeConfig
+
+    got = AnswerConfig(passages=3, support_threshold=0.4, max_pieces=300, compare=False, skip_bridges=True,
+                       decompose=False).reading()
+    assert got == ReadConfig(3, 0.4, 300, compare=False, skip_bridges=True, decompose=False)
+    assert AnswerConfig().reading() == ReadConfig() == ServeConfig().reading()
+    assert ServeConfig(compare=False, decompose=False).reading() == ReadConfig(compare=False, decompose=False)

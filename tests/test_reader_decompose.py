@@ -184,3 +184,12 @@ def test_a_span_is_best_one_among_the_names_given(tiny_reader):
     # no span among the best names one: the best span, as without the names
     none = tiny_reader.read([dataclasses.replace(e, answer_among=("Zzyzx Quorp",))], config=whole)[0].span
     assert none == first
+
+
+def test_others_are_the_titles_not_about_the_named_entity():
+    from drkit.reader.decompose import others
+
+    titles = [ReaderPassage(str(i), t, "") for i, t in enumerate(["Kismet (1944 film)", "Kismet", "KISMET!", "Leo Fong", ""])]
+    own = about(titles, "Kismet")
+    assert own == (0, 1, 2)
+    assert others(titles, "Kismet") == tuple(p.title for i, p in enumerate(titles) if i not in own)

@@ -38,7 +38,7 @@ import numpy as np
 from drkit.errors import ConfigError, DrkitError
 from drkit.qa.results import rounded_prob
 from drkit.reader.examples import ReaderExample, ReaderPassage, read_questions
-from drkit.reader.reading import COMPARE_HELP, DECOMPOSE_HELP, SKIP_BRIDGES_HELP, ReadConfig
+from drkit.reader.reading import ReadConfig, read_field
 from drkit.reader.text import best_scores
 from drkit.util.hardware import precision_field
 
@@ -49,17 +49,14 @@ class AnswerConfig:
 
     passages: int = field(default=5, metadata={"help": "passages retrieved and read per question (N)"})
     batch_size: int = field(default=8, metadata={"help": "questions per batch (retrieval and reading)"})
-    support_threshold: float = field(default=0.5, metadata={"help": "a sentence whose supporting probability is "
-                                                                    "above this is evidence"})
+    support_threshold: float = read_field("support_threshold")
     qps_sample: int = field(default=50, metadata={"help": "questions read one at a time for the reader's ms a "
                                                           "question at batch 1 (0: skip)"})
-    max_pieces: int | None = field(default=None, metadata={
-        "help": "word pieces the reader reads (fewer: faster, passages cut shorter)", "type": int,
-        "default_help": "the reader's, 512"})
+    max_pieces: int | None = read_field("max_pieces")
     precision: str = precision_field("the reader's transformer")
-    compare: bool = field(default=True, metadata={"help": COMPARE_HELP})
-    skip_bridges: bool = field(default=False, metadata={"help": SKIP_BRIDGES_HELP})
-    decompose: bool = field(default=True, metadata={"help": DECOMPOSE_HELP})
+    compare: bool = read_field("compare")
+    skip_bridges: bool = read_field("skip_bridges")
+    decompose: bool = read_field("decompose")
 
     def __post_init__(self):
         if self.passages < 1 or self.batch_size < 1 or self.qps_sample < 0:
@@ -67,8 +64,7 @@ class AnswerConfig:
         self.reading()  # its checks
 
     def reading(self) -> ReadConfig:
-        return ReadConfig(self.passages, self.support_threshold, self.max_pieces, self.compare, self.skip_bridges,
-                          self.decompose)
+        return ReadConfig.of(self)
 
 
 NOTHING = {"answer": "", "answer_type": None, "type_prob": None, "supporting": []}  # a question with no passage

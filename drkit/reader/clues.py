@@ -26,6 +26,13 @@ def bare(title: str) -> str:
     return normalize_answer(without_suffix(title))
 
 
+def is_title_of(title: str, name: str) -> bool:
+    """Whether `title` is the page of `name`: the same once normalised, or the same but for a "(...)" suffix
+    ("Kismet (1944 film)" is Kismet's page); never for a blank name."""
+    key = title_key(name)
+    return bool(key) and (title_key(title) == key or bare(title) in (key, bare(name)))
+
+
 def held_title(span: str, titles: Sequence[str], short: int = 3) -> str | None:
     """The longest of `titles` (without its "(...)" suffix, at least `short` characters) that `span` holds as
     whole words ("Leo Fong, who directed it" -> "Leo Fong") or, for a span longer than `short` characters, that

@@ -32,7 +32,7 @@ import threading
 from dataclasses import dataclass
 from typing import Sequence
 
-from drkit.reader.clues import bare, held_title, title_key, without_suffix
+from drkit.reader.clues import held_title, is_title_of, without_suffix
 from drkit.reader.examples import ReaderExample, ReaderPassage
 from drkit.util.hardware import say
 
@@ -204,8 +204,7 @@ def kinship(named: str, inner: str, frame: str) -> Decomposition | None:
 def about(passages: Sequence[ReaderPassage], name: str) -> tuple[int, ...]:
     """The numbers of the passages whose title is `name` (case, punctuation and a "(...)" suffix aside); all of
     them when none is."""
-    key, short = title_key(name), bare(name)
-    own = tuple(i for i, p in enumerate(passages) if key and (title_key(p.title) == key or bare(p.title) in (key, short)))
+    own = tuple(i for i, p in enumerate(passages) if is_title_of(p.title, name))
     return own or tuple(range(len(passages)))
 
 
@@ -217,9 +216,8 @@ def snap(span: str, passages: Sequence[ReaderPassage], named: str) -> str:
 
 
 def others(passages: Sequence[ReaderPassage], named: str) -> tuple[str, ...]:
-    """The titles of `passages` other than the named entity's."""
-    skip = {title_key(named), bare(named)}
-    return tuple(p.title for p in passages if title_key(p.title) not in skip and bare(p.title) not in skip)
+    """The titles of `passages` other than the named entity's (`about`'s complement)."""
+    return tuple(p.title for p in passages if not is_title_of(p.title, named))
 
 
 def sub_example(example: ReaderExample, question: str, keep: Sequence[int], start: str,

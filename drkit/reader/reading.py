@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from drkit.errors import ConfigError
@@ -45,6 +46,18 @@ class ReadConfig:
             raise ConfigError(f"support_threshold must be in (0, 1), got {self.support_threshold}")
         if self.max_pieces is not None and self.max_pieces < 1:
             raise ConfigError(f"max_pieces must be at least 1, got {self.max_pieces}")
+
+    @classmethod
+    def of(cls, settings) -> "ReadConfig":
+        """The reading settings among the fields of a command's `settings` that have a reading setting's name
+        (`drkit answer`'s, `drkit serve`'s; the others keep their defaults)."""
+        return cls(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(cls) if hasattr(settings, f.name)})
+
+
+def read_field(name: str, prefix: str = ""):
+    """A command's settings field that is `ReadConfig`'s `name`: its default and its help (after `prefix`)."""
+    f = next(f for f in dataclasses.fields(ReadConfig) if f.name == name)
+    return field(default=f.default, metadata={**f.metadata, "help": prefix + f.metadata["help"]})
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from drkit.errors import ConfigError
-from drkit.reader.reading import DECOMPOSE_HELP, SKIP_BRIDGES_HELP, ReadConfig
+from drkit.reader.reading import ReadConfig, read_field
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -31,8 +31,8 @@ class ServeConfig:
     compare: bool = field(default=True, metadata={"help": "with --reader: the dates or countries read in the top "
                                                           "passages settle a which-of-two or same-country question "
                                                           "where they can (--no-compare: the reader's answer alone)"})
-    skip_bridges: bool = field(default=False, metadata={"help": "with --reader: " + SKIP_BRIDGES_HELP})
-    decompose: bool = field(default=True, metadata={"help": "with --reader: " + DECOMPOSE_HELP})
+    skip_bridges: bool = read_field("skip_bridges", "with --reader: ")
+    decompose: bool = read_field("decompose", "with --reader: ")
     threads: int = field(default=0, metadata={"help": "torch threads for the model (0: every CPU the process may use)"})
     model_process: bool = field(default=True, metadata={"help": "compute the model in a process of its own, so that "
                                                                 "it never waits for the HTTP side's interpreter lock "
@@ -86,4 +86,4 @@ class ServeConfig:
 
     def reading(self) -> ReadConfig:
         """How the reader reads (with --reader): the comparison rules and the bridges' titles as set here."""
-        return ReadConfig(compare=self.compare, skip_bridges=self.skip_bridges, decompose=self.decompose)
+        return ReadConfig.of(self)
