@@ -1,5 +1,6 @@
 """The reader (drkit.reader): answer scoring, input layout, labels, decoding, training and `drkit answer`."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -610,6 +611,18 @@ def test_a_reader_run_made_before_layers_existed_resumes_as_all_layers(reader_ru
     assert said == [f"{run}: already trained"]
     assert Reader.load(path).config.layers == 0
 
+
+
+def test_a_reader_run_made_before_bucketing_reads_as_batched_as_drawn():
+    from drkit.errors import ConfigError
+    from drkit.reader.train import ReaderTrainConfig
+    from drkit.util.runs import as_saved
+
+    section = dataclasses.asdict(ReaderTrainConfig())
+    assert section.pop("bucket") == 16
+    assert as_saved(ReaderTrainConfig, section).bucket == 0
+    with pytest.raises(ConfigError, match="bucket"):
+        ReaderTrainConfig(bucket=-1)
 
 def test_the_commands_reading_settings_are_their_readconfig():
     from drkit.qa.answer import AnswerConfig

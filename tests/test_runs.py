@@ -71,6 +71,35 @@ def test_grouped_step_rows_batch_each_group_apart_and_cover_it_once_a_pass():
         grouped_step_rows([np.arange(0)], 3, 0, seed=0)
 
 
+
+def test_bucketed_step_rows_take_step_rows_rows_and_sort_each_pool_by_length():
+    from drkit.util.sampling import bucketed_step_rows, step_rows
+
+    n, bs, pool = 50, 4, 3
+    lengths = np.random.default_rng(0).integers(1, 100, n)
+    per_pass = n // bs
+    got = [bucketed_step_rows(lengths, bs, s, seed=1, pool=pool) for s in range(per_pass)]
+    drawn = [step_rows(n, bs, s, seed=1) for s in range(per_pass)]
+    assert all(len(b) == bs for b in got)
+    # the same rows as step_rows' pass (each once, the same leftovers skipped), in other batches
+    assert sorted(np.concatenate(got).tolist()) == sorted(np.concatenate(drawn).tolist())
+    # each batch is a run of its pool sorted longest first: a pool's batches do not overlap in length
+    order = np.concatenate(drawn)
+    pools = [set(order[i : i + pool * bs].tolist()) for i in range(0, len(order), pool * bs)]
+    home = [next(k for k, p in enumerate(pools) if set(b.tolist()) <= p) for b in got]
+    for a, pa in zip(got, home):
+        for b, pb in zip(got, home):
+            if pa == pb and a is not b:
+                assert lengths[a].min() >= lengths[b].max() or lengths[b].min() >= lengths[a].max()
+    assert sum(lengths[b].max() for b in got) < sum(lengths[b].max() for b in drawn)  # less padding
+    # one batch a pool: step_rows' batches, in another order
+    ones = [bucketed_step_rows(lengths, bs, s, seed=1, pool=1) for s in range(per_pass)]
+    assert {frozenset(b.tolist()) for b in ones} == {frozenset(b.tolist()) for b in drawn}
+    # a function of its arguments; the next pass is drawn again
+    assert np.array_equal(bucketed_step_rows(lengths, bs, 5, seed=1, pool=pool), got[5])
+    following = [bucketed_step_rows(lengths, bs, s, seed=1, pool=pool) for s in range(per_pass, 2 * per_pass)]
+    assert not all(np.array_equal(a, b) for a, b in zip(got, following))
+
 # -- optimiser, schedule and checkpoints: one helper for pretraining and training -------------------------
 
 def test_optimiser_schedule_and_resume_have_one_home():

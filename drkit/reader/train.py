@@ -35,7 +35,7 @@ from drkit.util.artifact import file_checksum
 from drkit.util.hardware import choose, device_field, precision_field
 from drkit.util.progress import progress
 from drkit.util.runs import adamw, append_log, optimizer_step, prepare_run, resume, save_checkpoint, upgrade_run_settings
-from drkit.util.sampling import group_batches, grouped_step_rows, step_rows
+from drkit.util.sampling import bucketed_step_rows, group_batches, grouped_step_rows, step_rows
 
 
 @dataclass(frozen=True)
@@ -51,13 +51,22 @@ class ReaderTrainConfig:
     compose: bool = field(default=True, metadata={"help": "with --kb, also questions composed from pairs and chains of "
                                                           "triples: same object (yes/no), earlier/later date, two hops"})
     distractors: int = field(default=8, metadata={"help": "BM25 distractors kept per training question"})
+    bucket: int = field(default=16, metadata={
+        "help": "batches sorted by length together: each pass takes its drawn examples in pools of this many "
+                "batches and sorts each pool by word pieces before cutting it into batches, so a batch pads little "
+                "(same examples, same steps; 0: batches as drawn, padded to their longest; with --own-page the two groups "
+                "are batched apart instead)"})
     seed: int = field(default=0, metadata={"help": "seed of the heads, the passage draws and the batches"})
     checkpoint_every: int = field(default=50, metadata={"help": "steps between checkpoints"})
     log_every: int = field(default=10, metadata={"help": "steps between lines of train_log.jsonl"})
     precision: str = precision_field("the reader's transformer")
     device: str = device_field("training")
 
+    ABSENT_MEANT = {"bucket": 0}  # a run made before the setting existed batched as drawn
+
     def __post_init__(self):
+        if self.bucket < 0:
+            raise ConfigError(f"bucket must be at least 0, got {self.bucket}")
         for name in ("epochs", "batch_size", "checkpoint_every", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -65,13 +74,32 @@ class ReaderTrainConfig:
             raise ConfigError("lr and head_lr must be positive and warmup in [0, 1)")
 
 
+def training_sources(corpus: str | Path, questions: str | Path, kb: str | Path | None, order: OrderConfig,
+                     config: ReaderTrainConfig) -> tuple[list, list, list, int, frozenset]:
+    """What `train_reader` trains on: the training questions, the corpus's passages, every example's source
+    (the questions', then with `kb` the triples' and, with ``config.compose``, the composed ones'), how many
+    came from `kb`, and the numbers of those read on their own page (`own_page_sources`)."""
+    from drkit.data.kb import read_kb
+
+    passages = read_passages(corpus)
+    records = read_questions(questions, need_gold=True)
+    distractors = Distractors(passages)
+    sources = question_sources(records, passages, distractors, config.distractors, str(questions))
+    kb_count = 0
+    if kb:
+        extra = kb_sources(list(read_kb(kb)), passages, distractors, config.distractors)
+        if config.compose:
+            extra += composed_sources(extra, config.seed, config.distractors)
+        kb_count = len(extra)
+        sources += extra
+    return records, passages, sources, kb_count, own_page_sources(sources, order.own_page, config.seed)
+
+
 def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb: str | Path | None = None,
                  reader_config: ReaderConfig = ReaderConfig(), order: OrderConfig = OrderConfig(),
                  config: ReaderTrainConfig = ReaderTrainConfig(), overwrite: bool = False, log=print) -> Path:
     """Train a reader on `questions` (with ``answers`` and ``supporting`` corpus ids of `corpus`) and, with
     `kb`, the triples' templated questions; return the reader's directory (OUT/reader)."""
-    from drkit.data.kb import read_kb
-
     out = Path(out)
     settings = {"reader": dataclasses.asdict(reader_config), "order": dataclasses.asdict(order),
                 "train": dataclasses.asdict(config),
@@ -84,18 +112,7 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
         log(f"{out}: already trained")
         return out / "reader"
     compute = choose(config.precision, config.device, training=True)
-    passages = read_passages(corpus)
-    records = read_questions(questions, need_gold=True)
-    distractors = Distractors(passages)
-    sources = question_sources(records, passages, distractors, config.distractors, str(questions))
-    kb_count = 0
-    if kb:
-        extra = kb_sources(list(read_kb(kb)), passages, distractors, config.distractors)
-        if config.compose:
-            extra += composed_sources(extra, config.seed, config.distractors)
-        kb_count = len(extra)
-        sources += extra
-    alone = own_page_sources(sources, order.own_page, config.seed)
+    records, passages, sources, kb_count, alone = training_sources(corpus, questions, kb, order, config)
     log(f"reader training: {len(records):,} questions and {kb_count:,} KB questions ({len(alone):,} read on their "
         f"subject's passage alone), {len(passages):,} passages")
     # the questions read on one passage are batched apart from the others: short batches
@@ -112,16 +129,25 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
     if start:
         log(f"{out}: resuming at step {start} of {steps}")
     reader.train()
-    epoch_cache: dict[int, list] = {}
-    t0, seen = time.perf_counter(), 0
+    epoch_cache: dict[int, tuple] = {}
+    bucketed = config.bucket > 0 and not groups
+    t0, seen, pieces, padded = time.perf_counter(), 0, 0, 0
     for step in progress(range(start, steps), desc="reader", initial=start, total=steps):
         epoch = step // per_epoch
         if epoch not in epoch_cache:
-            epoch_cache = {epoch: epoch_examples(sources, order, config.seed, epoch, alone)}
-        rows = (grouped_step_rows(groups, config.batch_size, step, config.seed) if groups
-                else step_rows(len(sources), config.batch_size, step, config.seed))
-        batch = [epoch_cache[epoch][i] for i in rows]
-        features = [reader.featurize(e, labels=True) for e in batch]
+            examples = epoch_examples(sources, order, config.seed, epoch, alone)
+            # bucketed: the pass's word pieces are needed to batch it, so it is featurized at once
+            epoch_cache = {epoch: (examples, [reader.featurize(e, labels=True) for e in examples] if bucketed else None)}
+        examples, featurized = epoch_cache[epoch]
+        if groups:
+            rows = grouped_step_rows(groups, config.batch_size, step, config.seed)
+        elif bucketed:
+            rows = bucketed_step_rows([len(f.ids) for f in featurized], config.batch_size, step, config.seed,
+                                      config.bucket)
+        else:
+            rows = step_rows(len(sources), config.batch_size, step, config.seed)
+        batch = [examples[i] for i in rows]
+        features = [featurized[i] for i in rows] if bucketed else [reader.featurize(e, labels=True) for e in batch]
         with compute.autocast():
             logits = reader(**reader.batch(features))
         loss, parts = reader.loss(logits, features)
@@ -130,6 +156,8 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
         norm = optimizer_step(opt, loss)
         sched.step()
         seen += len(batch)
+        pieces += sum(len(f.ids) for f in features)
+        padded += len(features) * max(len(f.ids) for f in features)
         if (step + 1) % config.log_every == 0 or step + 1 == steps:
             append_log(out / "train_log.jsonl", {"step": step + 1, "loss": round(float(loss.detach()), 4),
                                                  **{k: round(v, 4) for k, v in parts.items()},
@@ -140,6 +168,7 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
     record = {"steps": steps, "questions": len(records), "kb_questions": kb_count, "examples_per_epoch": len(sources),
               "read_alone": len(alone),
               "seconds_this_session": round(seconds, 1), "examples_per_s": round(seen / seconds, 2) if seconds else None,
+              "padding_share_this_session": round(1 - pieces / padded, 3) if padded else None,
               "compute": compute.describe()}
     reader.save(out / "reader", overwrite=True, extra_manifest={"training": record, "settings": settings})
     save_checkpoint(out, steps, reader, opt, sched, {})

@@ -34,6 +34,25 @@ def step_rows(n: int, batch_size: int, step: int, seed: int) -> np.ndarray:
     return generator(seed, epoch).permutation(n)[pos * batch_size : (pos + 1) * batch_size]
 
 
+def bucketed_step_rows(lengths, batch_size: int, step: int, seed: int, pool: int) -> np.ndarray:
+    """The rows of a training step over rows of different `lengths` (this pass's), batched so that a batch pads
+    little: the pass draws the rows `step_rows` draws (the same permutation, the same rows left over), takes them
+    in pools of `pool` batches, sorts each pool by length (longest first) before cutting it into batches, and
+    takes all the pass's batches in a seeded order. ``pool=1`` gives `step_rows`' batches in another order."""
+    lengths = np.asarray(lengths)
+    n = len(lengths)
+    epoch, pos = step_position(n, batch_size, step)
+    rng = generator(seed, epoch)
+    order = rng.permutation(n)[: (n // batch_size) * batch_size]
+    size = max(1, pool) * batch_size
+    batches = []
+    for start in range(0, len(order), size):
+        chunk = order[start : start + size]
+        chunk = chunk[np.argsort(-lengths[chunk], kind="stable")]
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    return batches[rng.permutation(len(batches))[pos]]
+
+
 def group_batches(groups, batch_size: int) -> list[int]:
     """The batches a pass takes from each of `groups` (`grouped_step_rows`): its full batches, or one short
     batch for a group smaller than `batch_size` (none for an empty one), so that no group goes untrained."""
