@@ -14,13 +14,11 @@ OUT/bench_reader_train.json and OUT/bench_reader_train.md.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import time
 from pathlib import Path
 
-import torch
+from bench_quantize import machine_info, write_report
 
 from drkit.reader.examples import OrderConfig, epoch_examples
 from drkit.reader.model import Reader, ReaderConfig
@@ -69,11 +67,7 @@ def main() -> None:
              "padding_share": round(1 - pieces[name][0] / pieces[name][1], 3),
              "pass_minutes_estimate": round(statistics.mean(s) * per_pass / 60, 1)} for name, s in seconds.items()]
     found = {"run": str(args.run), "examples_a_pass": len(features), "steps_a_pass": per_pass,
-             "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-                         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()},
-             "rows": rows}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench_reader_train.json").write_text(json.dumps(found, indent=2) + "\n")
+             "machine": machine_info(), "rows": rows}
     lines = [f"# The reader's training step: batches as drawn against sorted by length ({args.run}, first pass)", "",
              f"Machine: {found['machine']}. {args.steps} steps each, taking turns; forward and backward only; "
              f"{len(features)} examples, {per_pass} steps a pass.", "",
@@ -81,7 +75,7 @@ def main() -> None:
              "| a pass, estimated (min) |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['batching']} | {r['median_s']} | {r['mean_s']} | {r['pieces_read_per_step']} "
               f"| {r['pieces_padded_per_step']} | {r['padding_share']} | {r['pass_minutes_estimate']} |" for r in rows]
-    (args.out / "bench_reader_train.md").write_text("\n".join(lines) + "\n")
+    write_report(args.out, "bench_reader_train", found, lines)
 
 
 if __name__ == "__main__":

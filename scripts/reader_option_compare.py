@@ -1,6 +1,7 @@
 """A reading option off and on, side by side: each fold's reader (RUN/train-reader of a ``drkit reproduce-2wiki``
 run) reads the gold passages and drkit's top 5 of the fold's dev questions (``drkit answer``'s other defaults) with
-the option (``--option``: ``skip_bridges``, settings "own" / "skip", or ``decompose``, "off" / "on") off and on;
+the option (``--option``: ``skip_bridges``, settings "own" / "skip", ``decompose``, "off" / "on", or ``reader_quantize``,
+"none" / "int8", timed as ``drkit answer`` times the reader) off and on;
 EM/F1 overall and by type, pooled over the runs given (each question read by the reader that did not train on it),
 with 95% bootstrap intervals and the paired sign-flip test of on against off. Writes OUT/<fold>/<row>-<setting>/
 (predictions.jsonl, metrics.json) and OUT/<option>.json, OUT/<option>.md.
@@ -33,14 +34,17 @@ from drkit.reader.model import Reader
 from drkit.util.hardware import configure_threads
 
 ROWS = ("gold", "drkit")
-OPTIONS = {"skip_bridges": ("own", "skip"), "decompose": ("off", "on")}  # option -> names of its settings off, on
+OPTIONS = {"skip_bridges": ("own", "skip"), "decompose": ("off", "on"),  # option -> names of its settings off, on
+           "reader_quantize": ("none", "int8")}
+VALUES = {"reader_quantize": ("none", "int8")}  # an option whose settings are not False / True
+TIMED = ("reader_quantize",)  # options read with the reader's ms a question at batch 1 (drkit answer's sample of 50)
 TYPES = ("comparison", "bridge_comparison", "compositional", "inference")
 
 
 def settings(option: str):
     """Each setting of the option, off then on: its name and `drkit answer`'s defaults with it."""
-    for on, name in zip((False, True), OPTIONS[option]):
-        yield name, dataclasses.replace(AnswerConfig(qps_sample=0), **{option: on})
+    for value, name in zip(VALUES.get(option, (False, True)), OPTIONS[option]):
+        yield name, dataclasses.replace(AnswerConfig(qps_sample=50 if option in TIMED else 0), **{option: value})
 
 
 def read_fold(reader, run: Path, corpus: dict, out: Path, option: str) -> dict:
@@ -111,6 +115,14 @@ def write_report(folds: dict, runs: list[Path], out: Path, option: str) -> None:
                              f"{b['em_ci95'][1]:.3f}] | {b['f1']:.3f} | "
                              + " | ".join(f"{b['em_by_type'].get(x, float('nan')):.3f}" for x in TYPES)
                              + (f" | {t['answers_changed']} | {t['em_paired_test']['p']:.4f} |" if setting == OPTIONS[option][1] else " | | |"))
+    if option in TIMED:  # each fold's reader_ms_per_question_batch1 / reader_ms_per_read_batch1, as drkit answer times them
+        lines += ["", "| fold | row | setting | ms a question, batch 1 | ms a question read |", "|---|---|---|---|---|"]
+        for run in runs:
+            for row in ROWS:
+                for setting in OPTIONS[option]:
+                    m = json.loads((out / run.name / f"{row}-{setting}" / "metrics.json").read_text())
+                    lines.append(f"| {run.name} | {row} | {setting} | {m.get('reader_ms_per_question_batch1')} "
+                                 f"| {m.get('reader_ms_per_read_batch1')} |")
     (out / f"{option}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -357,6 +357,14 @@ def test_answer_cli_and_the_front_door_agree(mixing_run, reader_run, tmp_path, c
         source = passage.title if result.reading.in_title else passage.text
         assert source[result.reading.start : result.reading.end] == result.reading.text
     assert json.loads(json.dumps(result.to_dict()))["reading"]["text"] == result.reading.text
+    # int8 reading: the kit reads with a quantised copy; the reader it was given stays fp32
+    loaded = Reader.load(reader_run)
+    from drkit.qa.pipeline import LoadConfig
+
+    int8 = DrKIT.load(d / "index1", d / "run", config=LoadConfig(precision="fp32"), reader=loaded,
+                      reading=ReadConfig(passages=3, reader_quantize="int8"))  # int8 reads in fp32
+    assert int8.reader.quantize == "int8" and loaded.quantize == "none"
+    assert int8.answer(questions[0]["question"], passages=2).reading is not None
 
 
 def test_the_front_door_reads_as_its_read_config_says_as_the_cli_does(mixing_run, reader_run, tmp_path):  # noqa: F811
@@ -623,6 +631,35 @@ def test_a_reader_run_made_before_bucketing_reads_as_batched_as_drawn():
     assert as_saved(ReaderTrainConfig, section).bucket == 0
     with pytest.raises(ConfigError, match="bucket"):
         ReaderTrainConfig(bucket=-1)
+
+
+def test_an_int8_reader_is_a_quantised_copy_that_reads_as_the_fp32_one_nearly(reader_run, tmp_path):
+    from drkit.errors import ConfigError
+    from drkit.qa.answer import AnswerConfig, read_and_score
+
+    reader = Reader.load(reader_run)
+    int8 = reader.quantized()
+    assert int8 is not reader and int8.quantize == "int8" and reader.quantize == "none"
+    assert type(reader.transformer.encoder.layer[0].intermediate.dense) is torch.nn.Linear  # the original stays fp32
+    assert type(int8.transformer.encoder.layer[0].intermediate.dense) is not torch.nn.Linear
+    assert int8.quantized() is int8
+    e = example()
+    f = reader.featurize(e)
+    with torch.no_grad():
+        a, b = reader(**reader.batch([f])), int8(**int8.batch([f]))
+    for key in ("type", "support"):
+        assert torch.nn.functional.cosine_similarity(a[key].flatten(), b[key].flatten(), dim=0) > 0.99
+    assert int8.read([e])[0].answer_type in ("span", "yes", "no")
+    with pytest.raises(ConfigError, match="fp32"):
+        reader.quantized("bf16")
+    with pytest.raises(ConfigError, match="reader_quantize"):
+        ReadConfig(reader_quantize="int4")
+    # drkit answer's reading: the reader read as int8 (in fp32), the reader given left as it is
+    records = [{"id": "q", "question": e.question, "answers": ["Walter Lang"]}]
+    metrics = read_and_score(reader, records, [e.passages], tmp_path / "a", AnswerConfig(reader_quantize="int8"),
+                             log=lambda *a: None)
+    assert metrics["reader"]["quantize"] == "int8" and metrics["reader"]["compute"].startswith("fp32")
+    assert reader.quantize == "none"
 
 def test_the_commands_reading_settings_are_their_readconfig():
     from drkit.qa.answer import AnswerConfig

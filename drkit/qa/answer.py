@@ -57,6 +57,7 @@ class AnswerConfig:
     compare: bool = read_field("compare")
     skip_bridges: bool = read_field("skip_bridges")
     decompose: bool = read_field("decompose")
+    reader_quantize: str = read_field("reader_quantize")
 
     def __post_init__(self):
         if self.passages < 1 or self.batch_size < 1 or self.qps_sample < 0:
@@ -93,8 +94,12 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    compute = choose(config.precision, "cpu" if reader.device.type == "cpu" else "auto")
+    int8 = config.reader_quantize == "int8"  # int8 reads in fp32: `auto` does not choose bf16 for it
+    compute = choose("fp32" if int8 and config.precision == "auto" else config.precision,
+                     "cpu" if reader.device.type == "cpu" else "auto")
     read_config = config.reading()
+    if int8:
+        reader = reader.quantized(compute.precision)
     examples = [ReaderExample(r["id"], r["question"], tuple(p[: config.passages])) for r, p in zip(records, passages)]
     readable = [e for e in examples if e.passages]  # a question with no passage is answered with nothing, not read
     found: list = []
@@ -139,7 +144,8 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
             metrics["reader_ms_per_read_batch1"] = round(1000 * (time.perf_counter() - t) / len(unsettled), 1)
         elif unsettled:
             metrics["reader_ms_per_read_batch1"] = metrics["reader_ms_per_question_batch1"]
-    metrics["reader"] = {"compute": compute.describe(), **{k: reader.manifest.get(k) for k in ("format", "created")}}
+    metrics["reader"] = {"compute": compute.describe(), "quantize": reader.quantize,
+                         **{k: reader.manifest.get(k) for k in ("format", "created")}}
     metrics.update(timing or {})
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     if "em" in metrics:

@@ -78,6 +78,8 @@ class DrKIT:
         # the reader reads where the model answers (`_read` hands it the virtual KB's compute)
         # (a reader already there is left as it is: an index reload shares it with the kit still serving)
         self.reader = reader if reader is None or reader.device == vkb.compute.device else reader.to(vkb.compute.device)
+        if self.reader is not None and reading.reader_quantize == "int8":  # a copy: a reader shared stays fp32
+            self.reader = self.reader.quantized(vkb.compute.precision)
         self.reading = reading
         if retriever is not None:
             self.kind, self.model = HOP_MIXING, retriever.model.eval()

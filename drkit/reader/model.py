@@ -123,6 +123,7 @@ class Reader(nn.Module):
             raise ConfigError(f"max_pieces {config.max_pieces} exceeds what the transformer takes ({limit})")
         self.manifest: dict = {}
         self.path: Path | None = None  # where it was loaded from
+        self.quantize = "none"  # "int8": its transformer's Linear layers quantised (`quantized`)
 
     # -- construction and persistence -------------------------------------------------------
     @classmethod
@@ -150,6 +151,21 @@ class Reader(nn.Module):
             self.tokenizer.save_pretrained(str(w.path("tokenizer")))
             w.manifest.update(config=asdict(self.config), parameters=sum(p.numel() for p in self.parameters()),
                               **(extra_manifest or {}))
+
+    def quantized(self, compute_precision: str = "fp32") -> "Reader":
+        """This reader with its transformer's Linear layers as int8 dynamic quantisation (on the CPU, reading in fp32:
+        `compute_precision` is the resolved precision; `drkit.reason.quantize.quantize_transformer`): a copy, so the
+        fp32 reader stays as it is, or the reader itself when it is already int8."""
+        import copy
+
+        from drkit.reason.quantize import quantize_transformer
+
+        if self.quantize == "int8":
+            return self
+        reader = copy.deepcopy(self)
+        quantize_transformer(reader, compute_precision)
+        reader.quantize = "int8"
+        return reader
 
     @classmethod
     def loaded(cls, reader: "str | Path | Reader") -> "Reader":
