@@ -621,7 +621,7 @@ def test_a_reader_run_made_before_layers_existed_resumes_as_all_layers(reader_ru
 
 
 
-def test_a_reader_run_made_before_bucketing_reads_as_batched_as_drawn():
+def test_a_reader_run_made_before_bucketing_reads_as_batched_as_drawn(tmp_path):
     from drkit.errors import ConfigError
     from drkit.reader.train import ReaderTrainConfig
     from drkit.util.runs import as_saved
@@ -631,6 +631,14 @@ def test_a_reader_run_made_before_bucketing_reads_as_batched_as_drawn():
     assert as_saved(ReaderTrainConfig, section).bucket == 0
     with pytest.raises(ConfigError, match="bucket"):
         ReaderTrainConfig(bucket=-1)
+    # reproduce-2wiki keeps the batching of a reader run already there (one made before the setting: as drawn)
+    from drkit.experiments.twowiki_reader import reader_train_config
+
+    assert reader_train_config(tmp_path / "none", 3) == ReaderTrainConfig(epochs=3)
+    (tmp_path / "run.json").write_text(json.dumps({"train": section}))
+    assert reader_train_config(tmp_path, 2) == ReaderTrainConfig(epochs=2, bucket=0)
+    (tmp_path / "run.json").write_text(json.dumps({"train": {**section, "bucket": 16}}))
+    assert reader_train_config(tmp_path, 2).bucket == 16
 
 
 def test_an_int8_reader_is_a_quantised_copy_that_reads_as_the_fp32_one_nearly(reader_run, tmp_path):

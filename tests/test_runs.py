@@ -99,6 +99,9 @@ def test_bucketed_step_rows_take_step_rows_rows_and_sort_each_pool_by_length():
     assert np.array_equal(bucketed_step_rows(lengths, bs, 5, seed=1, pool=pool), got[5])
     following = [bucketed_step_rows(lengths, bs, s, seed=1, pool=pool) for s in range(per_pass, 2 * per_pass)]
     assert not all(np.array_equal(a, b) for a, b in zip(got, following))
+    # fewer rows than a batch: all of them, one short batch a pass, as step_rows gives
+    assert sorted(bucketed_step_rows([3, 1, 2], 8, 0, seed=0, pool=16).tolist()) == sorted(step_rows(3, 8, 0, seed=0).tolist())
+    assert sorted(bucketed_step_rows([3, 1, 2], 8, 1, seed=0, pool=16).tolist()) == [0, 1, 2]
 
 # -- optimiser, schedule and checkpoints: one helper for pretraining and training -------------------------
 

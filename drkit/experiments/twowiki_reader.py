@@ -38,16 +38,30 @@ ROW_NAMES = {"gold": "reader on the gold passages (upper bound)", "drkit": "**dr
              "bm25": "BM25 top N + reader", "entity": "drkit's entity answer alone (last hop)"}
 
 
+def reader_train_config(run: Path, epochs: int):
+    """The reader training settings of `reproduce-2wiki` for the reader run `run`: its defaults with `epochs`, and the
+    batching of the run already there (a run made before sorted batches keeps, and resumes with, its batches as
+    drawn)."""
+    from drkit.reader.train import ReaderTrainConfig
+
+    config = ReaderTrainConfig(epochs=epochs)
+    saved = run / "run.json"
+    if saved.exists():
+        train = json.loads(saved.read_text()).get("train", {})
+        config = dataclasses.replace(config, bucket=train.get("bucket", ReaderTrainConfig.ABSENT_MEANT["bucket"]))
+    return config
+
+
 def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, config, timings, log) -> dict:
     """Train the reader unless done, read each row (module docstring), return the rows' metrics."""
     from drkit.reader.examples import read_passages
     from drkit.reader.model import Reader
-    from drkit.reader.train import ReaderTrainConfig, train_reader
+    from drkit.reader.train import train_reader
 
     run = out / "train-reader"
+    train_config = reader_train_config(run, config.reader_epochs)
     call = lambda: train_reader(data / "corpus.jsonl", split / "train.jsonl", run, out / "kb-train.txt",  # noqa: E731
-                                config.reader_config(),
-                                config=ReaderTrainConfig(epochs=config.reader_epochs), log=log)
+                                config.reader_config(), config=train_config, log=log)
     call() if (run / "done.json").exists() else timings.run("train-reader", call, log)
     reader = Reader.load(run / "reader")
     found = {"training": json.loads((run / "done.json").read_text()),

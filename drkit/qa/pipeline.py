@@ -77,9 +77,12 @@ class DrKIT:
         self.vkb = vkb
         # the reader reads where the model answers (`_read` hands it the virtual KB's compute)
         # (a reader already there is left as it is: an index reload shares it with the kit still serving)
+        if reader is not None and reading.reader_quantize == "int8":  # a copy: a reader shared stays fp32
+            if vkb.compute.device.type != "cpu":
+                raise ConfigError(f"--reader-quantize int8 reads on the CPU; the model answers on "
+                                  f"{vkb.compute.device.type} (pass --device cpu)")
+            reader = reader.quantized(vkb.compute.precision)
         self.reader = reader if reader is None or reader.device == vkb.compute.device else reader.to(vkb.compute.device)
-        if self.reader is not None and reading.reader_quantize == "int8":  # a copy: a reader shared stays fp32
-            self.reader = self.reader.quantized(vkb.compute.precision)
         self.reading = reading
         if retriever is not None:
             self.kind, self.model = HOP_MIXING, retriever.model.eval()

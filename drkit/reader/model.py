@@ -160,6 +160,9 @@ class Reader(nn.Module):
 
         from drkit.reason.quantize import quantize_transformer
 
+        if compute_precision != "fp32" or self.device.type != "cpu":
+            raise ConfigError(f"--reader-quantize int8 reads on the CPU in fp32; here the reader computes in "
+                              f"{compute_precision} on {self.device.type} (pass --precision fp32 and --device cpu)")
         if self.quantize == "int8":
             return self
         reader = copy.deepcopy(self)

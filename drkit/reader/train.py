@@ -54,8 +54,9 @@ class ReaderTrainConfig:
     bucket: int = field(default=16, metadata={
         "help": "batches sorted by length together: each pass takes its drawn examples in pools of this many "
                 "batches and sorts each pool by word pieces before cutting it into batches, so a batch pads little "
-                "(same examples, same steps; 0: batches as drawn, padded to their longest; with --own-page the two groups "
-                "are batched apart instead)"})
+                "(same examples, same steps; 0: batches as drawn, padded to their longest, as runs made before this "
+                "setting were trained: resume one with --bucket 0; with --own-page the two groups are batched apart "
+                "instead)"})
     seed: int = field(default=0, metadata={"help": "seed of the heads, the passage draws and the batches"})
     checkpoint_every: int = field(default=50, metadata={"help": "steps between checkpoints"})
     log_every: int = field(default=10, metadata={"help": "steps between lines of train_log.jsonl"})

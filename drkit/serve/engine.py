@@ -387,6 +387,7 @@ class Engine:
             manifests["reader"] = {"path": str(reader.path), **{k: v for k, v in reader.manifest.items()
                                                                   if k not in ("files", "settings")},
                                    "weights_sha256": self._weights_sha256(reader.path),
+                                   "quantize": kit.reader.quantize,  # int8: drkit serve --reader-quantize int8
                                    "compare": kit.reading.compare,  # the comparison rules on (drkit serve --no-compare: off)
                                    "skip_bridges": kit.reading.skip_bridges,  # drkit serve --skip-bridges
                                    "decompose": kit.reading.decompose and Decomposer.shared() is not None}  # no spaCy: off

@@ -38,12 +38,13 @@ def bucketed_step_rows(lengths, batch_size: int, step: int, seed: int, pool: int
     """The rows of a training step over rows of different `lengths` (this pass's), batched so that a batch pads
     little: the pass draws the rows `step_rows` draws (the same permutation, the same rows left over), takes them
     in pools of `pool` batches, sorts each pool by length (longest first) before cutting it into batches, and
-    takes all the pass's batches in a seeded order. ``pool=1`` gives `step_rows`' batches in another order."""
+    takes all the pass's batches in a seeded order (fewer rows than a batch: all of them, as `step_rows` gives).
+    ``pool=1`` gives `step_rows`' batches in another order."""
     lengths = np.asarray(lengths)
     n = len(lengths)
     epoch, pos = step_position(n, batch_size, step)
     rng = generator(seed, epoch)
-    order = rng.permutation(n)[: (n // batch_size) * batch_size]
+    order = rng.permutation(n)[: max(1, n // batch_size) * batch_size]  # fewer rows than a batch: one short batch
     size = max(1, pool) * batch_size
     batches = []
     for start in range(0, len(order), size):
