@@ -25,7 +25,6 @@ A reader is saved as a directory (format ``drkit.reader``): ``model.safetensors`
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -38,7 +37,6 @@ from torch.nn import functional as F
 from drkit.data.tokenizer import DEFAULT_ENCODER, encoder_path
 from drkit.dense.layers import hidden_states
 from drkit.errors import ConfigError
-from drkit.reader.decode import decode
 from drkit.reader.examples import ANSWER_TYPES, SPAN, ReaderExample
 from drkit.reader.reading import TITLE, ReadConfig, Reading
 from drkit.reader.text import find_all, split_sentences
@@ -339,51 +337,12 @@ class Reader(nn.Module):
         date question or a same-country question that the dates or countries in its passages settle gets that
         answer and the sentences it was read from, and the transformer does not run for it
         (`drkit.reader.compare.settled`); with ``config.decompose``, a two-hop question is read as two one-hop
-        questions (`drkit.reader.decompose`); the others are read whole, in batches of `batch_size`."""
-        from drkit.reader.compare import settled, settled_reading
-        from drkit.reader.decompose import Decomposer, read_in_two_steps
+        questions (`drkit.reader.decompose`); the others are read whole, in batches of `batch_size`
+        (`drkit.reader.routing`)."""
+        from drkit.reader.routing import read_examples
 
         self.eval()
-        out: list[Reading | None] = [None] * len(examples)
-        todo = []
-        for i, e in enumerate(examples):
-            found = settled(e) if config.compare else None
-            if found is None:
-                todo.append(i)
-            else:
-                out[i] = settled_reading(e, found)
-        decomposer = Decomposer.shared() if config.decompose and todo else None
-        plans = {i: plan for i in (todo if decomposer is not None else ())
-                 if (plan := decomposer(examples[i].question, [p.title for p in examples[i].passages])) is not None}
-        whole = [i for i in todo if i not in plans]
-
-        def read_whole(chosen: Sequence[ReaderExample], hop: bool = False) -> list[Reading]:
-            # a hop's question never skips the bridges' titles: the inner hop's answer is one
-            hop_config = dataclasses.replace(config, skip_bridges=False) if hop else config
-            return self._read_whole(chosen, batch_size, compute, hop_config)
-
-        two = list(plans)
-        for i, reading in [*zip(whole, read_whole([examples[i] for i in whole])),
-                           *zip(two, read_in_two_steps(lambda chosen: read_whole(chosen, hop=True),
-                                                       [examples[i] for i in two], [plans[i] for i in two], read_whole))]:
-            out[i] = reading
-        return out
-
-    def _read_whole(self, examples: Sequence[ReaderExample], batch_size: int, compute, config: ReadConfig) -> list[Reading]:
-        """Each example read by the transformer, in batches of `batch_size`."""
-        import contextlib
-
-        out = []
-        for i in range(0, len(examples), batch_size):
-            chunk = examples[i : i + batch_size]
-            features = [self.featurize(e, max_pieces=config.max_pieces) for e in chunk]
-            with compute.autocast() if compute is not None else contextlib.nullcontext():
-                logits = self(**self.batch(features))
-            logits = {k: v.float().cpu() for k, v in logits.items()}
-            out += [decode(e, f, {k: v[r] for k, v in logits.items()}, config.support_threshold,
-                           self.config.max_answer_pieces, config.skip_bridges)
-                    for r, (e, f) in enumerate(zip(chunk, features))]
-        return out
+        return read_examples(self, examples, batch_size, compute, config)
 
 
 def _keep_layers(transformer: nn.Module, layers: int, base: str) -> None:

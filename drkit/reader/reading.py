@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from drkit.errors import ConfigError
+from drkit.reason.quantize import QUANTIZE
 
 TITLE = -1  # the sentence number of a passage's title
 SKIP_BRIDGES_HELP = ("a span answer is never the title of a passage read that the question does not name (in \"the "
@@ -42,11 +43,11 @@ class ReadConfig:
     compare: bool = field(default=True, metadata={"help": COMPARE_HELP})
     skip_bridges: bool = field(default=False, metadata={"help": SKIP_BRIDGES_HELP})
     decompose: bool = field(default=True, metadata={"help": DECOMPOSE_HELP})
-    reader_quantize: str = field(default="none", metadata={"help": READER_QUANTIZE_HELP, "choices": ("none", "int8")})
+    reader_quantize: str = field(default="none", metadata={"help": READER_QUANTIZE_HELP, "choices": QUANTIZE})
 
     def __post_init__(self):
-        if self.reader_quantize not in ("none", "int8"):
-            raise ConfigError(f"reader_quantize must be none or int8, got {self.reader_quantize!r}")
+        if self.reader_quantize not in QUANTIZE:
+            raise ConfigError(f"reader_quantize must be one of {', '.join(QUANTIZE)}, got {self.reader_quantize!r}")
         if self.passages < 1:
             raise ConfigError(f"passages must be at least 1, got {self.passages}")
         if not 0 < self.support_threshold < 1:

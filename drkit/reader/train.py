@@ -138,13 +138,13 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
         if epoch not in epoch_cache:
             examples = epoch_examples(sources, order, config.seed, epoch, alone)
             # bucketed: the pass's word pieces are needed to batch it, so it is featurized at once
-            epoch_cache = {epoch: (examples, [reader.featurize(e, labels=True) for e in examples] if bucketed else None)}
-        examples, featurized = epoch_cache[epoch]
+            featurized = [reader.featurize(e, labels=True) for e in examples] if bucketed else None
+            epoch_cache = {epoch: (examples, featurized, [len(f.ids) for f in featurized] if bucketed else None)}
+        examples, featurized, lengths = epoch_cache[epoch]
         if groups:
             rows = grouped_step_rows(groups, config.batch_size, step, config.seed)
         elif bucketed:
-            rows = bucketed_step_rows([len(f.ids) for f in featurized], config.batch_size, step, config.seed,
-                                      config.bucket)
+            rows = bucketed_step_rows(lengths, config.batch_size, step, config.seed, config.bucket)
         else:
             rows = step_rows(len(sources), config.batch_size, step, config.seed)
         batch = [examples[i] for i in rows]

@@ -39,19 +39,8 @@ def bucketed_step_rows(lengths, batch_size: int, step: int, seed: int, pool: int
     little: the pass draws the rows `step_rows` draws (the same permutation, the same rows left over), takes them
     in pools of `pool` batches, sorts each pool by length (longest first) before cutting it into batches, and
     takes all the pass's batches in a seeded order (fewer rows than a batch: all of them, as `step_rows` gives).
-    ``pool=1`` gives `step_rows`' batches in another order."""
-    lengths = np.asarray(lengths)
-    n = len(lengths)
-    epoch, pos = step_position(n, batch_size, step)
-    rng = generator(seed, epoch)
-    order = rng.permutation(n)[: max(1, n // batch_size) * batch_size]  # fewer rows than a batch: one short batch
-    size = max(1, pool) * batch_size
-    batches = []
-    for start in range(0, len(order), size):
-        chunk = order[start : start + size]
-        chunk = chunk[np.argsort(-lengths[chunk], kind="stable")]
-        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
-    return batches[rng.permutation(len(batches))[pos]]
+    ``pool=1`` gives `step_rows`' batches in another order. `grouped_step_rows` with one group of every row."""
+    return grouped_step_rows([np.arange(len(lengths))], batch_size, step, seed, lengths, pool)
 
 
 def group_batches(groups, batch_size: int) -> list[int]:
@@ -60,18 +49,24 @@ def group_batches(groups, batch_size: int) -> list[int]:
     return [max(1, len(g) // batch_size) if len(g) else 0 for g in groups]
 
 
-def grouped_step_rows(groups, batch_size: int, step: int, seed: int) -> np.ndarray:
+def grouped_step_rows(groups, batch_size: int, step: int, seed: int, lengths=None, pool: int = 1) -> np.ndarray:
     """The rows of a training step when the rows come in `groups` (arrays of row numbers) batched apart, so
-    that a batch is padded only to its own group's lengths: each pass permutes each group, slices it into
-    `group_batches` batches (the rows left over skipped in that pass) and takes the batches of all groups in a
-    seeded order."""
+    that a batch is padded only to its own group's lengths: each pass permutes each group, keeps its
+    `group_batches` batches' worth of rows (the rows left over skipped in that pass), with `lengths` (every row's)
+    sorts them by length in pools of `pool` batches (longest first), slices them into batches and takes the
+    batches of all groups in a seeded order."""
     counts = group_batches(groups, batch_size)
     if not sum(counts):
         raise ValueError("grouped_step_rows: every group is empty")
     epoch, pos = divmod(step, sum(counts))
     rng = generator(seed, epoch)
+    lengths = None if lengths is None else np.asarray(lengths)
+    size = max(1, pool) * batch_size
     batches = []
     for g, k in zip(groups, counts):
-        rows = np.asarray(g)[rng.permutation(len(g))]
+        rows = np.asarray(g)[rng.permutation(len(g))][: k * batch_size]
+        if lengths is not None:
+            rows = np.concatenate([chunk[np.argsort(-lengths[chunk], kind="stable")]
+                                   for chunk in (rows[i : i + size] for i in range(0, len(rows), size))])
         batches += [rows[i * batch_size : (i + 1) * batch_size] for i in range(k)]
     return batches[rng.permutation(len(batches))[pos]]
