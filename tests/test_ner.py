@@ -9,7 +9,16 @@ import pytest
 from drkit.data.kb import EntityTable
 from drkit.errors import ConfigError
 from drkit.index.linking import EntityLinker
-from drkit.index.ner import clean_name, date_forms, dates_in, load_pipeline, ner_entities, normal_date
+from drkit.index.ner import (
+    TEXTS_PER_PROCESS,
+    clean_name,
+    date_forms,
+    dates_in,
+    load_pipeline,
+    ner_entities,
+    ner_processes,
+    normal_date,
+)
 
 TEXTS = [
     "Corey Snide( born December 19, 1993) is an American actor. He studied first at the Colonie Central High School.",
@@ -24,7 +33,7 @@ class FakeNlp:
     def __init__(self, spans: dict[int, list[tuple[str, str]]]):
         self.spans = spans
 
-    def pipe(self, texts, batch_size=1):
+    def pipe(self, texts, batch_size=1, n_process=1):
         for i, text in enumerate(texts):
             yield SimpleNamespace(text=text, ents=[SimpleNamespace(text=t, label_=label, start_char=text.index(t),
                                                                    end_char=text.index(t) + len(t))
@@ -133,6 +142,32 @@ def test_real_recogniser_finds_people_places_and_dates():
     found = ner_entities(["Frank William George Lloyd( 2 February 1886 – 10 August 1960) was a British- born "
                           "American film director."], nlp)
     assert {"2 February 1886", "10 August 1960", "Frank William George Lloyd"} <= set(found.names), found.names
+
+
+def test_processes_find_what_one_finds(monkeypatch):
+    """Texts read by two recogniser processes (spaCy's n_process) give the names, dates, forms, labels and kinds that
+    one process gives, in the same order."""
+    nlp = _real_pipeline()
+    texts = TEXTS * 3 + ["Barack Obama was born on August 4, 1961, in Honolulu, Hawaii.",
+                         "Frank William George Lloyd( 2 February 1886 – 10 August 1960) was a British- born director."]
+    told = []
+    one = ner_entities(texts, nlp, batch_size=2, processes=1)
+    two = ner_entities(texts, nlp, batch_size=2, processes=2, log=told.append)
+    assert told == [f"recognising entities in {len(texts)} texts with 2 process(es)"]
+    assert len(one.names) > 10 and "Barack Obama" in one.names
+    assert (two.names, two.aliases, two.labels, two.kinds) == (one.names, one.aliases, one.labels, one.kinds)
+
+
+def test_how_many_recogniser_processes(monkeypatch):
+    import drkit.util.hardware as hardware
+
+    monkeypatch.setattr(hardware, "available_cpus", lambda: 4)
+    assert ner_processes(10) == 1  # too few texts to be worth another process
+    assert ner_processes(2 * TEXTS_PER_PROCESS) == 2
+    assert ner_processes(100 * TEXTS_PER_PROCESS) == 4  # no more than the CPUs
+    assert ner_processes(10, processes=3) == 3  # as asked
+    with pytest.raises(ConfigError, match="processes must be >= 0"):
+        ner_processes(10, processes=-1)
 
 
 def test_the_release_own_example():

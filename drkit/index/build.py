@@ -143,7 +143,7 @@ def build_index(
                 log(f"found {len(found):,} names and dates in the text")
                 names += found
             elif str(spec) == "ner":  # names and dates a trained recogniser finds in the text (drkit.index.ner)
-                recognised = ner_entities(texts, nlp)
+                recognised = ner_entities(texts, nlp, log=log)
                 log(recognised.summary())
                 names += recognised.names
                 aliases, kinds = recognised.aliases, recognised.kinds

@@ -40,6 +40,7 @@ _EDGE = "\"'“”‘’.,;:!?()[]{}-–—*/\\ "
 _LEADING = frozenset({"the", "a", "an"})
 _TRAILING = frozenset({"the", "a", "an", "and", "or", "of", "in", "at", "for", "to"})
 _POSSESSIVE = re.compile(r"['’]s?$")
+TEXTS_PER_PROCESS = 500  # the fewest texts worth another recogniser process
 
 
 @dataclass
@@ -130,14 +131,36 @@ def clean_name(span: str) -> str | None:
     return name
 
 
-def ner_entities(texts: Sequence[str], nlp=None, batch_size: int = 128) -> NerEntities:
-    """The names and dates the recogniser finds in `texts` (module docstring)."""
+def ner_processes(texts: int, processes: int = 0) -> int:
+    """How many processes recognise `texts` texts: `processes` when given (> 0), else one per available CPU,
+    with at least `TEXTS_PER_PROCESS` texts each (a process costs about a second to start and load the
+    pipeline)."""
+    if processes < 0:
+        raise ConfigError(f"processes must be >= 0 (0: one per available CPU), got {processes}")
+    if processes:
+        return processes
+    from drkit.util.hardware import available_cpus
+
+    return max(1, min(available_cpus(), texts // TEXTS_PER_PROCESS))
+
+
+def ner_entities(texts: Sequence[str], nlp=None, batch_size: int = 128, processes: int = 0,
+                 log=None) -> NerEntities:
+    """The names and dates the recogniser finds in `texts` (module docstring). The texts are read by
+    `ner_processes(len(texts), processes)` processes (spaCy's ``n_process``; the recogniser is the
+    pipeline's, the same in each: the spans found do not depend on how many, `tests/test_ner.py`); `log`
+    is told how many."""
     nlp = nlp if nlp is not None else load_pipeline()
+    texts = list(texts)
+    n_process = ner_processes(len(texts), processes)
+    if log is not None:
+        log(f"recognising entities in {len(texts):,} texts with {n_process} process(es)")
     upper, lower = word_case_counts(texts)
     out = NerEntities()
     dates: dict[str, Counter] = {}  # normal form -> how often each form of it was labelled
     labels: dict[str, Counter] = {}  # name -> how often it was given each label
-    for doc in progress(nlp.pipe(texts, batch_size=batch_size), total=len(texts), desc="recognising entities"):
+    docs = nlp.pipe(texts, batch_size=batch_size, n_process=n_process)
+    for doc in progress(docs, total=len(texts), desc="recognising entities"):
         for ent in doc.ents:
             out.labels[ent.label_] += 1
             if ent.label_ == DATE_LABEL:

@@ -175,7 +175,7 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
             warnings.add("recogniser_differs", f"the index was built with the recogniser {built}, the added articles "
                                                f"are read by {inputs['recogniser']}: names and dates may be found in "
                                                f"them otherwise than in the rest")
-        recognised = ner_entities([a.text for a in articles], nlp)
+        recognised = ner_entities([a.text for a in articles], nlp, log=log)
         candidates += recognised.names
         aliases, kinds_of = recognised.aliases, recognised.kinds
     fresh = EntityTable.from_names(candidates).with_aliases(aliases).with_kinds(kinds_of)
