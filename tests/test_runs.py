@@ -241,3 +241,20 @@ def test_a_run_resumes_and_a_result_stands_on_another_device(tmp_path):
     write_json(tmp_path / "metrics.json", {"hits": 1, "made_with": {"retrieve": {"device": "auto", "top": 20}}})
     assert not made_again(tmp_path / "metrics.json", {"retrieve": {"top": 20}}, log=lambda *a: None)
     assert made_again(tmp_path / "metrics.json", {"retrieve": {"top": 5}}, log=lambda *a: None)
+
+
+def test_a_step_made_again_records_its_own_time_and_a_resumed_one_adds(tmp_path, monkeypatch):
+    """timings.json: a step made whole again (its output removed, or its inputs changed) replaces the seconds
+    recorded; a step that continues an interrupted run from its own folder adds to them."""
+    import drkit.experiments.steps as steps
+
+    clock = iter([0.0, 5.0, 10.0, 12.0, 20.0, 23.0, 30.0, 37.0])
+    monkeypatch.setattr(steps.time, "perf_counter", lambda: next(clock))
+    timings = steps.Timings(tmp_path / "timings.json")
+    timings.run("read", lambda: None, log=lambda *a: None)  # 5 s
+    timings.run("read", lambda: None, log=lambda *a: None)  # made again: 2 s, not 7
+    assert json.loads((tmp_path / "timings.json").read_text()) == {"read": 2.0}
+    run = tmp_path / "train"
+    timings.run("train", lambda: run.mkdir(), log=lambda *a: None, resumes=run)  # a first, interrupted run: 3 s
+    timings.run("train", lambda: None, log=lambda *a: None, resumes=run)  # continued from its folder: 3 + 7 s
+    assert steps.Timings(tmp_path / "timings.json").data == {"read": 2.0, "train": 10.0}

@@ -155,9 +155,10 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
     out.mkdir(parents=True, exist_ok=True)
     timings = Timings(out / "timings.json")
 
-    def step(name: str, done: bool, fn):
-        """Run `fn`: timed, or only to check its settings and find it done when its output exists."""
-        return fn() if done else timings.run(name, fn, log)
+    def step(name: str, done: bool, fn, resumes: Path):
+        """Run `fn`: timed (the time of an interrupted run in `resumes` kept), or only to check its settings and
+        find it done when its output exists."""
+        return fn() if done else timings.run(name, fn, log, resumes=resumes)
 
     def embed(encoder_run: Path, mentions: Path, name: str) -> None:
         """The mention index of `encoder_run`, embedded again if the one in `mentions` is of another encoder or index."""
@@ -173,7 +174,8 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
         timings.run("index", lambda: build_index(data / "wiki.txt", out / "index", kb=data / "kb.txt", overwrite=True,
                                                  log=log), log)
     step("pretrain", (out / "pretrain" / "encoder" / "manifest.json").exists(), lambda: pretrain(
-        out / "index", data / "kb.txt", out / "pretrain", PretrainConfig(steps=config.pretrain_steps), log=log))
+        out / "index", data / "kb.txt", out / "pretrain", PretrainConfig(steps=config.pretrain_steps), log=log),
+        out / "pretrain")
     embed(out / "pretrain", out / "mentions", "embed")
 
     def dev_file(h: int) -> Path:
@@ -188,7 +190,7 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
             out / "index", mentions, data / f"{h}-hop/vanilla/qa_train.txt", dev_file(h), run,
             model_config=ModelConfig(hops=h, **row.model), follow_config=FollowConfig(**{"min_weight": config.min_weight,
                                                                                          **row.follow}),
-            config=train_config, init=init, log=log))
+            config=train_config, init=init, log=log), run)
         ev = out / (f"eval-{tag}-{h}hop" if questions is None else f"eval-sample-{tag}-{h}hop")
         questions = questions or dev_file(h)
         qtypes = data / f"{h}-hop/qa_dev_qtype.txt"
@@ -235,7 +237,7 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
             mentions = out / "mentions"
             if name == "no_pretraining":
                 step("pretrain-untrained", (untrained / "encoder" / "manifest.json").exists(), lambda: pretrain(
-                    out / "index", data / "kb.txt", untrained, PretrainConfig(steps=0), log=log))
+                    out / "index", data / "kb.txt", untrained, PretrainConfig(steps=0), log=log), untrained)
                 mentions = out / "mentions-untrained"
                 embed(untrained, mentions, "embed-untrained")
             results["ablations"][name] = {"what": row.what, **{h: _summary(train_and_eval(

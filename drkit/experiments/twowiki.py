@@ -187,7 +187,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
         qa = train_file if name in ("qa", "kb_qa") else None
         if not (run / "encoder" / "manifest.json").exists():
             timings.run(f"pretrain-{name}", lambda: pretrain(out / "index", kb, run, PretrainConfig(
-                steps=config.pretrain_steps), log=log, qa=qa), log)
+                steps=config.pretrain_steps), log=log, qa=qa), log, resumes=run)
     mentions = {}
     for name, enc in encoders.items():
         mentions[name] = out / f"mentions-{name}"
@@ -211,7 +211,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
         done = (run / "done.json").exists()
         train_mixing_call = lambda: train_mixing(out / "index", mentions[row.encoder], train_file, dev_file, run,  # noqa: E731
                                                  mix_config, follow_config=follow_config, config=train_config, log=log)
-        train_mixing_call() if done else timings.run(f"train-{name}", train_mixing_call, log)
+        train_mixing_call() if done else timings.run(f"train-{name}", train_mixing_call, log, resumes=run)
         ev = out / f"retrieve-{name}"
         made_with = {**_model_checksums(run), "questions_sha256": file_checksum(dev_file)["sha256"],
                      "retrieve": dataclasses.asdict(retrieve_config)}
@@ -363,7 +363,7 @@ def _answers(out: Path, index, mentions: Path, split: Path, config: TwoWikiConfi
                       checkpoint_every=config.answer_steps)
     call = lambda: train(out / "index", mentions, out / "bracketed-train.txt", out / "bracketed-dev.txt", run,  # noqa: E731
                          model_config=ModelConfig(hops=2), config=cfg, log=log)
-    call() if (run / "done.json").exists() else timings.run("train-bracketed-2hop", call, log)
+    call() if (run / "done.json").exists() else timings.run("train-bracketed-2hop", call, log, resumes=run)
     ev = out / "eval-bracketed-2hop"
     made_with = {"weights_sha256": file_checksum(run / "model" / "model.safetensors")["sha256"],
                  "questions_sha256": file_checksum(out / "bracketed-dev.txt")["sha256"]}

@@ -62,7 +62,7 @@ def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, confi
     train_config = reader_train_config(run, config.reader_epochs)
     call = lambda: train_reader(data / "corpus.jsonl", split / "train.jsonl", run, out / "kb-train.txt",  # noqa: E731
                                 config.reader_config(), config=train_config, log=log)
-    call() if (run / "done.json").exists() else timings.run("train-reader", call, log)
+    call() if (run / "done.json").exists() else timings.run("train-reader", call, log, resumes=run)
     reader = Reader.load(run / "reader")
     found = {"training": json.loads((run / "done.json").read_text()),
              "rows": _rows(reader, read_passages(data / "corpus.jsonl"), split / "dev.jsonl", out, out, config,
