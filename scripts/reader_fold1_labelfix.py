@@ -16,7 +16,8 @@ new.mkdir(exist_ok=True)
 timings = Timings(new / "timings.json")
 log = print
 timings.run("train-reader", lambda: train_reader(data / "corpus.jsonl", out / "split" / "train.jsonl", new / "train-reader",
-                                                 out / "kb-train.txt", config=ReaderTrainConfig(epochs=2), log=log), log)
+                                                 out / "kb-train.txt", config=ReaderTrainConfig(epochs=2), log=log), log,
+            resumes=new / "train-reader")
 reader = Reader.load(new / "train-reader" / "reader")
 rows = _rows(reader, read_passages(data / "corpus.jsonl"), out / "split" / "dev.jsonl", out, new,
              SimpleNamespace(reader_passages=5), ("gold", "drkit", "bm25"), timings, "read", log)

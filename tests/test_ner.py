@@ -2,6 +2,9 @@
 checked by hand with a stand-in recogniser, then spaCy's real English pipeline on a few sentences."""
 
 import json
+import os
+import signal
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -144,7 +147,7 @@ def test_real_recogniser_finds_people_places_and_dates():
     assert {"2 February 1886", "10 August 1960", "Frank William George Lloyd"} <= set(found.names), found.names
 
 
-def test_processes_find_what_one_finds(monkeypatch):
+def test_processes_find_what_one_finds():
     """Texts read by two recogniser processes (spaCy's n_process) give the names, dates, forms, labels and kinds that
     one process gives, in the same order."""
     nlp = _real_pipeline()
@@ -156,6 +159,33 @@ def test_processes_find_what_one_finds(monkeypatch):
     assert told == [f"recognising entities in {len(texts)} texts with 2 process(es)"]
     assert len(one.names) > 10 and "Barack Obama" in one.names
     assert (two.names, two.aliases, two.labels, two.kinds) == (one.names, one.aliases, one.labels, one.kinds)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_recogniser_workers_die_with_their_parent(monkeypatch):
+    """A process forked while the recogniser runs (one of spaCy's workers) is killed when its parent dies, so a
+    killed `drkit add` leaves no worker holding its update lock; a process forked at another time is not."""
+    import ctypes
+
+    import drkit.index.ner as ner
+
+    def death_signal_of_a_child() -> int:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report PR_GET_PDEATHSIG and leave at once
+            got = ctypes.c_int(-1)
+            ctypes.CDLL("libc.so.6").prctl(2, ctypes.byref(got))
+            os.write(w, str(got.value).encode())
+            os._exit(0)
+        os.close(w)
+        os.waitpid(pid, 0)
+        with os.fdopen(r) as f:
+            return int(f.read())
+
+    monkeypatch.setattr(ner, "_recognising", True)
+    assert death_signal_of_a_child() == signal.SIGKILL
+    monkeypatch.setattr(ner, "_recognising", False)
+    assert death_signal_of_a_child() == 0
 
 
 def test_how_many_recogniser_processes(monkeypatch):

@@ -245,7 +245,8 @@ def test_a_run_resumes_and_a_result_stands_on_another_device(tmp_path):
 
 def test_a_step_made_again_records_its_own_time_and_a_resumed_one_adds(tmp_path, monkeypatch):
     """timings.json: a step made whole again (its output removed, or its inputs changed) replaces the seconds
-    recorded; a step that continues an interrupted run from its own folder adds to them."""
+    recorded; an interrupted step's seconds are recorded, and a step that continues it from its own folder adds
+    to them."""
     import drkit.experiments.steps as steps
 
     clock = iter([0.0, 5.0, 10.0, 12.0, 20.0, 23.0, 30.0, 37.0])
@@ -255,6 +256,13 @@ def test_a_step_made_again_records_its_own_time_and_a_resumed_one_adds(tmp_path,
     timings.run("read", lambda: None, log=lambda *a: None)  # made again: 2 s, not 7
     assert json.loads((tmp_path / "timings.json").read_text()) == {"read": 2.0}
     run = tmp_path / "train"
-    timings.run("train", lambda: run.mkdir(), log=lambda *a: None, resumes=run)  # a first, interrupted run: 3 s
+
+    def cut():
+        run.mkdir()
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        timings.run("train", cut, log=lambda *a: None, resumes=run)  # interrupted after 3 s: recorded
+    assert steps.Timings(tmp_path / "timings.json").data == {"read": 2.0, "train": 3.0}
     timings.run("train", lambda: None, log=lambda *a: None, resumes=run)  # continued from its folder: 3 + 7 s
     assert steps.Timings(tmp_path / "timings.json").data == {"read": 2.0, "train": 10.0}

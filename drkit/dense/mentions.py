@@ -37,6 +37,12 @@ FORMAT = "drkit.mention_index"
 FORMAT_VERSION = 1
 
 
+def partial_dir(out: str | Path) -> Path:
+    """Where `build_mention_index` keeps the vectors and progress of a build into `out` until it is done."""
+    out = Path(out)
+    return out.parent / f".{out.name}.partial"
+
+
 def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str | Path,
                         config: EmbedConfig = EmbedConfig(), overwrite: bool = False, log=print,
                         engine: str = "local", ray_address: str | None = None) -> "MentionIndex":
@@ -73,7 +79,7 @@ def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str
         from drkit.util.ray_engine import import_ray
 
         import_ray()  # before anything is written
-    work = out.parent / f".{out.name}.partial"
+    work = partial_dir(out)
     record = work / "progress.json"
     skip = _resumable_batches(work, record, identity, log) if engine == "local" else _fresh(work)
     warnings = WarningLog()

@@ -138,7 +138,7 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
 
     `config.ablation_rows` runs only those rows of `ABLATIONS` (and the DrKIT row they are compared with);
     each row's runs and evaluations are its own directories, found done when made with the same settings."""
-    from drkit.dense.mentions import MentionIndex, build_mention_index
+    from drkit.dense.mentions import MentionIndex, build_mention_index, partial_dir
     from drkit.dense.pretrain import PretrainConfig, pretrain
     from drkit.index.build import build_index
     from drkit.index.sparse import SparseIndex
@@ -168,7 +168,8 @@ def reproduce_metaqa(data: str | Path, out: str | Path, config: ReproduceConfig 
                 return
             except ArtifactError as exc:
                 log(f"{exc}; embedding again")
-        timings.run(name, lambda: build_mention_index(out / "index", encoder_run, mentions, overwrite=True, log=log), log)
+        timings.run(name, lambda: build_mention_index(out / "index", encoder_run, mentions, overwrite=True, log=log), log,
+                    resumes=partial_dir(mentions))
 
     if not (out / "index" / "manifest.json").exists():
         timings.run("index", lambda: build_index(data / "wiki.txt", out / "index", kb=data / "kb.txt", overwrite=True,

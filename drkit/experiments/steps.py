@@ -17,17 +17,20 @@ class Timings:
         self.data = json.loads(path.read_text()) if path.exists() else {}
 
     def run(self, name: str, fn, log, resumes: Path | None = None):
-        """Run step `name` (`fn`) and record its seconds. `resumes`: the folder of a step that continues from
-        its own checkpoints; when it exists before the call, an earlier, interrupted run's seconds are kept
-        and this call's added. Otherwise the step is made whole by this call, and its seconds replace any
-        recorded (a step made again, its output removed or its inputs changed, does not add the old run's)."""
+        """Run step `name` (`fn`) and record its seconds, also when it is interrupted (an exception, Ctrl-C).
+        `resumes`: where a step that continues an interrupted run keeps its progress (its run folder, or an
+        embedding's ``.OUT.partial``); when that exists before the call, the seconds recorded of the earlier,
+        interrupted run are kept and this call's added. Otherwise the step is made whole by this call, and its
+        seconds replace any recorded (a step made again, its output removed or its inputs changed, does not add
+        the old run's)."""
         t = time.perf_counter()
         before = self.data.get(name, 0.0) if resumes is not None and Path(resumes).exists() else 0.0
         log(f"== {name}")
-        result = fn()
-        self.data[name] = round(before + time.perf_counter() - t, 1)
-        self.path.write_text(json.dumps(self.data, indent=2) + "\n")
-        return result
+        try:
+            return fn()
+        finally:
+            self.data[name] = round(before + time.perf_counter() - t, 1)
+            self.path.write_text(json.dumps(self.data, indent=2) + "\n")
 
 
 def write_json(path: Path, obj) -> None:

@@ -147,7 +147,7 @@ class TwoWikiConfig:
 
 def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = TwoWikiConfig(), log=print) -> dict:
     """Run the experiment (module docstring) in `out`; return the results written to ``results.json``."""
-    from drkit.dense.mentions import MentionIndex, build_mention_index
+    from drkit.dense.mentions import MentionIndex, build_mention_index, partial_dir
     from drkit.dense.pretrain import PretrainConfig, pretrain
     from drkit.experiments.twowiki_data import split_questions, train_kb
     from drkit.index.sparse import SparseIndex
@@ -195,7 +195,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
             MentionIndex.load(mentions[name]).check_compatible(index, enc)
         else:
             timings.run(f"embed-{name}", lambda: build_mention_index(out / "index", enc, mentions[name], overwrite=True,
-                                                                     log=log), log)
+                                                                     log=log), log, resumes=partial_dir(mentions[name]))
 
     results: dict = {"data": str(data), "settings": _jsonable(dataclasses.asdict(config)),
                      "split": json.loads((split / "split.json").read_text())["counts"], "retrieval": {}, "rows": {}}
@@ -211,7 +211,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
         done = (run / "done.json").exists()
         train_mixing_call = lambda: train_mixing(out / "index", mentions[row.encoder], train_file, dev_file, run,  # noqa: E731
                                                  mix_config, follow_config=follow_config, config=train_config, log=log)
-        train_mixing_call() if done else timings.run(f"train-{name}", train_mixing_call, log, resumes=run)
+        train_mixing_call() if done else timings.run(f"train-{name}", train_mixing_call, log)  # starts again if cut
         ev = out / f"retrieve-{name}"
         made_with = {**_model_checksums(run), "questions_sha256": file_checksum(dev_file)["sha256"],
                      "retrieve": dataclasses.asdict(retrieve_config)}
@@ -328,14 +328,14 @@ def _transfer_dir(data: Path, transfer: str) -> Path | None:
 def _transfer(data: Path, out: Path, encoder: Path, config: TwoWikiConfig, retrieve_config, timings, log) -> dict:
     """The trained model, not retrained, on the corpus of `data`: index it (as the 2Wiki corpus), embed its mentions with
     DrKIT's encoder, retrieve; the peers and controls on the same questions."""
-    from drkit.dense.mentions import build_mention_index
+    from drkit.dense.mentions import build_mention_index, partial_dir
     from drkit.qa.drkit_retriever import DrKITRetriever
 
     t = out / "transfer"
     _index(data / "corpus.jsonl", t / "index", config.entities, timings, "transfer-index", log)
     if not (t / "mentions" / "manifest.json").exists():
         timings.run("transfer-embed", lambda: build_mention_index(t / "index", encoder, t / "mentions", overwrite=True,
-                                                                  log=log), log)
+                                                                  log=log), log, resumes=partial_dir(t / "mentions"))
     questions = data / "questions.jsonl"
     found = {"drkit": _score("drkit", "transfer-drkit", lambda: DrKITRetriever.load(
         t / "index", out / "train-drkit", t / "mentions", **retrieve_config.retriever_options()), t / "index", questions,

@@ -23,6 +23,7 @@ release renamed; `pip install "drkit[ner]"`; nothing is downloaded at run time).
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -131,9 +132,9 @@ def clean_name(span: str) -> str | None:
     return name
 
 
-def ner_processes(texts: int, processes: int = 0) -> int:
-    """How many processes recognise `texts` texts: `processes` when given (> 0), else one per available CPU,
-    with at least `TEXTS_PER_PROCESS` texts each (a process costs about a second to start and load the
+def ner_processes(n_texts: int, processes: int = 0) -> int:
+    """How many processes recognise `n_texts` texts: `processes` when given (> 0), else one per available CPU
+    and at most one per `TEXTS_PER_PROCESS` texts (a process costs about a second to start and load the
     pipeline)."""
     if processes < 0:
         raise ConfigError(f"processes must be >= 0 (0: one per available CPU), got {processes}")
@@ -141,7 +142,24 @@ def ner_processes(texts: int, processes: int = 0) -> int:
         return processes
     from drkit.util.hardware import available_cpus
 
-    return max(1, min(available_cpus(), texts // TEXTS_PER_PROCESS))
+    return max(1, min(available_cpus(), n_texts // TEXTS_PER_PROCESS))
+
+
+_recognising = False  # set while spaCy's worker processes are forked (`ner_entities`)
+
+
+def _worker_dies_with_parent() -> None:
+    """In a process forked while `ner_entities` runs (one of spaCy's workers): die with the parent, so that a
+    parent killed outright leaves no worker waiting on its queue, nor holding what it inherited (`drkit add`'s
+    update lock)."""
+    if _recognising:
+        from drkit.util.processes import die_with_parent
+
+        die_with_parent()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_worker_dies_with_parent)
 
 
 def ner_entities(texts: Sequence[str], nlp=None, batch_size: int = 128, processes: int = 0,
@@ -156,11 +174,20 @@ def ner_entities(texts: Sequence[str], nlp=None, batch_size: int = 128, processe
     if log is not None:
         log(f"recognising entities in {len(texts):,} texts with {n_process} process(es)")
     upper, lower = word_case_counts(texts)
+    global _recognising
+    _recognising, was = True, _recognising
+    try:
+        return _recognised(nlp.pipe(texts, batch_size=batch_size, n_process=n_process), len(texts), upper, lower)
+    finally:
+        _recognising = was
+
+
+def _recognised(docs, n_texts: int, upper: Counter, lower: Counter) -> NerEntities:
+    """`ner_entities`'s names and dates from the recogniser's `docs` (module docstring)."""
     out = NerEntities()
     dates: dict[str, Counter] = {}  # normal form -> how often each form of it was labelled
     labels: dict[str, Counter] = {}  # name -> how often it was given each label
-    docs = nlp.pipe(texts, batch_size=batch_size, n_process=n_process)
-    for doc in progress(docs, total=len(texts), desc="recognising entities"):
+    for doc in progress(docs, total=n_texts, desc="recognising entities"):
         for ent in doc.ents:
             out.labels[ent.label_] += 1
             if ent.label_ == DATE_LABEL:

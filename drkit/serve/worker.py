@@ -35,24 +35,15 @@ from pathlib import Path
 from drkit.errors import ConfigError
 from drkit.reader.reading import ReadConfig
 from drkit.serve.views import EngineUnavailable, InfoLookup, Request, check_request
+from drkit.util.processes import die_with_parent
 
 log = logging.getLogger("drkit.serve")
 MAX_BACKOFF_S = 30.0
 
 
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this process when its parent dies (a parent killed outright cannot close the pipe)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def _child(conn, index, model, mentions, load_config, chain_top: int, threads: int, reader=None,
            watch_s: float = 0.0, reading: ReadConfig = ReadConfig()) -> None:
-    _die_with_parent()
+    die_with_parent()  # a parent killed outright cannot close the pipe
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us once its requests are answered
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
