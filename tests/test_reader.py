@@ -365,6 +365,22 @@ def test_answer_cli_and_the_front_door_agree(mixing_run, reader_run, tmp_path, c
                       reading=ReadConfig(passages=3, reader_quantize="int8"))  # int8 reads in fp32
     assert int8.reader.quantize == "int8" and loaded.quantize == "none"
     assert int8.answer(questions[0]["question"], passages=2).reading is not None
+    # a model computing in bf16 (as `auto` chooses on a CPU with AMX) keeps it; its int8 reader reads in fp32, as
+    # drkit answer's does, instead of being refused
+    bf16 = DrKIT.load(d / "index1", d / "run", config=LoadConfig(precision="bf16"), reader=loaded,
+                      reading=ReadConfig(passages=3, reader_quantize="int8"))
+    assert bf16.vkb.compute.precision == "bf16" and bf16.read_compute.precision == "fp32"
+    assert bf16.read_compute.device.type == "cpu" and "int8 reader" in bf16.read_compute.reason
+    assert bf16.answer(questions[0]["question"], passages=2).reading is not None
+    # an int8 reader given as one reads as one, asked for or not; drkit serve's info says so
+    given = DrKIT.load(d / "index1", d / "run", config=LoadConfig(precision="bf16"), reader=int8.reader)
+    assert given.reader is int8.reader and given.read_compute.precision == "fp32"
+    from drkit.serve.engine import Engine
+
+    info = Engine.load(d / "index1", d / "run", reader=reader_run,
+                       reading=ReadConfig(reader_quantize="int8")).info()["manifests"]["reader"]
+    assert info["quantize"] == "int8" and info["compute"]["precision"] == "fp32"
+    assert info["compute"]["device"] == "cpu" and "int8 reader" in info["compute"]["reason"]
 
 
 def test_the_front_door_reads_as_its_read_config_says_as_the_cli_does(mixing_run, reader_run, tmp_path):  # noqa: F811
@@ -660,13 +676,21 @@ def test_an_int8_reader_is_a_quantised_copy_that_reads_as_the_fp32_one_nearly(re
     assert int8.read([e])[0].answer_type in ("span", "yes", "no")
     with pytest.raises(ConfigError, match="fp32"):
         reader.quantized("bf16")
+    from drkit.reader.model import int8_compute
+
+    assert int8_compute("auto").precision == "fp32" and int8_compute("fp32", "cpu").device.type == "cpu"
+    with pytest.raises(ConfigError, match="pass --precision fp32 or auto"):
+        int8_compute("bf16")
+    with pytest.raises(ConfigError, match=r"the reader is on cuda \(pass --device cpu\)"):
+        int8_compute("auto", "cuda")
     with pytest.raises(ConfigError, match="reader_quantize"):
         ReadConfig(reader_quantize="int4")
     # drkit answer's reading: the reader read as int8 (in fp32), the reader given left as it is
     records = [{"id": "q", "question": e.question, "answers": ["Walter Lang"]}]
     metrics = read_and_score(reader, records, [e.passages], tmp_path / "a", AnswerConfig(reader_quantize="int8"),
                              log=lambda *a: None)
-    assert metrics["reader"]["quantize"] == "int8" and metrics["reader"]["compute"].startswith("fp32")
+    assert metrics["reader"]["quantize"] == "int8"
+    assert metrics["reader"]["compute"].startswith("fp32 on cpu (an int8 reader")  # not "(as set)": auto chose it
     assert reader.quantize == "none"
 
 def test_the_commands_reading_settings_are_their_readconfig():

@@ -89,17 +89,18 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
                    timing: dict | None = None) -> dict:
     """Read `passages[i]` (at most N) for question `records[i]`; write OUT/predictions.jsonl (with `extra[i]`
     merged into each line) and, when the records have answers, OUT/metrics.json. Returns the metrics."""
+    from drkit.reader.model import int8_compute
     from drkit.util.hardware import choose
     from drkit.util.progress import progress
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    int8 = config.reader_quantize == "int8"  # int8 reads in fp32: `auto` does not choose bf16 for it
-    compute = choose("fp32" if int8 and config.precision == "auto" else config.precision,
-                     "cpu" if reader.device.type == "cpu" else "auto")
     read_config = config.reading()
-    if int8:
+    if "int8" in (config.reader_quantize, reader.quantize):  # in fp32 on the CPU (`auto` never bf16), as drkit ask reads
+        compute = int8_compute(config.precision, reader.device.type)
         reader = reader.quantized(compute.precision)
+    else:
+        compute = choose(config.precision, "cpu" if reader.device.type == "cpu" else "auto")
     examples = [ReaderExample(r["id"], r["question"], tuple(p[: config.passages])) for r, p in zip(records, passages)]
     readable = [e for e in examples if e.passages]  # a question with no passage is answered with nothing, not read
     found: list = []

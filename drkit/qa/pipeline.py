@@ -75,14 +75,18 @@ class DrKIT:
         question where they can, `drkit.reader.compare`; without it the reader's answer stands alone)."""
         self.retriever = retriever
         self.vkb = vkb
-        # the reader reads where the model answers (`_read` hands it the virtual KB's compute)
+        # the reader reads where the model answers, in its precision (`_read` hands it `read_compute`); an int8
+        # reader (asked for, or given) in fp32 on the CPU, whatever `auto` chose for the model, as drkit answer reads
         # (a reader already there is left as it is: an index reload shares it with the kit still serving)
-        if reader is not None and reading.reader_quantize == "int8":  # a copy: a reader shared stays fp32
-            if vkb.compute.device.type != "cpu":
-                raise ConfigError(f"--reader-quantize int8 reads on the CPU; the model answers on "
-                                  f"{vkb.compute.device.type} (pass --device cpu)")
-            reader = reader.quantized(vkb.compute.precision)
-        self.reader = reader if reader is None or reader.device == vkb.compute.device else reader.to(vkb.compute.device)
+        self.read_compute = vkb.compute
+        if reader is not None and "int8" in (reading.reader_quantize, reader.quantize):
+            from drkit.reader.model import int8_compute
+
+            self.read_compute = int8_compute()
+            reader = reader.quantized(self.read_compute.precision)  # a copy: a reader shared stays fp32
+        if reader is not None and reader.device != self.read_compute.device:
+            reader = reader.to(self.read_compute.device)
+        self.reader = reader
         self.reading = reading
         if retriever is not None:
             self.kind, self.model = HOP_MIXING, retriever.model.eval()
@@ -279,7 +283,7 @@ class DrKIT:
         out = []
         for i, r in enumerate(results):  # a question without passages is not read (`reading` stays None)
             ps = tuple(ReaderPassage(p.id, p.title, p.text) for p in r.passages[: self.reading.passages])
-            reading = reader_answer(self.reader.read([ReaderExample(str(i), r.text, ps)], 1, compute=self.vkb.compute,
+            reading = reader_answer(self.reader.read([ReaderExample(str(i), r.text, ps)], 1, compute=self.read_compute,
                                                      config=self.reading)[0], ps) if ps else None
             out.append(dataclasses.replace(r, passages=r.passages[:passages], reading=reading))
         return out

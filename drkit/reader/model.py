@@ -101,6 +101,23 @@ class Features:
     type_label: int = 0
 
 
+def int8_compute(precision: str = "auto", device: str = "cpu"):
+    """Where and in what an int8 reader (`--reader-quantize int8`, `Reader.quantized`) reads: in fp32 on the CPU, the
+    one computation its quantised layers have. `precision` and `device`: the reader's own settings (``drkit answer``'s
+    ``--precision``; ``auto`` gives fp32 here, never bf16); another precision, or a GPU, is refused with the flag to
+    pass."""
+    from drkit.util.hardware import Compute, say
+
+    if precision not in ("auto", "fp32"):
+        raise ConfigError(f"--reader-quantize int8 reads in fp32; the reader's precision is set to {precision} "
+                          "(pass --precision fp32 or auto)")
+    if device != "cpu":
+        raise ConfigError(f"--reader-quantize int8 reads on the CPU; the reader is on {device} (pass --device cpu)")
+    out = Compute(torch.device("cpu"), "fp32", "an int8 reader: its quantised layers compute in fp32 on the CPU")
+    say(f"reading in {out.describe()}")
+    return out
+
+
 class Reader(nn.Module):
     """Transformer + answer-type, span and supporting-sentence heads (module docstring)."""
 
@@ -152,15 +169,13 @@ class Reader(nn.Module):
 
     def quantized(self, compute_precision: str = "fp32") -> "Reader":
         """This reader with its transformer's Linear layers as int8 dynamic quantisation (on the CPU, reading in fp32:
-        `compute_precision` is the resolved precision; `drkit.reason.quantize.quantize_transformer`): a copy, so the
-        fp32 reader stays as it is, or the reader itself when it is already int8."""
+        `compute_precision` is the resolved precision, `int8_compute` gives it; `drkit.reason.quantize.quantize_transformer`):
+        a copy, so the fp32 reader stays as it is, or the reader itself when it is already int8."""
         import copy
 
         from drkit.reason.quantize import quantize_transformer
 
-        if compute_precision != "fp32" or self.device.type != "cpu":
-            raise ConfigError(f"--reader-quantize int8 reads on the CPU in fp32; here the reader computes in "
-                              f"{compute_precision} on {self.device.type} (pass --precision fp32 and --device cpu)")
+        int8_compute(compute_precision, self.device.type)  # its checks
         if self.quantize == "int8":
             return self
         reader = copy.deepcopy(self)

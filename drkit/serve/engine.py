@@ -358,6 +358,8 @@ class Engine:
                                                                   if k not in ("files", "settings")},
                                    "weights_sha256": self._weights_sha256(reader.path),
                                    "quantize": kit.reader.quantize,  # int8: drkit serve --reader-quantize int8
+                                   "compute": {"precision": kit.read_compute.precision,  # int8: fp32 on the CPU
+                                               "device": kit.read_compute.device.type, "reason": kit.read_compute.reason},
                                    "compare": kit.reading.compare,  # the comparison rules on (drkit serve --no-compare: off)
                                    "skip_bridges": kit.reading.skip_bridges,  # drkit serve --skip-bridges
                                    "decompose": kit.reading.decompose and Decomposer.shared() is not None}  # no spaCy: off
