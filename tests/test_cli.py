@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -182,6 +183,33 @@ def test_every_command_prints_its_help(capsys):
         assert exit_.value.code == 0, name
         assert capsys.readouterr().out.startswith(f"usage: drkit {name}"), name
     assert "58% of the time" in " ".join(commands["train-reader"].format_help().split())  # shown as written
+
+
+def test_top_level_help_lists_every_command_without_importing_torch():
+    """`drkit --help` builds no command's flags (they import the settings dataclasses, and torch with them): it
+    lists every command, with the help each registers, in a fraction of a second; a named command gets its own
+    flags, and only those."""
+    import subprocess
+    import sys
+
+    from drkit.cli import command_in
+    from drkit.cli.flags import COMMANDS
+
+    code = ("import sys\nfrom drkit.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print('torch imported' if 'torch' in sys.modules else 'no torch')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("no torch"), done.stdout[-300:]
+    listed = done.stdout
+    for name, c in COMMANDS.items():
+        assert re.search(rf"^ +{re.escape(name)}\s", listed, re.M) and " ".join(c.help.split()[:3]) in " ".join(
+            listed.split()), name
+    assert command_in(["--threads", "2", "ask", "--model", "m", "q"]) == "ask"
+    assert command_in(["--threads=2", "serve"]) == "serve" and command_in(["--version"]) is None
+    only = build_parser(only="index")._subparsers._group_actions[0].choices
+    assert "--corpus" in only["index"].format_help() and "--model" not in only["ask"].format_help()
+    full = build_parser()._subparsers._group_actions[0].choices
+    assert only["index"].format_help() == full["index"].format_help()
 
 
 def test_every_settings_flag_takes_a_value_of_its_kind():

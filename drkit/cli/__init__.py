@@ -10,25 +10,31 @@ import argparse
 import sys
 from typing import Sequence
 
+# each of these modules registers its commands (drkit.cli.flags.command) when imported
+import drkit.cli.artifacts  # noqa: F401
+import drkit.cli.passages  # noqa: F401
+import drkit.cli.reader  # noqa: F401
+import drkit.cli.serve  # noqa: F401
+import drkit.cli.update  # noqa: F401
 from drkit import __version__
-from drkit.cli import artifacts, passages, reader, serve, update
-from drkit.cli.flags import add_config_flags, config_from_args
+from drkit.cli.flags import COMMANDS, add_config_flags, command, config_from_args
+from drkit.cli.kit import load_kit, model_flags
 from drkit.errors import DrkitError
 
 
-def _train_parser(sub) -> None:
+@command(
+    "train",
+    help="train a DrKIT model end to end on MetaQA-format questions (final answers only)",
+    description="Train the question encoder and T textual follows over the virtual KB from question/answer pairs: "
+    "the loss is -log of the probability Z_T gives to the answer set. Every --eval-every steps the model is "
+    "scored on a seeded dev sample and the best one is kept in OUT/model. Writes OUT/train_log.jsonl, "
+    "OUT/dev_log.jsonl, OUT/curve.png and checkpoints; rerunning the same command resumes.",
+)
+def _train_parser(p) -> None:
     from drkit.reason.follow import FollowConfig
     from drkit.reason.model import ModelConfig
     from drkit.reason.train import TrainConfig
 
-    p = sub.add_parser(
-        "train",
-        help="train a DrKIT model end to end on MetaQA-format questions (final answers only)",
-        description="Train the question encoder and T textual follows over the virtual KB from question/answer pairs: "
-        "the loss is -log of the probability Z_T gives to the answer set. Every --eval-every steps the model is "
-        "scored on a seeded dev sample and the best one is kept in OUT/model. Writes OUT/train_log.jsonl, "
-        "OUT/dev_log.jsonl, OUT/curve.png and checkpoints; rerunning the same command resumes.",
-    )
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index built by 'drkit index'")
     p.add_argument("--mentions", required=True, metavar="DIR", help="mention index built by 'drkit embed'")
     p.add_argument("--encoder", metavar="DIR", default=None,
@@ -59,35 +65,16 @@ def _run_train(args) -> int:
     return 0
 
 
-def model_flags(p) -> None:
-    from drkit.qa.pipeline import LoadConfig, QueryConfig
-
-    p.add_argument("--index", required=True, metavar="DIR", help="sparse index")
-    p.add_argument("--model", required=True, metavar="DIR", help="trained model: a 'drkit train' run or its model/ directory")
-    p.add_argument("--mentions", metavar="DIR", default=None,
-                   help="mention index (default: the one the model was trained with)")
-    add_config_flags(p, LoadConfig, "virtual KB")
-    add_config_flags(p, QueryConfig, "question time (overrides of the model's settings)")
-
-
-def load_kit(args, reader=None, reading=None):
-    from drkit.qa.pipeline import DrKIT, LoadConfig, QueryConfig
-
-    extra = {"reader": reader, "reading": reading} if reader is not None else {}
-    return DrKIT.load(args.index, args.model, args.mentions, config_from_args(args, LoadConfig), **extra), \
-        config_from_args(args, QueryConfig)
-
-
-def _evaluate_parser(sub) -> None:
+@command(
+    "evaluate",
+    help="score a trained model on a MetaQA-format question file",
+    description="Answer every question of FILE and report Hits@1 and Hits@5 (over all lines: a line that cannot "
+    "be scored counts as a miss and is reported with its reason), per question type when --qtypes is given, and "
+    "questions/s at batch 64 and batch 1. Writes OUT/metrics.json and OUT/predictions.jsonl.",
+)
+def _evaluate_parser(p) -> None:
     from drkit.qa.evaluate import EvaluateConfig
 
-    p = sub.add_parser(
-        "evaluate",
-        help="score a trained model on a MetaQA-format question file",
-        description="Answer every question of FILE and report Hits@1 and Hits@5 (over all lines: a line that cannot "
-        "be scored counts as a miss and is reported with its reason), per question type when --qtypes is given, and "
-        "questions/s at batch 64 and batch 1. Writes OUT/metrics.json and OUT/predictions.jsonl.",
-    )
     model_flags(p)
     p.add_argument("--questions", required=True, metavar="FILE", help="questions, 'text with [entity]<TAB>a1|a2|...' per line (the brackets may be left out)")
     p.add_argument("--qtypes", metavar="FILE", default=None, help="question type of each line of FILE")
@@ -108,18 +95,17 @@ def _run_evaluate(args) -> int:
     return 0
 
 
-def _ask_parser(sub) -> None:
+@command(
+    "ask",
+    help="answer questions and show each answer's reasoning chain",
+    description="Answer each QUESTION. The question entity is the bracketed name ('who directed [Kismet]'), or, "
+    "for a plain question, the least frequent entity of the index named in it. Prints the answers with their "
+    "probabilities and, for each hop, the top entities with their supporting mention in its passage. With a "
+    "hop-mixing model (drkit reproduce-2wiki), prints the mixing weights pi, the best entities of each hop and "
+    "the best passages; with --reader, the reader's answer from the top passages with its supporting sentences.",
+)
+def _ask_parser(p) -> None:
     from drkit.qa.ask import AskConfig
-
-    p = sub.add_parser(
-        "ask",
-        help="answer questions and show each answer's reasoning chain",
-        description="Answer each QUESTION. The question entity is the bracketed name ('who directed [Kismet]'), or, "
-        "for a plain question, the least frequent entity of the index named in it. Prints the answers with their "
-        "probabilities and, for each hop, the top entities with their supporting mention in its passage. With a "
-        "hop-mixing model (drkit reproduce-2wiki), prints the mixing weights pi, the best entities of each hop and "
-        "the best passages; with --reader, the reader's answer from the top passages with its supporting sentences.",
-    )
     from drkit.reader.reading import ReadConfig
 
     model_flags(p)
@@ -154,20 +140,20 @@ def _run_ask(args) -> int:
     return 2 if failed else 0
 
 
-def _reproduce_parser(sub) -> None:
+@command(
+    "reproduce-metaqa",
+    help="run the whole MetaQA pipeline: index, pretrain, embed, train 1/2/3 hops, evaluate on dev",
+    description="Run every step of the MetaQA experiment from a MetaQA folder (wiki.txt, kb.txt, N-hop/vanilla/"
+    "qa_{train,dev}.txt): index, pretrain, embed, train a model per hop count, evaluate it on dev, and sweep K "
+    "for the Hits@1 / questions-per-second plot. Each step is skipped when done and resumed when interrupted, so "
+    "rerun the same command after a crash; a step done with other settings is redone (evaluations, samples) or "
+    "refused with the setting that differs (training runs). The 2-hop model starts from the 1-hop one and the "
+    "3-hop model from the 2-hop one (--no-curriculum: each from the pretrained encoder, as the paper). Writes "
+    "OUT/results.md, OUT/results.json, OUT/figure3.png and OUT/timings.json.",
+)
+def _reproduce_parser(p) -> None:
     from drkit.experiments.metaqa import ReproduceConfig
 
-    p = sub.add_parser(
-        "reproduce-metaqa",
-        help="run the whole MetaQA pipeline: index, pretrain, embed, train 1/2/3 hops, evaluate on dev",
-        description="Run every step of the MetaQA experiment from a MetaQA folder (wiki.txt, kb.txt, N-hop/vanilla/"
-        "qa_{train,dev}.txt): index, pretrain, embed, train a model per hop count, evaluate it on dev, and sweep K "
-        "for the Hits@1 / questions-per-second plot. Each step is skipped when done and resumed when interrupted, so "
-        "rerun the same command after a crash; a step done with other settings is redone (evaluations, samples) or "
-        "refused with the setting that differs (training runs). The 2-hop model starts from the 1-hop one and the "
-        "3-hop model from the 2-hop one (--no-curriculum: each from the pretrained encoder, as the paper). Writes "
-        "OUT/results.md, OUT/results.json, OUT/figure3.png and OUT/timings.json.",
-    )
     p.add_argument("--data", default="../shared/data/metaqa", metavar="DIR", help="MetaQA folder (default: %(default)s)")
     p.add_argument("--out", default="runs/metaqa", metavar="DIR", help="output folder (default: %(default)s)")
     add_config_flags(p, ReproduceConfig, "experiment")
@@ -183,7 +169,15 @@ def _run_reproduce(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+ORDER = ("index", "pretrain", "embed", "ann", "slot-fill", "add", "remove", "compact", "train", "evaluate", "ask",
+         "reproduce-metaqa", "train-mixing", "retrieve", "reproduce-2wiki", "pool-2wiki", "train-reader", "answer",
+         "serve")  # as `drkit --help` lists them
+
+
+def build_parser(only: str | None = None, flags: bool = True) -> argparse.ArgumentParser:
+    """The ``drkit`` parser: every command with its help; the flags of every command (`flags`), or of the command
+    `only` alone (`main`: another command's flags would import what only it needs, torch among them, and
+    ``drkit --help`` would take seconds instead of a fraction of one)."""
     parser = argparse.ArgumentParser(
         prog="drkit",
         description="DrKIT: answer multi-hop questions over a text corpus used as a virtual knowledge base.",
@@ -193,20 +187,33 @@ def build_parser() -> argparse.ArgumentParser:
                         "process may use; drkit serve sets its model process's with its own --threads)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    artifacts.add_parsers(sub)
-    update.add_parsers(sub)
-    _train_parser(sub)
-    _evaluate_parser(sub)
-    _ask_parser(sub)
-    _reproduce_parser(sub)
-    passages.add_parsers(sub)
-    reader.add_parsers(sub)
-    serve.add_parsers(sub)
+    if set(ORDER) != set(COMMANDS):
+        raise AssertionError(f"drkit.cli.ORDER and the commands defined differ: {sorted(set(ORDER) ^ set(COMMANDS))}")
+    for name in ORDER:
+        c = COMMANDS[name]
+        p = sub.add_parser(name, help=c.help, description=c.description)
+        if flags and only in (None, name):
+            c.build(p)
     return parser
 
 
+def command_in(argv: Sequence[str]) -> str | None:
+    """The command `argv` names: its first word that is neither an option nor --threads' value."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--threads":
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    named = command_in(argv)
+    args = build_parser(only=named, flags=named in COMMANDS).parse_args(argv)
     try:
         if args.command != "serve":  # serve gives its HTTP side one thread and the model process the rest
             from drkit.util.hardware import configure_threads

@@ -6,27 +6,19 @@ from __future__ import annotations
 
 import sys
 
-from drkit.cli.flags import add_config_flags, config_from_args
+from drkit.cli.flags import add_config_flags, command, config_from_args
 from drkit.data.corpus import CORPUS_FORMATS
 from drkit.index.linking import LinkConfig
 from drkit.index.sparse import SparseConfig
 
 
-def add_parsers(sub) -> None:
-    _index_parser(sub)
-    _pretrain_parser(sub)
-    _embed_parser(sub)
-    _ann_parser(sub)
-    _slot_fill_parser(sub)
-
-
-def _index_parser(sub) -> None:
-    p = sub.add_parser(
-        "index",
-        help="link a corpus and build the sparse entity->mention index",
-        description="Link entities in a corpus, split it into passages and build A_{E->M} (TF-IDF co-occurrence) "
-        "and B_{M->E} (mention -> entity) as a self-describing artifact directory, with a stats report.",
-    )
+@command(
+    "index",
+    help="link a corpus and build the sparse entity->mention index",
+    description="Link entities in a corpus, split it into passages and build A_{E->M} (TF-IDF co-occurrence) "
+    "and B_{M->E} (mention -> entity) as a self-describing artifact directory, with a stats report.",
+)
+def _index_parser(p) -> None:
     p.add_argument("--corpus", required=True, metavar="PATH",
                    help="corpus file: WikiMovies-style numbered lines, or JSONL {\"id\", \"title\", \"text\"} per line, "
                    "optionally with \"links\": [{\"start\", \"end\", \"title\"}] (character offsets into text), which "
@@ -88,21 +80,21 @@ def _run_index(args) -> int:
     return 0
 
 
-def _pretrain_parser(sub) -> None:
+@command(
+    "pretrain",
+    help="pretrain the mention encoder on slot-filling queries made from a KB (without one: the untrained encoder)",
+    description="Pretrain the mention encoder f(m) and query encoder g(q) with distant supervision: each KB fact "
+    "(e1, R, e2) gives the queries 'e1, R, ?' and 'e2, R^-1, ?', answered by spans of passages that mention both "
+    "entities, against shared-entity, shared-relation and random negatives. Writes OUT/encoder (the encoder), "
+    "OUT/train_log.jsonl, OUT/heldout.jsonl (held-out queries) and checkpoints; rerunning the same command "
+    "resumes from the last checkpoint. --steps 0 saves the encoder as it is before pretraining; without --kb "
+    "that is all it does (the encoder for 'drkit embed' when there is no KB to pretrain on).",
+)
+def _pretrain_parser(p) -> None:
     from drkit.dense.distant import DistantConfig
     from drkit.dense.encoder import EncoderConfig
     from drkit.dense.pretrain import PretrainConfig
 
-    p = sub.add_parser(
-        "pretrain",
-        help="pretrain the mention encoder on slot-filling queries made from a KB (without one: the untrained encoder)",
-        description="Pretrain the mention encoder f(m) and query encoder g(q) with distant supervision: each KB fact "
-        "(e1, R, e2) gives the queries 'e1, R, ?' and 'e2, R^-1, ?', answered by spans of passages that mention both "
-        "entities, against shared-entity, shared-relation and random negatives. Writes OUT/encoder (the encoder), "
-        "OUT/train_log.jsonl, OUT/heldout.jsonl (held-out queries) and checkpoints; rerunning the same command "
-        "resumes from the last checkpoint. --steps 0 saves the encoder as it is before pretraining; without --kb "
-        "that is all it does (the encoder for 'drkit embed' when there is no KB to pretrain on).",
-    )
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index built by 'drkit index'")
     p.add_argument("--kb", metavar="PATH", default=None,
                    help="KB file, subject|relation|object per line (default: none; only --steps 0 then, unless --qa)")
@@ -129,17 +121,17 @@ def _run_pretrain(args) -> int:
     return 0
 
 
-def _embed_parser(sub) -> None:
+@command(
+    "embed",
+    help="embed every mention of a sparse index with a (pretrained) encoder: the dense mention index",
+    description="Compute f(m) = [W_st^T H_start ; W_en^T H_end] for every mention of the sparse index, once, "
+    "and store the vectors in fp16 as a self-describing artifact (memory-mapped when loaded, searched by exact "
+    "or FAISS MIPS). The vectors are written to disk as they are computed (.OUT.partial/); an interrupted run, "
+    "started again with the same arguments, resumes where it stopped.",
+)
+def _embed_parser(p) -> None:
     from drkit.dense.mentions import EmbedConfig
 
-    p = sub.add_parser(
-        "embed",
-        help="embed every mention of a sparse index with a (pretrained) encoder: the dense mention index",
-        description="Compute f(m) = [W_st^T H_start ; W_en^T H_end] for every mention of the sparse index, once, "
-        "and store the vectors in fp16 as a self-describing artifact (memory-mapped when loaded, searched by exact "
-        "or FAISS MIPS). The vectors are written to disk as they are computed (.OUT.partial/); an interrupted run, "
-        "started again with the same arguments, resumes where it stopped.",
-    )
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index built by 'drkit index'")
     p.add_argument("--encoder", required=True, metavar="DIR",
                    help="encoder artifact, or a 'drkit pretrain' run directory (its encoder/ is used)")
@@ -160,15 +152,15 @@ def _run_embed(args) -> int:
     return 0
 
 
-def _ann_parser(sub) -> None:
-    p = sub.add_parser(
-        "ann",
-        help="train and save an IVF-PQ index over a mention index (load it with --mips ivfpq --ann DIR)",
-        description="Approximate MIPS for large indexes: k-means lists (IVF) over a sample of the mention vectors "
-        "and product-quantized codes of every vector (PQ, --pq-m bytes a vector in memory). At question time the "
-        "best candidates of the codes are scored again exactly from the memory-mapped fp16 vectors. Saving it "
-        "spares training it at every load.",
-    )
+@command(
+    "ann",
+    help="train and save an IVF-PQ index over a mention index (load it with --mips ivfpq --ann DIR)",
+    description="Approximate MIPS for large indexes: k-means lists (IVF) over a sample of the mention vectors "
+    "and product-quantized codes of every vector (PQ, --pq-m bytes a vector in memory). At question time the "
+    "best candidates of the codes are scored again exactly from the memory-mapped fp16 vectors. Saving it "
+    "spares training it at every load.",
+)
+def _ann_parser(p) -> None:
     p.add_argument("--mentions", required=True, metavar="DIR", help="mention index built by 'drkit embed'")
     p.add_argument("--out", required=True, metavar="DIR", help="folder to write")
     p.add_argument("--nlist", type=int, default=None, metavar="INT", help="IVF lists (default: 4 sqrt(mentions))")
@@ -190,14 +182,14 @@ def _run_ann(args) -> int:
     return 0
 
 
-def _slot_fill_parser(sub) -> None:
-    p = sub.add_parser(
-        "slot-fill",
-        help="evaluate an encoder and its mention index on single-hop slot-filling queries",
-        description="For each query (e1, R, ?), score the mentions reachable from e1 through the sparse index by "
-        "f(m).g(q), rank entities by their best mention, and report Hits@1 and Hits@5 overall and per relation. "
-        "Writes OUT/metrics.json and OUT/predictions.jsonl.",
-    )
+@command(
+    "slot-fill",
+    help="evaluate an encoder and its mention index on single-hop slot-filling queries",
+    description="For each query (e1, R, ?), score the mentions reachable from e1 through the sparse index by "
+    "f(m).g(q), rank entities by their best mention, and report Hits@1 and Hits@5 overall and per relation. "
+    "Writes OUT/metrics.json and OUT/predictions.jsonl.",
+)
+def _slot_fill_parser(p) -> None:
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index")
     p.add_argument("--mentions", required=True, metavar="DIR", help="mention index built by 'drkit embed'")
     p.add_argument("--encoder", required=True, metavar="DIR", help="the encoder the mention index was built with")

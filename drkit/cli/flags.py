@@ -1,4 +1,5 @@
-"""Command-line flags generated from a stage's frozen settings dataclass, and the settings read back."""
+"""Command-line flags generated from a stage's frozen settings dataclass, and the settings read back; the
+commands' registry (`command`), so that a command's flags are built only when it runs."""
 
 from __future__ import annotations
 
@@ -9,6 +10,30 @@ import os
 from drkit.errors import ConfigError
 
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """A ``drkit`` command: its name, its one-line help and description, and the function that adds its flags
+    to its parser (which imports what the flags need, the settings dataclasses and torch with them)."""
+
+    name: str
+    help: str
+    description: str
+    build: object  # (argparse.ArgumentParser) -> None
+
+
+COMMANDS: dict[str, Command] = {}  # every command, by name, as the modules of drkit.cli define them
+
+
+def command(name: str, help: str, description: str):
+    """Register the decorated function as the flag builder of the command `name` (`drkit.cli.build_parser`)."""
+    def register(build):
+        if name in COMMANDS:
+            raise ValueError(f"two commands are named {name!r}")
+        COMMANDS[name] = Command(name, help, description, build)
+        return build
+    return register
 
 
 @dataclasses.dataclass(frozen=True)

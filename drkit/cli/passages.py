@@ -6,27 +6,27 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from drkit.cli.flags import add_config_flags, config_from_args
+from drkit.cli.flags import add_config_flags, command, config_from_args
 from drkit.errors import ConfigError
 
 
-def _train_mixing_parser(sub) -> None:
+@command(
+    "train-mixing",
+    help="train a hop-mixing model on plain questions with gold passages (JSONL), for drkit retrieve and ask",
+    description="Train the paper's HotpotQA-setting model on a title-entity index: Z_0 links the plain question "
+    "to entity names, up to --hops textual follows give Z_1..Z_T, and Z* = sum_t pi_t Z_t with pi from a classifier "
+    "on the question. Questions are JSONL lines {\"id\", \"question\", \"supporting\": [corpus ids]} (\"answers\", "
+    "when they are entities, train the last hop). The loss is multi-label on the supporting passages' title "
+    "entities. Writes OUT/model (the model for 'drkit retrieve' and 'drkit ask'), OUT/train_log.jsonl and "
+    "OUT/dev_log.jsonl (dev entity R@5 of Z*); a rerun with the same settings finds the run done.",
+)
+def _train_mixing_parser(p) -> None:
     from drkit.index.question_linking import QuestionLinkConfig
     from drkit.reason.follow import FollowConfig
     from drkit.reason.mixing import MixConfig
     from drkit.reason.model import ModelConfig
     from drkit.reason.train_mixing import MixTrainConfig
 
-    p = sub.add_parser(
-        "train-mixing",
-        help="train a hop-mixing model on plain questions with gold passages (JSONL), for drkit retrieve and ask",
-        description="Train the paper's HotpotQA-setting model on a title-entity index: Z_0 links the plain question "
-        "to entity names, up to --hops textual follows give Z_1..Z_T, and Z* = sum_t pi_t Z_t with pi from a classifier "
-        "on the question. Questions are JSONL lines {\"id\", \"question\", \"supporting\": [corpus ids]} (\"answers\", "
-        "when they are entities, train the last hop). The loss is multi-label on the supporting passages' title "
-        "entities. Writes OUT/model (the model for 'drkit retrieve' and 'drkit ask'), OUT/train_log.jsonl and "
-        "OUT/dev_log.jsonl (dev entity R@5 of Z*); a rerun with the same settings finds the run done.",
-    )
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index (drkit index --entities titles ...)")
     p.add_argument("--mentions", required=True, metavar="DIR", help="mention index built by 'drkit embed'")
     p.add_argument("--train", required=True, metavar="FILE.jsonl", help="training questions with 'supporting'")
@@ -57,22 +57,22 @@ def _run_train_mixing(args) -> int:
     return 0
 
 
-def _retrieve_parser(sub) -> None:
+@command(
+    "retrieve",
+    help="multi-hop passage retrieval with a hop-mixing model: predictions.jsonl and, with gold, metrics.json",
+    description="Rank the passages of a title-entity corpus for each question of a JSONL file ({\"id\", "
+    "\"question\"} per line; \"supporting\": gold corpus ids, and \"type\", when present, are used for scoring) "
+    "with a trained hop-mixing model: entities ranked by Z* = sum_t pi_t Z_t, each replaced by its page (a page of "
+    "several passages divided among them by the question). Writes OUT/predictions.jsonl ({\"id\", \"passages\": "
+    "[{\"id\", \"title\", \"score\", \"reached\", \"entity\", \"hop\"}, ...], \"pi\", \"chain\", \"answer\"}; the "
+    "passages the model reached, then the question linker's, marked \"reached\": false), OUT/bad_lines.txt and, "
+    "when gold is given, OUT/metrics.json (R@k and AR@k for k = 2, 5, 10, 20 up to --top, overall and per type, "
+    "unreached passages per top k, questions/s at batch 1 and the batch size). The index may be one the model has never "
+    "seen: index and embed a new corpus with the model's encoder, then retrieve.",
+)
+def _retrieve_parser(p) -> None:
     from drkit.qa.retrieve import RetrieveConfig
 
-    p = sub.add_parser(
-        "retrieve",
-        help="multi-hop passage retrieval with a hop-mixing model: predictions.jsonl and, with gold, metrics.json",
-        description="Rank the passages of a title-entity corpus for each question of a JSONL file ({\"id\", "
-        "\"question\"} per line; \"supporting\": gold corpus ids, and \"type\", when present, are used for scoring) "
-        "with a trained hop-mixing model: entities ranked by Z* = sum_t pi_t Z_t, each replaced by its page (a page of "
-        "several passages divided among them by the question). Writes OUT/predictions.jsonl ({\"id\", \"passages\": "
-        "[{\"id\", \"title\", \"score\", \"reached\", \"entity\", \"hop\"}, ...], \"pi\", \"chain\", \"answer\"}; the "
-        "passages the model reached, then the question linker's, marked \"reached\": false), OUT/bad_lines.txt and, "
-        "when gold is given, OUT/metrics.json (R@k and AR@k for k = 2, 5, 10, 20 up to --top, overall and per type, "
-        "unreached passages per top k, questions/s at batch 1 and the batch size). The index may be one the model has never "
-        "seen: index and embed a new corpus with the model's encoder, then retrieve.",
-    )
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index (drkit index --entities titles ...)")
     p.add_argument("--model", required=True, metavar="DIR", help="hop-mixing model, or the training run holding it")
     p.add_argument("--mentions", metavar="DIR", help="mention index of --index (default: the one the model was trained "
@@ -105,19 +105,19 @@ def _run_retrieve(args) -> int:
     return 0
 
 
-def _reproduce_2wiki_parser(sub) -> None:
+@command(
+    "reproduce-2wiki",
+    help="the HotpotQA-style setting on 2WikiMultiHopQA: index, encoder, embed, train hop mixing, retrieve, peers",
+    description="Run the paper's HotpotQA setting on a 2WikiMultiHopQA folder (corpus.jsonl, train.jsonl, "
+    "kb.txt): split the questions into train and dev (seeded, by type), index the corpus with every title "
+    "an entity (no entity list from the benchmark), embed the mentions, train the hop-mixing model and its comparison rows, retrieve on dev, run the "
+    "BM25 and dense peers on the same questions, and compare entity answers with a fixed 2-hop bracketed model. "
+    "Each step is skipped when done. Writes OUT/results.md, OUT/results.json, OUT/recall_at_k.png, "
+    "OUT/timings.json.",
+)
+def _reproduce_2wiki_parser(p) -> None:
     from drkit.experiments.twowiki import TwoWikiConfig
 
-    p = sub.add_parser(
-        "reproduce-2wiki",
-        help="the HotpotQA-style setting on 2WikiMultiHopQA: index, encoder, embed, train hop mixing, retrieve, peers",
-        description="Run the paper's HotpotQA setting on a 2WikiMultiHopQA folder (corpus.jsonl, train.jsonl, "
-        "kb.txt): split the questions into train and dev (seeded, by type), index the corpus with every title "
-        "an entity (no entity list from the benchmark), embed the mentions, train the hop-mixing model and its comparison rows, retrieve on dev, run the "
-        "BM25 and dense peers on the same questions, and compare entity answers with a fixed 2-hop bracketed model. "
-        "Each step is skipped when done. Writes OUT/results.md, OUT/results.json, OUT/recall_at_k.png, "
-        "OUT/timings.json.",
-    )
     p.add_argument("--data", default="../shared/data/2wiki", metavar="DIR", help="2wiki folder (default: %(default)s)")
     p.add_argument("--out", default="runs/2wiki", metavar="DIR", help="output folder (default: %(default)s)")
     add_config_flags(p, TwoWikiConfig, "experiment")
@@ -133,15 +133,15 @@ def _run_reproduce_2wiki(args) -> int:
     return 0
 
 
-def _pool_2wiki_parser(sub) -> None:
-    p = sub.add_parser(
-        "pool-2wiki",
-        help="pool the two folds of reproduce-2wiki: every question scored once, with intervals and paired tests",
-        description="Pool a 'drkit reproduce-2wiki --fold 0' run and a '--fold 1' run of the same split (each "
-        "question scored by the model that did not train on it): R@k and AR@k of every retriever over all the "
-        "questions, 95%% bootstrap intervals and paired sign-flip tests against drkit for R@2, R@5, AR@2 and AR@5, "
-        "the entity answers' Hits@1 and each fold's transfer figures. Writes OUT/results.md and OUT/results.json.",
-    )
+@command(
+    "pool-2wiki",
+    help="pool the two folds of reproduce-2wiki: every question scored once, with intervals and paired tests",
+    description="Pool a 'drkit reproduce-2wiki --fold 0' run and a '--fold 1' run of the same split (each "
+    "question scored by the model that did not train on it): R@k and AR@k of every retriever over all the "
+    "questions, 95%% bootstrap intervals and paired sign-flip tests against drkit for R@2, R@5, AR@2 and AR@5, "
+    "the entity answers' Hits@1 and each fold's transfer figures. Writes OUT/results.md and OUT/results.json.",
+)
+def _pool_2wiki_parser(p) -> None:
     p.add_argument("--runs", required=True, nargs=2, metavar="DIR", help="the fold 0 and fold 1 output folders")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
     p.set_defaults(run=_run_pool_2wiki)
@@ -154,10 +154,3 @@ def _run_pool_2wiki(args) -> int:
     twowiki_report.pool_folds([Path(r) for r in args.runs], Path(args.out), absent=TwoWikiConfig.ABSENT_MEANT)
     print(f"wrote {args.out}/results.md")
     return 0
-
-
-def add_parsers(sub) -> None:
-    _train_mixing_parser(sub)
-    _retrieve_parser(sub)
-    _reproduce_2wiki_parser(sub)
-    _pool_2wiki_parser(sub)

@@ -4,25 +4,25 @@ from __future__ import annotations
 
 import sys
 
-from drkit.cli.flags import add_config_flags, config_from_args
+from drkit.cli.flags import add_config_flags, command, config_from_args
 
 
-def _train_reader_parser(sub) -> None:
+@command(
+    "train-reader",
+    help="train the reader (answer type, span, supporting sentences) on questions with answers and gold passages",
+    description="Train the paper's reader: a transformer over the question and N passages with a span / yes / no "
+    "classifier, start and end heads and a supporting-sentence head. Training examples come by distant supervision: "
+    "each question of --questions (JSONL {\"id\", \"question\", \"answers\", \"supporting\": [corpus ids], "
+    "\"evidence\"?}) with its gold passages and BM25 distractors, gold first in 60% of examples; with --kb, one "
+    "templated single-hop question per triple whose object is in the subject's passage. A sentence is supporting "
+    "when it holds the answer or an evidence object. No dev set is read. Writes OUT/reader (for 'drkit answer'), "
+    "OUT/train_log.jsonl and OUT/curve.png; rerunning the same command resumes.",
+)
+def _train_reader_parser(p) -> None:
     from drkit.reader.examples import OrderConfig
     from drkit.reader.model import ReaderConfig
     from drkit.reader.train import ReaderTrainConfig
 
-    p = sub.add_parser(
-        "train-reader",
-        help="train the reader (answer type, span, supporting sentences) on questions with answers and gold passages",
-        description="Train the paper's reader: a transformer over the question and N passages with a span / yes / no "
-        "classifier, start and end heads and a supporting-sentence head. Training examples come by distant supervision: "
-        "each question of --questions (JSONL {\"id\", \"question\", \"answers\", \"supporting\": [corpus ids], "
-        "\"evidence\"?}) with its gold passages and BM25 distractors, gold first in 60% of examples; with --kb, one "
-        "templated single-hop question per triple whose object is in the subject's passage. A sentence is supporting "
-        "when it holds the answer or an evidence object. No dev set is read. Writes OUT/reader (for 'drkit answer'), "
-        "OUT/train_log.jsonl and OUT/curve.png; rerunning the same command resumes.",
-    )
     p.add_argument("--corpus", required=True, metavar="FILE.jsonl", help="the corpus, {\"id\", \"title\", \"text\"} per line")
     p.add_argument("--questions", required=True, metavar="FILE.jsonl", help="training questions with answers and supporting")
     p.add_argument("--kb", metavar="FILE", default=None, help="subject|relation|object triples for templated questions "
@@ -47,19 +47,19 @@ def _run_train_reader(args) -> int:
     return 0
 
 
-def _answer_parser(sub) -> None:
-    from drkit.cli import model_flags
+@command(
+    "answer",
+    help="answer questions with their evidence: DrKIT retrieves the top passages, the reader reads them",
+    description="For each question of FILE (JSONL {\"id\", \"question\"}; with \"answers\" it is scored, with "
+    "\"type\" by type, with \"supporting\" the read passages' recall too), retrieve the top --passages passages "
+    "with the model, read them with the reader, and write OUT/predictions.jsonl (answer, span/yes/no, supporting "
+    "sentences, passages, the model's entity answer) and OUT/metrics.json (answer EM/F1 with 95% bootstrap "
+    "intervals, by type, questions/s, the reader's ms a question at batch 1).",
+)
+def _answer_parser(p) -> None:
+    from drkit.cli.kit import model_flags
     from drkit.qa.answer import AnswerConfig
 
-    p = sub.add_parser(
-        "answer",
-        help="answer questions with their evidence: DrKIT retrieves the top passages, the reader reads them",
-        description="For each question of FILE (JSONL {\"id\", \"question\"}; with \"answers\" it is scored, with "
-        "\"type\" by type, with \"supporting\" the read passages' recall too), retrieve the top --passages passages "
-        "with the model, read them with the reader, and write OUT/predictions.jsonl (answer, span/yes/no, supporting "
-        "sentences, passages, the model's entity answer) and OUT/metrics.json (answer EM/F1 with 95% bootstrap "
-        "intervals, by type, questions/s, the reader's ms a question at batch 1).",
-    )
     model_flags(p)
     p.add_argument("--reader", required=True, metavar="DIR", help="a reader trained by 'drkit train-reader' (or its run)")
     p.add_argument("--questions", required=True, metavar="FILE.jsonl", help="questions, one JSON object per line")
@@ -71,7 +71,7 @@ def _answer_parser(sub) -> None:
 def _run_answer(args) -> int:
     import dataclasses
 
-    from drkit.cli import load_kit
+    from drkit.cli.kit import load_kit
     from drkit.qa.answer import AnswerConfig, answer_questions
     from drkit.qa.pipeline import LoadConfig
     from drkit.reader.model import Reader
@@ -86,8 +86,3 @@ def _run_answer(args) -> int:
     else:
         print(f"answered {metrics['questions']:,} questions; wrote {args.out}/predictions.jsonl")
     return 0
-
-
-def add_parsers(sub) -> None:
-    _train_reader_parser(sub)
-    _answer_parser(sub)

@@ -10,33 +10,33 @@ import socket
 import sys
 import time
 
-from drkit.cli.flags import add_config_flags, config_from_args
+from drkit.cli.flags import add_config_flags, command, config_from_args
 from drkit.errors import ConfigError
 
 ENV = "DRKIT_"  # every setting of drkit serve may come from DRKIT_<FLAG NAME>, e.g. DRKIT_MAX_BATCH=32
 
 
-def _serve_parser(sub) -> None:
+@command(
+    "serve",
+    help="serve a trained model over HTTP: a JSON API with dynamic batching and a web page of the reasoning chain",
+    description="Load the index and the model once and answer over HTTP (FastAPI on uvicorn; needs the serve extra, "
+    "pip install 'drkit[serve]'). POST /v1/ask takes {\"question\": ...} or {\"questions\": [...]} (optional "
+    "top_k, hops, chain) and returns the answers with scores and the reasoning chain: per hop, the entities and "
+    "the mention supporting each (passage id, title, text, character offsets); a hop-mixing model adds the "
+    "ranked passages and the hop weights pi. GET /healthz, /readyz, /v1/info (manifests, counts, checksums), "
+    "/v1/entities/ID (an entity's passages), /metrics (Prometheus), /docs (OpenAPI) and / (the web page). "
+    "Concurrent requests are answered in one batched forward pass (--max-batch, --max-wait-ms); a question's "
+    "answer does not depend on its batch. /readyz turns green once the model has loaded and answered a warm-up "
+    "question; a model process that dies is started again; a new version of the index (drkit add, remove) is "
+    "served from the next batch without a restart. Listens on loopback unless --allow-remote; SIGTERM or "
+    "Ctrl-C finishes the requests in flight and exits within --drain-s seconds. Every flag may also be given "
+    "as an environment variable, DRKIT_ and the flag's name in capitals with underscores (DRKIT_INDEX, "
+    "DRKIT_MAX_BATCH, DRKIT_ROOT_PATH, ...); a flag given wins.",
+)
+def _serve_parser(p) -> None:
     from drkit.qa.pipeline import LoadConfig
     from drkit.serve.config import ServeConfig
 
-    p = sub.add_parser(
-        "serve",
-        help="serve a trained model over HTTP: a JSON API with dynamic batching and a web page of the reasoning chain",
-        description="Load the index and the model once and answer over HTTP (FastAPI on uvicorn; needs the serve extra, "
-        "pip install 'drkit[serve]'). POST /v1/ask takes {\"question\": ...} or {\"questions\": [...]} (optional "
-        "top_k, hops, chain) and returns the answers with scores and the reasoning chain: per hop, the entities and "
-        "the mention supporting each (passage id, title, text, character offsets); a hop-mixing model adds the "
-        "ranked passages and the hop weights pi. GET /healthz, /readyz, /v1/info (manifests, counts, checksums), "
-        "/v1/entities/ID (an entity's passages), /metrics (Prometheus), /docs (OpenAPI) and / (the web page). "
-        "Concurrent requests are answered in one batched forward pass (--max-batch, --max-wait-ms); a question's "
-        "answer does not depend on its batch. /readyz turns green once the model has loaded and answered a warm-up "
-        "question; a model process that dies is started again; a new version of the index (drkit add, remove) is "
-        "served from the next batch without a restart. Listens on loopback unless --allow-remote; SIGTERM or "
-        "Ctrl-C finishes the requests in flight and exits within --drain-s seconds. Every flag may also be given "
-        "as an environment variable, DRKIT_ and the flag's name in capitals with underscores (DRKIT_INDEX, "
-        "DRKIT_MAX_BATCH, DRKIT_ROOT_PATH, ...); a flag given wins.",
-    )
     for name, help_text in (("index", "sparse index"),
                             ("model", "trained model: a 'drkit train' or 'drkit train-mixing' run, or its model/ "
                                       "directory"),
@@ -148,7 +148,3 @@ def _serve(engine, config, deadline: list) -> int:
     print(f"drkit serve: stopped{' by ' + stopped_by[0] if stopped_by else ''}, requests in flight answered",
           file=sys.stderr)
     return 0
-
-
-def add_parsers(sub) -> None:
-    _serve_parser(sub)

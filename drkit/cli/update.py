@@ -6,19 +6,20 @@ from __future__ import annotations
 import json
 import sys
 
+from drkit.cli.flags import command
 from drkit.data.corpus import CORPUS_FORMATS
 
 
-def add_parsers(sub) -> None:
-    p = sub.add_parser(
-        "add",
-        help="add documents to an index (and its mention indexes) without a rebuild",
-        description="Link, split and score the articles of --corpus as a new segment of the index (TF-IDF with the "
-        "IDF frozen at build), embed their mentions with the encoder of each --mentions index, and make them live "
-        "by replacing INDEX/CURRENT atomically: a crash leaves the previous version, and models trained before "
-        "keep working. Old passages are linked to entities added now only at 'drkit compact'. Prints a JSON "
-        "report.",
-    )
+@command(
+    "add",
+    help="add documents to an index (and its mention indexes) without a rebuild",
+    description="Link, split and score the articles of --corpus as a new segment of the index (TF-IDF with the "
+    "IDF frozen at build), embed their mentions with the encoder of each --mentions index, and make them live "
+    "by replacing INDEX/CURRENT atomically: a crash leaves the previous version, and models trained before "
+    "keep working. Old passages are linked to entities added now only at 'drkit compact'. Prints a JSON "
+    "report.",
+)
+def _add_parser(p) -> None:
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index built by 'drkit index'")
     p.add_argument("--corpus", required=True, metavar="PATH", help="the articles to add, in a corpus format of 'drkit index'")
     p.add_argument("--format", choices=CORPUS_FORMATS, default=None,
@@ -33,25 +34,29 @@ def add_parsers(sub) -> None:
                    help="an article whose id is in the index already replaces it (default: refused)")
     p.set_defaults(run=_run_add)
 
-    p = sub.add_parser(
-        "remove",
-        help="remove documents from an index by corpus id",
-        description="Mark the articles with the given corpus ids removed (a new version of INDEX/CURRENT): from the "
-        "next load no answer or reasoning chain cites their passages. Every id must be a live article of the index, "
-        "else nothing changes. 'drkit compact' reclaims the space.",
-    )
+
+@command(
+    "remove",
+    help="remove documents from an index by corpus id",
+    description="Mark the articles with the given corpus ids removed (a new version of INDEX/CURRENT): from the "
+    "next load no answer or reasoning chain cites their passages. Every id must be a live article of the index, "
+    "else nothing changes. 'drkit compact' reclaims the space.",
+)
+def _remove_parser(p) -> None:
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index")
     p.add_argument("--ids", required=True, metavar="FILE", help="article ids (the corpus's 'id'), one per line")
     p.set_defaults(run=_run_remove)
 
-    p = sub.add_parser(
-        "compact",
-        help="merge an index's segments and removals into a new index (as a fresh build would make it)",
-        description="Write the live articles of --index as a new index --out: the same arrays as 'drkit index' of "
-        "those articles (IDF recomputed, every passage linked again). Each --mentions index is written to its "
-        "--mentions-out with the vectors of unchanged passages reused and the rest embedded. --index is left as "
-        "it is.",
-    )
+
+@command(
+    "compact",
+    help="merge an index's segments and removals into a new index (as a fresh build would make it)",
+    description="Write the live articles of --index as a new index --out: the same arrays as 'drkit index' of "
+    "those articles (IDF recomputed, every passage linked again). Each --mentions index is written to its "
+    "--mentions-out with the vectors of unchanged passages reused and the rest embedded. --index is left as "
+    "it is.",
+)
+def _compact_parser(p) -> None:
     p.add_argument("--index", required=True, metavar="DIR", help="sparse index with added or removed documents")
     p.add_argument("--out", required=True, metavar="DIR", help="the compacted index to write")
     p.add_argument("--mentions", action="append", default=[], metavar="DIR", help="a mention index of --index (repeatable)")
