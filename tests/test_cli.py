@@ -206,6 +206,13 @@ def test_top_level_help_lists_every_command_without_importing_torch():
             listed.split()), name
     assert command_in(["--threads", "2", "ask", "--model", "m", "q"]) == "ask"
     assert command_in(["--threads=2", "serve"]) == "serve" and command_in(["--version"]) is None
+    assert command_in(["--thr", "2", "index"]) == "index"  # an abbreviation argparse takes
+    from drkit.cli import ORDER
+
+    assert sorted(ORDER) == sorted(COMMANDS) and len(ORDER) == len(COMMANDS)  # every command listed, in its place
+    with pytest.raises(SystemExit) as exit_:  # an option's value the parse reads otherwise: still the command's flags
+        main(["--thread", "2", "index", "--help"])
+    assert exit_.value.code == 0
     only = build_parser(only="index")._subparsers._group_actions[0].choices
     assert "--corpus" in only["index"].format_help() and "--model" not in only["ask"].format_help()
     full = build_parser()._subparsers._group_actions[0].choices

@@ -182,9 +182,9 @@ def test_recogniser_workers_die_with_their_parent(monkeypatch):
         with os.fdopen(r) as f:
             return int(f.read())
 
-    monkeypatch.setattr(ner, "_recognising", True)
+    monkeypatch.setattr(ner, "_recognising", os.getpid())
     assert death_signal_of_a_child() == signal.SIGKILL
-    monkeypatch.setattr(ner, "_recognising", False)
+    monkeypatch.setattr(ner, "_recognising", None)
     assert death_signal_of_a_child() == 0
 
 

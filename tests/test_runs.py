@@ -249,7 +249,7 @@ def test_a_step_made_again_records_its_own_time_and_a_resumed_one_adds(tmp_path,
     to them."""
     import drkit.experiments.steps as steps
 
-    clock = iter([0.0, 5.0, 10.0, 12.0, 20.0, 23.0, 30.0, 37.0])
+    clock = iter([0.0, 5.0, 10.0, 12.0, 20.0, 23.0, 30.0, 37.0, 40.0, 41.0])
     monkeypatch.setattr(steps.time, "perf_counter", lambda: next(clock))
     timings = steps.Timings(tmp_path / "timings.json")
     timings.run("read", lambda: None, log=lambda *a: None)  # 5 s
@@ -265,4 +265,11 @@ def test_a_step_made_again_records_its_own_time_and_a_resumed_one_adds(tmp_path,
         timings.run("train", cut, log=lambda *a: None, resumes=run)  # interrupted after 3 s: recorded
     assert steps.Timings(tmp_path / "timings.json").data == {"read": 2.0, "train": 3.0}
     timings.run("train", lambda: None, log=lambda *a: None, resumes=run)  # continued from its folder: 3 + 7 s
+    assert steps.Timings(tmp_path / "timings.json").data == {"read": 2.0, "train": 10.0}
+
+    def refused():
+        raise ValueError("bad input")
+
+    with pytest.raises(ValueError):  # a step that does not resume and fails leaves no entry: it is made whole again
+        timings.run("index", refused, log=lambda *a: None)
     assert steps.Timings(tmp_path / "timings.json").data == {"read": 2.0, "train": 10.0}

@@ -17,7 +17,7 @@ class Timings:
         self.data = json.loads(path.read_text()) if path.exists() else {}
 
     def run(self, name: str, fn, log, resumes: Path | None = None):
-        """Run step `name` (`fn`) and record its seconds, also when it is interrupted (an exception, Ctrl-C).
+        """Run step `name` (`fn`) and record its seconds; a step that resumes, also when it is interrupted.
         `resumes`: where a step that continues an interrupted run keeps its progress (its run folder, or an
         embedding's ``.OUT.partial``); when that exists before the call, the seconds recorded of the earlier,
         interrupted run are kept and this call's added. Otherwise the step is made whole by this call, and its
@@ -27,10 +27,17 @@ class Timings:
         before = self.data.get(name, 0.0) if resumes is not None and Path(resumes).exists() else 0.0
         log(f"== {name}")
         try:
-            return fn()
-        finally:
-            self.data[name] = round(before + time.perf_counter() - t, 1)
-            self.path.write_text(json.dumps(self.data, indent=2) + "\n")
+            result = fn()
+        except BaseException:
+            if resumes is not None:  # the work done counts for the run that resumes it; a step made whole again
+                self._record(name, before + time.perf_counter() - t)  # replaces it anyway
+            raise
+        self._record(name, before + time.perf_counter() - t)
+        return result
+
+    def _record(self, name: str, seconds: float) -> None:
+        self.data[name] = round(seconds, 1)
+        write_json(self.path, self.data)  # whole or not at all: a second Ctrl-C cannot leave it cut short
 
 
 def write_json(path: Path, obj) -> None:

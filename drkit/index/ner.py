@@ -145,17 +145,17 @@ def ner_processes(n_texts: int, processes: int = 0) -> int:
     return max(1, min(available_cpus(), n_texts // TEXTS_PER_PROCESS))
 
 
-_recognising = False  # set while spaCy's worker processes are forked (`ner_entities`)
+_recognising: int | None = None  # while spaCy's worker processes are forked (`ner_entities`): the parent's pid
 
 
 def _worker_dies_with_parent() -> None:
     """In a process forked while `ner_entities` runs (one of spaCy's workers): die with the parent, so that a
     parent killed outright leaves no worker waiting on its queue, nor holding what it inherited (`drkit add`'s
     update lock)."""
-    if _recognising:
+    if _recognising is not None:
         from drkit.util.processes import die_with_parent
 
-        die_with_parent()
+        die_with_parent(_recognising)
 
 
 if hasattr(os, "register_at_fork"):
@@ -174,8 +174,11 @@ def ner_entities(texts: Sequence[str], nlp=None, batch_size: int = 128, processe
     if log is not None:
         log(f"recognising entities in {len(texts):,} texts with {n_process} process(es)")
     upper, lower = word_case_counts(texts)
+    from drkit.util.processes import prepare_children
+
+    prepare_children()
     global _recognising
-    _recognising, was = True, _recognising
+    _recognising, was = os.getpid(), _recognising
     try:
         return _recognised(nlp.pipe(texts, batch_size=batch_size, n_process=n_process), len(texts), upper, lower)
     finally:

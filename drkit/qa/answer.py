@@ -97,7 +97,7 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
     out.mkdir(parents=True, exist_ok=True)
     read_config = config.reading()
     if "int8" in (config.reader_quantize, reader.quantize):  # in fp32 on the CPU (`auto` never bf16), as drkit ask reads
-        compute = int8_compute(config.precision, reader.device.type)
+        compute = int8_compute(config.precision)  # the quantised copy is made on the CPU
         reader = reader.quantized(compute.precision)
     else:
         compute = choose(config.precision, "cpu" if reader.device.type == "cpu" else "auto")
