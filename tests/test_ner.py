@@ -246,6 +246,20 @@ def test_the_kind_a_question_asks_for():
     assert prefer_kinds(found, None, frozenset({"PERSON"})) == found and prefer_kinds(found, kinds, None) == found
 
 
+def test_an_index_recognised_before_kinds_were_recorded_is_told_apart():
+    """An index built with --entities ner before drkit index recorded kinds has none: the retriever says so (the
+    answer's kind filter has nothing to use) instead of answering as if it had. Titles or a KB have no kinds anyway."""
+    from drkit.qa.answer_kinds import kinds_lost
+
+    def index(entities, kinds):
+        return SimpleNamespace(manifest={"inputs": {"entities": entities}} if entities else {},
+                               entities=SimpleNamespace(kinds=kinds))
+
+    assert kinds_lost(index(["titles", "ner"], None))
+    assert not kinds_lost(index(["titles", "ner"], ["PERSON", None]))
+    assert not kinds_lost(index(["titles"], None)) and not kinds_lost(index(None, None))
+
+
 def test_documents_added_to_a_recognised_index_are_recognised_too(tmp_path, capsys):
     from drkit.cli import main
     from drkit.index.build import build_index

@@ -30,6 +30,14 @@ RULES: tuple[tuple[re.Pattern, frozenset], ...] = tuple((re.compile(p, re.IGNORE
 ))
 
 
+def kinds_lost(index) -> bool:
+    """Whether `index` (a `drkit.index.sparse.SparseIndex`) recognised its entities (``--entities ner``) but holds
+    no kinds for them: built before `drkit index` recorded them, so the answer's kind filter has nothing to use
+    until the index is built again."""
+    entities = (index.manifest.get("inputs") or {}).get("entities") or []
+    return index.entities.kinds is None and "ner" in map(str, entities)
+
+
 def asked_kinds(question: str) -> frozenset | None:
     """The kinds of entity `question` asks for (module docstring), or None when its words do not say."""
     return next((kinds for pattern, kinds in RULES if pattern.search(question)), None)

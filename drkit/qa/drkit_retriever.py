@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from drkit.errors import ConfigError
-from drkit.qa.answer_kinds import KIND_POOL, asked_kinds, prefer_kinds
+from drkit.qa.answer_kinds import KIND_POOL, asked_kinds, kinds_lost, prefer_kinds
 from drkit.qa.retrieve import Retrieved
 from drkit.reason.passages import ENTITIES, rank_passages
 from drkit.util.runs import as_saved
@@ -41,6 +41,11 @@ class DrKITRetriever:
         self.answer_skips_named = answer_skips_named
         self.answer_top = answer_top  # entities kept in `Retrieved.answers`
         self.answer_kinds = answer_kinds  # entities of the kind the question asks for first (drkit.qa.answer_kinds)
+        if answers and answer_kinds and kinds_lost(vkb.index):
+            from drkit.util.hardware import say
+
+            say(f"{vkb.index.path}: its entities were recognised before drkit index recorded their kinds, so the "
+                "entity answer's kind filter (--answer-kinds) has none to use; build the index again to have it")
         # the answer's hops start from the entities the question names verbatim ("named"), as a bracketed
         # question's do, or from retrieval's linked Z_0 ("linked"); see RetrieveConfig.answer_start
         if answer_start not in ("named", "linked"):
