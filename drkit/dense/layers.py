@@ -8,7 +8,8 @@ with the same operations in the same order (three projections, `scaled_dot_produ
 additive mask and the layer's scale, the two residual layer norms, the activation), so its output is
 the layer's own, bit for bit; `tests/test_layers.py` checks that. It is used only where it is the
 same computation: an `eval()` layer (no dropout) of a plain encoder (no cross-attention, no
-decoder, no chunked feed-forward) whose attention is "sdpa"; any other layer runs as itself. A Linear
+decoder, no chunked feed-forward) whose attention is "sdpa" (or `drkit.dense.dropout`'s, which is sdpa in
+`eval()`); any other layer runs as itself. A Linear
 that is not a plain `nn.Linear` (``--quantize int8``'s) is called as itself inside the lean path.
 `hidden_states` does the same for a whole `BertModel` (embeddings, then its layers); it gains where
 sequences are short (a query), and little at 512 pieces, where the products dominate.
@@ -19,6 +20,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from drkit.dense.dropout import ATTENTION  # sdpa's own when not training
 
 NEEDED = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.self.attention_head_size",
           "attention.self.scaling", "attention.output.dense", "attention.output.LayerNorm", "intermediate.dense",
@@ -43,7 +46,7 @@ def _lean(layer) -> bool:
         config = getattr(attn, "config", None)
         cached = (type(layer) is BertLayer and not layer.is_decoder and not layer.add_cross_attention
                   and not layer.chunk_size_feed_forward and config is not None
-                  and getattr(config, "_attn_implementation", None) == "sdpa"
+                  and getattr(config, "_attn_implementation", None) in ("sdpa", ATTENTION)
                   and all(_has(layer, path) for path in NEEDED))  # a transformers without them: its own layer
         layer._drkit_lean = cached
     return cached and not layer.training

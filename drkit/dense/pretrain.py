@@ -33,6 +33,7 @@ import torch
 
 from drkit.data.kb import read_kb
 from drkit.dense.distant import IGNORED, NEGATIVE, POSITIVE, DistantConfig, DistantSupervision
+from drkit.dense.dropout import cheap_dropout
 from drkit.dense.encoder import DualEncoder, EncoderConfig
 from drkit.dense.spans import log_probs_with_null, span_logits, span_nll
 from drkit.errors import ConfigError
@@ -243,7 +244,7 @@ def pretrain(index_dir: str | Path, kb: str | Path | None, out: str | Path, conf
 
     model.train()
     t_train = time.perf_counter()
-    with open(run / "train_log.jsonl", "a", encoding="utf-8") as logf, \
+    with open(run / "train_log.jsonl", "a", encoding="utf-8") as logf, cheap_dropout(model, compute.device), \
             progress(total=config.steps, initial=start, desc="pretrain", unit="step") as bar:
         for step in range(start, config.steps):
             t = time.perf_counter()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from drkit.dense.dropout import cheap_dropout
 from drkit.errors import ConfigError
 from drkit.reader.examples import (
     Distractors,
@@ -133,38 +134,39 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
     epoch_cache: dict[int, tuple] = {}
     bucketed = config.bucket > 0 and not groups
     t0, seen, pieces, padded = time.perf_counter(), 0, 0, 0
-    for step in progress(range(start, steps), desc="reader", initial=start, total=steps):
-        epoch = step // per_epoch
-        if epoch not in epoch_cache:
-            examples = epoch_examples(sources, order, config.seed, epoch, alone)
-            # bucketed: the pass's word pieces are needed to batch it, so it is featurized at once
-            featurized = [reader.featurize(e, labels=True) for e in examples] if bucketed else None
-            epoch_cache = {epoch: (examples, featurized, [len(f.ids) for f in featurized] if bucketed else None)}
-        examples, featurized, lengths = epoch_cache[epoch]
-        if groups:
-            rows = grouped_step_rows(groups, config.batch_size, step, config.seed)
-        elif bucketed:
-            rows = bucketed_step_rows(lengths, config.batch_size, step, config.seed, config.bucket)
-        else:
-            rows = step_rows(len(sources), config.batch_size, step, config.seed)
-        batch = [examples[i] for i in rows]
-        features = [featurized[i] for i in rows] if bucketed else [reader.featurize(e, labels=True) for e in batch]
-        with compute.autocast():
-            logits = reader(**reader.batch(features))
-        loss, parts = reader.loss(logits, features)
-        if not math.isfinite(float(loss.detach())):
-            raise ConfigError(f"the reader's loss is {float(loss.detach())} at step {step}; try a lower --lr")
-        norm = optimizer_step(opt, loss)
-        sched.step()
-        seen += len(batch)
-        pieces += sum(len(f.ids) for f in features)
-        padded += len(features) * max(len(f.ids) for f in features)
-        if (step + 1) % config.log_every == 0 or step + 1 == steps:
-            append_log(out / "train_log.jsonl", {"step": step + 1, "loss": round(float(loss.detach()), 4),
-                                                 **{k: round(v, 4) for k, v in parts.items()},
-                                                 "grad_norm": round(norm, 3), "lr": sched.get_last_lr()[0]})
-        if (step + 1) % config.checkpoint_every == 0 and step + 1 < steps:
-            save_checkpoint(out, step + 1, reader, opt, sched, {})
+    with cheap_dropout(reader, compute.device):  # dropout masks cheap on a CPU (drkit.dense.dropout)
+        for step in progress(range(start, steps), desc="reader", initial=start, total=steps):
+            epoch = step // per_epoch
+            if epoch not in epoch_cache:
+                examples = epoch_examples(sources, order, config.seed, epoch, alone)
+                # bucketed: the pass's word pieces are needed to batch it, so it is featurized at once
+                featurized = [reader.featurize(e, labels=True) for e in examples] if bucketed else None
+                epoch_cache = {epoch: (examples, featurized, [len(f.ids) for f in featurized] if bucketed else None)}
+            examples, featurized, lengths = epoch_cache[epoch]
+            if groups:
+                rows = grouped_step_rows(groups, config.batch_size, step, config.seed)
+            elif bucketed:
+                rows = bucketed_step_rows(lengths, config.batch_size, step, config.seed, config.bucket)
+            else:
+                rows = step_rows(len(sources), config.batch_size, step, config.seed)
+            batch = [examples[i] for i in rows]
+            features = [featurized[i] for i in rows] if bucketed else [reader.featurize(e, labels=True) for e in batch]
+            with compute.autocast():
+                logits = reader(**reader.batch(features))
+            loss, parts = reader.loss(logits, features)
+            if not math.isfinite(float(loss.detach())):
+                raise ConfigError(f"the reader's loss is {float(loss.detach())} at step {step}; try a lower --lr")
+            norm = optimizer_step(opt, loss)
+            sched.step()
+            seen += len(batch)
+            pieces += sum(len(f.ids) for f in features)
+            padded += len(features) * max(len(f.ids) for f in features)
+            if (step + 1) % config.log_every == 0 or step + 1 == steps:
+                append_log(out / "train_log.jsonl", {"step": step + 1, "loss": round(float(loss.detach()), 4),
+                                                     **{k: round(v, 4) for k, v in parts.items()},
+                                                     "grad_norm": round(norm, 3), "lr": sched.get_last_lr()[0]})
+            if (step + 1) % config.checkpoint_every == 0 and step + 1 < steps:
+                save_checkpoint(out, step + 1, reader, opt, sched, {})
     seconds = time.perf_counter() - t0
     record = {"steps": steps, "questions": len(records), "kb_questions": kb_count, "examples_per_epoch": len(sources),
               "read_alone": len(alone),

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from drkit.data.questions import QUESTION_ENTITY, load_questions, question_entity_counts
+from drkit.dense.dropout import cheap_dropout
 from drkit.dense.encoder import DualEncoder
 from drkit.dense.mentions import MentionIndex, resolve_encoder_dir
 from drkit.errors import ConfigError
@@ -228,7 +229,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
 
     model.train()
     t_train = time.perf_counter()
-    with open(run / "train_log.jsonl", "a", encoding="utf-8") as logf, \
+    with open(run / "train_log.jsonl", "a", encoding="utf-8") as logf, cheap_dropout(model, vkb.compute.device), \
             progress(total=config.steps, initial=start, desc=f"train {model_config.hops}-hop", unit="step") as bar:
         for step in range(start, config.steps):
             t = time.perf_counter()

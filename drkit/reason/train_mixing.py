@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from drkit.dense.dropout import cheap_dropout
 from drkit.dense.encoder import DualEncoder
 from drkit.dense.mentions import MentionIndex, resolve_encoder_dir
 from drkit.errors import ConfigError, InputFormatError
@@ -249,7 +250,7 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
     evaluate(0)
     model.train()
     t0 = time.perf_counter()
-    with open(run / "train_log.jsonl", "a", encoding="utf-8") as logf, \
+    with open(run / "train_log.jsonl", "a", encoding="utf-8") as logf, cheap_dropout(model, vkb.compute.device), \
             progress(total=config.steps, desc="train mixing", unit="step") as bar:
         for step in range(config.steps):
             t = time.perf_counter()
