@@ -178,6 +178,34 @@ def test_mention_index_holds_every_mention_vector(embedded, toy_index):
     loaded.check_compatible(toy_index, d / "run")
 
 
+def test_int8_embedding_is_the_quantised_encoder_s_and_says_so(embedded, toy_index, tmp_path):
+    """--quantize int8: each vector is what an int8 copy of the encoder computes (a slow reference: that copy
+    made here, passage by passage), close to but not equal to fp32's; the manifest records it."""
+    from drkit.reason.quantize import quantize_transformer
+
+    d, mi = embedded
+    enc = DualEncoder.load(d / "run" / "encoder")
+    built = build_mention_index(toy_index.path, d / "run", tmp_path / "int8",
+                                EmbedConfig(batch_tokens=40, precision="fp32", quantize="int8"), log=lambda *a: None)
+    assert built.manifest["config"]["quantize"] == "int8"
+    assert not any("quantized" in type(m).__module__ for m in enc.modules())  # the loaded encoder is left alone
+    int8 = DualEncoder.load(d / "run" / "encoder").eval()
+    assert quantize_transformer(int8.passage_model, "fp32") > 0
+    m = np.asarray(toy_index.mentions)
+    fp32 = MentionIndex.load(d / "mentions").vectors
+    vectors = MentionIndex.load(tmp_path / "int8").vectors
+    for p in range(toy_index.n_passages):
+        rows = np.flatnonzero(m[:, 1] == p)
+        want = int8.embed_mentions([toy_index.passage_pieces(p)], [m[rows, 2]], [m[rows, 3]], precision="fp32")[0]
+        np.testing.assert_allclose(vectors[rows].astype(np.float32), want, rtol=2e-3, atol=2e-3)
+    a, b = np.asarray(fp32, np.float32), np.asarray(vectors, np.float32)
+    assert not np.array_equal(a, b)
+    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    assert cos.mean() > 0.9
+    with pytest.raises(ConfigError, match="quantize must be"):
+        EmbedConfig(quantize="int4")
+
+
 def test_mention_index_refuses_another_encoder(embedded, toy_index, tiny_base, tmp_path):
     d, mi = embedded
     other = DualEncoder.from_base(EncoderConfig(base=str(tiny_base), dim=16, init_seed=1))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from drkit.dense.embedding import EmbedConfig, batch_plan, embed_batch, embed_timing, mention_rows
+from drkit.dense.embedding import EmbedConfig, batch_plan, embed_batch, embed_timing, mention_encoder, mention_rows
 from drkit.dense.encoder import DualEncoder
 from drkit.errors import ArtifactError
 from drkit.index.sparse import SparseIndex
@@ -23,8 +23,8 @@ class _EmbedShard:
     def __init__(self, index_dir: str, encoder_dir: str, config: dict, shard_dir: str, threads: int):
         torch.set_num_threads(threads)
         self.index = SparseIndex.load(index_dir)
-        self.encoder = DualEncoder.load(encoder_dir).eval()
         self.config = EmbedConfig(**config)
+        self.encoder = mention_encoder(DualEncoder.load(encoder_dir), self.config)
         self.mentions = np.asarray(self.index.mentions)
         self.indptr = self.index.passage_mention_indptr
         self.shard_dir = Path(shard_dir)
