@@ -6,8 +6,10 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from drkit.cli import main
+from drkit.errors import ConfigError
 
 FIRST = ["Anna", "Boris", "Clara", "Dmitri", "Elena", "Farid"]
 LAST = ["Lindqvist", "Okafor", "Ramirez", "Tanaka"]
@@ -143,3 +145,23 @@ def test_pooling_compares_what_the_figures_depend_on_reading_absent_settings_as_
         ["reader_max_pieces: 512 / 320"]
     assert differing_settings(old, {**new, "steps": 50}, {}) == ["steps: 100 / 50", "reader_layers: None / 0",
                                                               "reader_max_pieces: None / 512"]
+
+
+def test_mentions_embedded_otherwise_are_refused_not_mixed(tmp_path, monkeypatch):
+    """--embed-quantize: a run folder whose mentions were embedded otherwise (fp32, as every run before the
+    setting) is refused with what to do, never re-embedded under models trained on the old vectors."""
+    from types import SimpleNamespace
+
+    import drkit.util.hardware as hardware
+    from drkit.experiments.steps import embedded_as
+    from drkit.experiments.twowiki import TwoWikiConfig
+
+    old = SimpleNamespace(manifest={"config": {"precision": "fp32", "device": "cpu"}}, path=tmp_path / "mentions-kb_qa")
+    assert embedded_as(old, "none") is old
+    with pytest.raises(ConfigError, match=r"embedded with quantize 'none' and this run asks for 'int8'.*--embed-quantize none"):
+        embedded_as(old, TwoWikiConfig().embed_config().quantize)  # int8 on this machine's CPU
+    assert TwoWikiConfig(embed_quantize="none").embed_config().quantize == "none"
+    monkeypatch.setattr(hardware, "resolve_device", lambda device="auto": torch.device("cuda"))
+    assert TwoWikiConfig().embed_config().quantize == "none"  # on a GPU: its own precision there
+    with pytest.raises(ConfigError, match="embed_quantize must be"):
+        TwoWikiConfig(embed_quantize="int4")

@@ -34,8 +34,9 @@ class EmbedConfig:
     precision: str = precision_field("the mention encoder (vectors are stored in fp16 either way)")
     device: str = device_field("the mention encoder")
     quantize: str = field(default="none", metadata={
-        "help": "none, or int8: the passage transformer's Linear layers as int8 dynamic quantisation (on a CPU, "
-                "activations in fp32; faster, the vectors close to fp32's but not equal: docs/precision.md)",
+        "help": "none, or int8: the passage transformer's Linear layers as int8 dynamic quantisation (on the CPU, "
+                "which --device auto then means; activations in fp32; about 1.5x faster, the vectors close to "
+                "fp32's but not equal: docs/precision.md)",
         "choices": ("none", "int8")})
 
     def __post_init__(self):
@@ -43,10 +44,22 @@ class EmbedConfig:
             raise ConfigError("batch_tokens must be at least 1")
         if self.quantize not in ("none", "int8"):
             raise ConfigError(f"quantize must be 'none' or 'int8', got {self.quantize!r}")
+        if self.quantize == "int8" and self.device == "cuda":
+            raise ConfigError("--quantize int8 embeds on the CPU (torch's int8 dynamic quantisation has no GPU "
+                              "kernels); pass --device cpu or auto, or --quantize none on the GPU")
+        if self.quantize == "int8" and self.precision not in ("auto", "fp32"):
+            raise ConfigError(f"--quantize int8 keeps the activations in fp32; it does not go with --precision "
+                              f"{self.precision}")
+
+    def compute(self):
+        """The `drkit.util.hardware.Compute` the encoder runs with: with int8, fp32 on the CPU (what `auto` then means)."""
+        if self.quantize == "int8":
+            return choose("fp32", "cpu")
+        return choose(self.precision, self.device)
 
     def resolved(self) -> "EmbedConfig":
         """The settings with precision and device as this machine resolves them (what a manifest records)."""
-        compute = choose(self.precision, self.device)
+        compute = self.compute()
         return replace(self, precision=compute.precision, device=compute.device.type)
 
     @classmethod
@@ -100,7 +113,7 @@ def _length_batches(lengths: np.ndarray, batch_tokens: int):
 def mention_encoder(encoder: DualEncoder, config: EmbedConfig) -> DualEncoder:
     """`encoder` ready to embed with `config`: in eval mode on its device; with ``quantize="int8"`` a copy whose
     passage transformer is int8 (`drkit.reason.quantize.quantize_transformer`; the caller's stays as it is)."""
-    compute = choose(config.precision, config.device)
+    compute = config.compute()
     encoder = encoder.eval().to(compute.device)
     if config.quantize == "int8":
         import copy
@@ -165,6 +178,7 @@ def embed_mentions(index: SparseIndex, encoder: DualEncoder, config: EmbedConfig
     `skip_batches` leaves the first ones out (a resumed build whose `out` holds them already), and
     `checkpoint(batches_done)` is called every `CHECKPOINT_S` seconds and at the end."""
     warnings = warnings if warnings is not None else WarningLog()
+    config = config.resolved()
     mentions = np.asarray(index.mentions)
     indptr = index.passage_mention_indptr
     warn_empty_passages(index, warnings)

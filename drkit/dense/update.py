@@ -33,6 +33,7 @@ from drkit.dense.embedding import (
     embed_mentions,
     encoder_identity,
     index_identity,
+    mention_encoder,
     mention_rows,
 )
 from drkit.dense.encoder import DualEncoder
@@ -284,8 +285,7 @@ def recompute_mention_index(old: SparseIndex, mentions: MentionIndex, new: Spars
         out_vectors[reused] = vectors[source[reused]]
         embedded = 0
         if len(missing):
-            encoder = _encoder_of(mentions)
-            encoder.eval().to(config.device)
+            encoder = mention_encoder(_encoder_of(mentions), config)
             indptr = new.passage_mention_indptr
             with torch.inference_mode():
                 for ps in progress(batch_plan(new, config, missing), desc="embed", unit="batch"):

@@ -8,6 +8,8 @@ import os
 import time
 from pathlib import Path
 
+from drkit.errors import ConfigError
+from drkit.util.artifact import file_checksum
 from drkit.util.runs import settings_diff
 
 
@@ -61,3 +63,21 @@ def made_again(path: Path, made_with: dict, log=print) -> bool:
         return False
     log(f"{path} was made from another {', '.join(changed)}; making it again")
     return True
+
+
+def embedded_as(mentions, quantize: str):
+    """`mentions` (a `drkit.dense.mentions.MentionIndex` a run made before) when it was embedded with `quantize`
+    (``--embed-quantize``); else a `ConfigError`: the models of the run were trained on its vectors, so it is
+    not embedded again under them."""
+    have = mentions.manifest.get("config", {}).get("quantize", "none")
+    if have != quantize:
+        raise ConfigError(f"{mentions.path} was embedded with quantize {have!r} and this run asks for {quantize!r} "
+                          f"(--embed-quantize): the models of this output folder were trained on those vectors; "
+                          f"choose another --out, or pass --embed-quantize {have}")
+    return mentions
+
+
+def model_checksums(run: Path) -> dict:
+    """The checksums of a hop-mixing training run's model (its heads and its base model's weights)."""
+    return {"model_sha256": file_checksum(run / "model" / "heads.safetensors")["sha256"],
+            "base_sha256": file_checksum(run / "model" / "base" / "model.safetensors")["sha256"]}
