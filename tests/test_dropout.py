@@ -150,3 +150,32 @@ def test_on_another_device_nothing_changes():
     with cheap_dropout(model, "cuda"):  # only the device's type is read: no GPU is needed
         assert any(type(m) is nn.Dropout for m in model.modules())
         assert model.config._attn_implementation == "sdpa"
+
+
+def test_a_bert_in_training_draws_every_mask_through_the_cheap_path(monkeypatch):
+    """Inside the block, a training BERT's every dropout, its attention weights' included, is `keep_mask`'s:
+    the embeddings' one, and per layer the attention weights' and the two residual branches'."""
+    import drkit.dense.dropout as dropout
+
+    draws, real = [], dropout.keep_mask
+    monkeypatch.setattr(dropout, "keep_mask", lambda shape, p, device="cpu": draws.append(shape) or real(shape, p, device))
+    model = _tiny_bert().train()  # 2 layers, 2 heads, hidden 16
+    ids = torch.randint(0, 50, (3, 8))
+    with cheap_dropout(model, "cpu"):
+        model(input_ids=ids, attention_mask=torch.ones(3, 8, dtype=torch.long))
+    assert len(draws) == 1 + 2 * 3
+    assert draws.count((3, 2, 8, 8)) == 2  # the attention weights, one draw a layer
+    draws.clear()
+    model(input_ids=ids, attention_mask=torch.ones(3, 8, dtype=torch.long))  # outside it: torch's own
+    assert draws == []
+
+
+def test_keep_mask_keeps_everything_below_its_resolution():
+    assert keep_mask((5, 3), 1e-9).all()
+    x = torch.randn(4, 4, dtype=torch.bfloat16)
+    torch.manual_seed(2)
+    y = mask_dropout(x, 0.1)
+    torch.manual_seed(2)
+    keep = keep_mask((4, 4), 0.1)
+    # the scale applied as a double (torch's dropout does so too), not rounded to bf16 first
+    assert torch.equal(y, torch.where(keep, (x.double() / 0.9).to(torch.bfloat16), torch.zeros((), dtype=torch.bfloat16)))

@@ -147,6 +147,25 @@ def test_real_recogniser_finds_people_places_and_dates():
     assert {"2 February 1886", "10 August 1960", "Frank William George Lloyd"} <= set(found.names), found.names
 
 
+def test_the_unused_shared_token_vectors_are_left_out_and_nothing_changes():
+    """load_pipeline drops the shared tok2vec, which no component listens to: the recogniser's spans are those
+    of the pipeline with it, on real 2Wiki-like text and on the release's own kind of sentence."""
+    import spacy
+
+    from drkit.index.ner import PIPELINE
+
+    nlp = _real_pipeline()
+    assert nlp.pipe_names == ["ner"]
+    full = spacy.load(PIPELINE, exclude=["tagger", "parser", "attribute_ruler", "lemmatizer", "senter"])
+    assert full.pipe_names == ["tok2vec", "ner"]
+    texts = TEXTS + ["Barack Obama was born on August 4, 1961, in Honolulu, Hawaii. He studied at Columbia "
+                     "University.", "Frank William George Lloyd( 2 February 1886 – 10 August 1960) was a British- "
+                     "born American film director.", "Apple is looking at buying U.K. startup for $1 billion."]
+    spans = lambda n: [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in n.pipe(texts)]  # noqa: E731
+    assert spans(nlp) == spans(full)
+    assert sum(map(len, spans(nlp))) > 10
+
+
 def test_processes_find_what_one_finds():
     """Texts read by two recogniser processes (spaCy's n_process) give the names, dates, forms, labels and kinds that
     one process gives, in the same order."""

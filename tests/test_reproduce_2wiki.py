@@ -157,11 +157,18 @@ def test_mentions_embedded_otherwise_are_refused_not_mixed(tmp_path, monkeypatch
     from drkit.experiments.twowiki import TwoWikiConfig
 
     old = SimpleNamespace(manifest={"config": {"precision": "fp32", "device": "cpu"}}, path=tmp_path / "mentions-kb_qa")
-    assert embedded_as(old, "none") is old
+    made_int8 = SimpleNamespace(manifest={"config": {"quantize": "int8"}}, path=tmp_path / "mentions-kb_qa")
+    assert embedded_as(old, TwoWikiConfig(embed_quantize="none")) is old
+    assert embedded_as(made_int8, TwoWikiConfig()) is made_int8
     with pytest.raises(ConfigError, match=r"embedded with quantize 'none' and this run asks for 'int8'.*--embed-quantize none"):
-        embedded_as(old, TwoWikiConfig().embed_config().quantize)  # int8 on this machine's CPU
+        embedded_as(old, TwoWikiConfig())  # int8 on this machine's CPU
+    with pytest.raises(ConfigError, match=r"quantize 'int8' and this run asks for 'none'"):
+        embedded_as(made_int8, TwoWikiConfig(embed_quantize="none"))
     assert TwoWikiConfig(embed_quantize="none").embed_config().quantize == "none"
     monkeypatch.setattr(hardware, "resolve_device", lambda device="auto": torch.device("cuda"))
     assert TwoWikiConfig().embed_config().quantize == "none"  # on a GPU: its own precision there
+    # a folder made on a CPU goes on on a GPU machine, and one made on a GPU (fp32) with int8 asked
+    assert embedded_as(made_int8, TwoWikiConfig()) is made_int8
+    assert embedded_as(old, TwoWikiConfig()) is old
     with pytest.raises(ConfigError, match="embed_quantize must be"):
         TwoWikiConfig(embed_quantize="int4")

@@ -12,11 +12,13 @@ one trained without it. ``benchmarks/bench_dropout.py`` times the two.
 `cheap_dropout(model, device)` turns it on for a training loop: every ``nn.Dropout`` of `model` is
 swapped for `CheapDropout` (the same p), and the models' attention (transformers' "sdpa", whose CPU
 dropout is torch's inside `scaled_dot_product_attention`) for ``"drkit_sdpa"``: transformers' own sdpa
-attention when not training, on a GPU or without dropout, else the same product written out (scores,
+attention when not training, on a GPU, without dropout or with anything a plain BERT attention does not
+have (grouped keys, a position bias, a head mask, ...), else the same product written out (scores,
 additive or boolean mask, softmax, `mask_dropout`, values), as transformers' "eager" attention computes
 it. Everything is put back on leaving, so saved models and their configs do not change. On a GPU,
-whose dropout is cheap, it does nothing. A transformers without attention interfaces (before 4.53)
-keeps its own attention and gets only the cheap ``nn.Dropout`` swap.
+whose dropout is cheap, it does nothing. A transformers without attention and mask interfaces keeps its
+own attention (torch's dropout there: slower, not wrong) and gets only the cheap ``nn.Dropout`` swap. A
+run resumed from a checkpoint written before this existed continues with these masks.
 """
 
 from __future__ import annotations
@@ -34,7 +36,10 @@ def keep_mask(shape: tuple[int, ...], p: float, device: torch.device | str = "cp
     n = 1
     for s in shape:
         n *= int(s)
-    threshold = -32768 + round((1.0 - p) * 65536)  # int16 lanes are uniform over [-32768, 32767]
+    kept = round((1.0 - p) * 65536)  # of the 65,536 values of an int16 lane, uniform over [-32768, 32767]
+    if kept >= 65536:  # p under 2**-17: every element kept
+        return torch.ones(shape, dtype=torch.bool, device=device)
+    threshold = -32768 + kept
     bits = torch.randint(-2**63, 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64, device=device).view(torch.int16)
     return (bits[:n] < threshold).view(shape)
 
@@ -45,8 +50,8 @@ def mask_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
         return x
     if p >= 1.0:
         return x * 0.0
-    scale = keep_mask(tuple(x.shape), p, x.device).to(x.dtype).mul_(1.0 / (1.0 - p))
-    return x * scale
+    out = x * keep_mask(tuple(x.shape), p, x.device)  # the backward keeps the boolean mask, a byte an element
+    return out.mul_(1.0 / (1.0 - p))  # the scale as a double, as torch's dropout applies it (exact in bf16 too)
 
 
 class CheapDropout(nn.Dropout):
@@ -58,12 +63,16 @@ class CheapDropout(nn.Dropout):
         return mask_dropout(x, self.p)
 
 
+_NOT_WRITTEN = ("position_bias", "softcap", "head_mask", "s_aux", "sliding_window")  # sdpa's own then
+
+
 def _attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
                **kwargs):
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     if (not dropout or not module.training or query.device.type != "cpu" or getattr(module, "is_causal", False)
-            or kwargs.get("is_causal")):
+            or kwargs.get("is_causal") or getattr(module, "num_key_value_groups", 1) != 1
+            or any(kwargs.get(k) is not None for k in _NOT_WRITTEN)):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling

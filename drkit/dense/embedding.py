@@ -1,5 +1,6 @@
 """Embedding mentions: f(m) = [f_start ; f_end] of every mention of a sparse index, computed passage by passage
-(each passage unpadded, alone in its length's batch, so that a vector depends on its passage alone). Below
+(each passage unpadded, in a batch of its length, so that a vector depends on its passage alone; with
+``quantize="int8"`` a little on its batch too, whose activations are quantised together). Below
 both `drkit.dense.mentions` (the artifact, its local build) and `drkit.dense.embed_ray` (the same batches on
 Ray), which both import it."""
 

@@ -65,15 +65,16 @@ def made_again(path: Path, made_with: dict, log=print) -> bool:
     return True
 
 
-def embedded_as(mentions, quantize: str):
-    """`mentions` (a `drkit.dense.mentions.MentionIndex` a run made before) when it was embedded with `quantize`
-    (``--embed-quantize``); else a `ConfigError`: the models of the run were trained on its vectors, so it is
-    not embedded again under them."""
+def embedded_as(mentions, config):
+    """`mentions` (a `drkit.dense.mentions.MentionIndex` a run made before) when it was embedded as `config` (a
+    `drkit.experiments.twowiki.TwoWikiConfig`) asks: with its ``--embed-quantize`` or as this machine would
+    embed with it (int8 made on a CPU goes on on a GPU machine, and the reverse); else a `ConfigError`: the
+    models of the run were trained on its vectors, so it is not embedded again under them."""
     have = mentions.manifest.get("config", {}).get("quantize", "none")
-    if have != quantize:
-        raise ConfigError(f"{mentions.path} was embedded with quantize {have!r} and this run asks for {quantize!r} "
-                          f"(--embed-quantize): the models of this output folder were trained on those vectors; "
-                          f"choose another --out, or pass --embed-quantize {have}")
+    if have not in (config.embed_quantize, config.embed_config().quantize):
+        raise ConfigError(f"{mentions.path} was embedded with quantize {have!r} and this run asks for "
+                          f"{config.embed_quantize!r} (--embed-quantize): the models of this output folder were "
+                          f"trained on those vectors; choose another --out, or pass --embed-quantize {have}")
     return mentions
 
 
@@ -81,3 +82,8 @@ def model_checksums(run: Path) -> dict:
     """The checksums of a hop-mixing training run's model (its heads and its base model's weights)."""
     return {"model_sha256": file_checksum(run / "model" / "heads.safetensors")["sha256"],
             "base_sha256": file_checksum(run / "model" / "base" / "model.safetensors")["sha256"]}
+
+
+def jsonable(obj):
+    """`obj` as JSON would give it back (tuples and sets as lists)."""
+    return json.loads(json.dumps(obj, default=list))

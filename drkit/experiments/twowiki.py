@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from drkit.errors import ConfigError
-from drkit.experiments.steps import Timings, embedded_as, made_again, model_checksums, write_json
+from drkit.experiments.steps import Timings, embedded_as, jsonable, made_again, model_checksums, write_json
 from drkit.experiments.twowiki_report import intervals, mean_pi_by_type, plot_recall, results_markdown
 from drkit.reason.follow import FollowConfig
 from drkit.reason.mixing import MixConfig
@@ -202,17 +202,21 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
         if not (run / "encoder" / "manifest.json").exists():
             timings.run(f"pretrain-{name}", lambda: pretrain(out / "index", kb, run, PretrainConfig(
                 steps=config.pretrain_steps), log=log, qa=qa), log, resumes=run)
+    if config.embed_config().quantize != config.embed_quantize:
+        log(f"embedding on the GPU in its own precision: --embed-quantize {config.embed_quantize} is for a CPU")
     mentions = {}
     for name, enc in encoders.items():
         mentions[name] = out / f"mentions-{name}"
         if (mentions[name] / "manifest.json").exists():
-            embedded_as(MentionIndex.load(mentions[name]), config.embed_config().quantize).check_compatible(index, enc)
+            embedded_as(MentionIndex.load(mentions[name]), config).check_compatible(index, enc)
         else:
             timings.run(f"embed-{name}", lambda: build_mention_index(out / "index", enc, mentions[name],
                                                                      config.embed_config(), overwrite=True, log=log),
                         log, resumes=partial_dir(mentions[name]))
 
-    results: dict = {"data": str(data), "settings": _jsonable(dataclasses.asdict(config)),
+    # what the vectors are (a GPU embeds in its own precision, --embed-quantize int8 being a CPU's): the settings say
+    embedded = {"embed_quantize": MentionIndex.load(mentions[config.encoder]).manifest["config"].get("quantize", "none")}
+    results: dict = {"data": str(data), "settings": jsonable({**dataclasses.asdict(config), **embedded}),
                      "split": json.loads((split / "split.json").read_text())["counts"], "retrieval": {}, "rows": {}}
     for name, row in [("drkit", DRKIT)] + [(r, ROWS[r]) for r in config.rows]:
         if name != "drkit" and not row.mix and not row.follow and encoder_of(row) == config.encoder:
@@ -343,7 +347,7 @@ def _transfer(data: Path, out: Path, encoder: Path, config: TwoWikiConfig, retri
     t = out / "transfer"
     _index(data / "corpus.jsonl", t / "index", config.entities, timings, "transfer-index", log)
     if (t / "mentions" / "manifest.json").exists():
-        embedded_as(MentionIndex.load(t / "mentions"), config.embed_config().quantize)
+        embedded_as(MentionIndex.load(t / "mentions"), config)
     else:
         timings.run("transfer-embed", lambda: build_mention_index(t / "index", encoder, t / "mentions",
                                                                   config.embed_config(), overwrite=True, log=log),
@@ -392,9 +396,3 @@ def _answers(out: Path, index, mentions: Path, split: Path, config: TwoWikiConfi
     return {"questions": n, "drkit_mixing_hits@1": round(hits / n, 4) if n else None, "drkit_by_type": drkit,
             "fixed_2hop_bracketed_hits@1": round(fixed["hits@1"], 4), "fixed_2hop_bracketed_lines": fixed.get("lines"),
             "bracketed_counts": {p: {k: v for k, v in c.items() if k != "ids"} for p, c in counts.items()}}
-
-
-def _jsonable(obj):
-    return json.loads(json.dumps(obj, default=list))
-
-
