@@ -4,7 +4,9 @@ The texts of a JSONL corpus (every article's text, as `drkit index` reads them) 
 `drkit.index.ner.ner_entities` with each number of processes in turn, for ``--rounds`` rounds (the order
 alternating), each from a pipeline loaded once. Records each run's seconds (the processes' start included)
 and checks that every number of processes finds the same names, dates, forms, labels and kinds as one.
-Writes OUT/bench_ner.json and OUT/bench_ner.md.
+With ``--shared-tok2vec``, the pipeline as it was loaded before `load_pipeline` dropped spaCy's shared
+tok2vec (which no component listens to) runs too, with the most processes, to time what dropping it saves
+and check that it finds the same. Writes OUT/bench_ner.json and OUT/bench_ner.md.
 
     .venv/bin/python benchmarks/bench_ner.py --corpus ../shared/data/2wiki/corpus.jsonl --out benchmarks/results/ner-processes
 """
@@ -29,23 +31,32 @@ def main() -> None:
     ap.add_argument("--corpus", type=Path, required=True, help="a JSONL corpus (id, title, text a line)")
     ap.add_argument("--processes", type=int, nargs="+", default=[1, 2], help="numbers of processes compared")
     ap.add_argument("--rounds", type=int, default=2, help="runs of each number of processes")
+    ap.add_argument("--shared-tok2vec", action="store_true", help="also the pipeline with spaCy's shared tok2vec kept")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     texts = [a.text for a in read_corpus(args.corpus, "jsonl", WarningLog())]
     nlp = load_pipeline()
-    seconds: dict[int, list[float]] = {n: [] for n in args.processes}
+    runs = {n: (nlp, n) for n in args.processes}  # label -> (pipeline, processes)
+    if args.shared_tok2vec:
+        import spacy
+
+        from drkit.index.ner import PIPELINE
+
+        kept = spacy.load(PIPELINE, exclude=["tagger", "parser", "attribute_ruler", "lemmatizer", "senter"])
+        runs[f"{max(args.processes)}, shared tok2vec kept"] = (kept, max(args.processes))
+    seconds: dict = {n: [] for n in runs}
     found = {}
     for r in range(args.rounds):
-        for n in (args.processes if r % 2 == 0 else args.processes[::-1]):
+        for n in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
             t = time.perf_counter()
-            result = ner_entities(texts, nlp, processes=n)
+            result = ner_entities(texts, runs[n][0], processes=runs[n][1])
             seconds[n].append(time.perf_counter() - t)
             found[n] = (result.names, result.aliases, result.labels, result.kinds)
     first = args.processes[0]
-    same = {n: found[n] == found[first] for n in args.processes}
+    same = {n: found[n] == found[first] for n in runs}
     report = {"corpus": str(args.corpus), "texts": len(texts), "available_cpus": available_cpus(),
               "auto_processes": ner_processes(len(texts)), "names_found": len(found[first][0]),
-              "same_as_first": same, "seconds": {n: [round(s, 2) for s in v] for n, v in seconds.items()},
+              "same_as_first": {str(n): v for n, v in same.items()}, "seconds": {str(n): [round(s, 2) for s in v] for n, v in seconds.items()},
               "machine": machine_info()}
     lines = [f"# The recogniser in one process and in several ({args.corpus}, {len(texts):,} texts)", "",
              f"Machine: {report['machine']['platform']}, {available_cpus()} available CPUs, torch CPU capability "
@@ -53,7 +64,7 @@ def main() -> None:
              "here.", "",
              "| processes | seconds, median (each round) | texts/s | found the same as " + f"{first} process(es) |",
              "|---|---|---|---|"]
-    for n in args.processes:
+    for n in runs:
         med = statistics.median(seconds[n])
         lines.append(f"| {n} | {med:.1f} ({', '.join(f'{s:.1f}' for s in seconds[n])}) | {len(texts) / med:.1f} | "
                      f"{'yes' if same[n] else 'NO'} |")
