@@ -3,7 +3,7 @@
 For a sparse index and the encoder that embeds it (a `drkit pretrain` run or its encoder), ``--batches``
 encoder batches of `drkit embed`'s plan (seeded, spread over the passage lengths) are embedded by the
 fp32 encoder and by a copy whose passage transformer's Linear layers are int8 dynamic quantisation
-(`drkit.reason.quantize.quantize_transformer`, as ``--quantize int8`` does for the question encoder), taking
+(`drkit.dense.quantize.quantize_transformer`, as ``--quantize int8`` does for the question encoder), taking
 turns for ``--rounds`` rounds. Records word pieces a second for each, and how far the int8 vectors are from
 the fp32 ones (the cosine of each mention's two vectors, and the relative error of them all). Writes
 OUT/bench_embed_quantize.json and .md.
@@ -27,8 +27,8 @@ from bench_quantize import machine_info, write_report
 from drkit.dense.embedding import EmbedConfig, batch_plan, embed_batch, mention_rows
 from drkit.dense.encoder import DualEncoder
 from drkit.dense.mentions import resolve_encoder_dir
+from drkit.dense.quantize import quantize_transformer
 from drkit.index.sparse import SparseIndex
-from drkit.reason.quantize import quantize_transformer
 from drkit.util.hardware import configure_threads
 
 

@@ -31,13 +31,13 @@ from pathlib import Path
 
 import torch
 
+from drkit.dense.quantize import QUANTIZE, quantize_transformer
 from drkit.qa.answer import passages_from_predictions
 from drkit.reader.compare import settled
 from drkit.reader.examples import ReaderExample, read_passages, read_questions
 from drkit.reader.model import Reader
 from drkit.reader.reading import ReadConfig
 from drkit.reader.text import best_scores
-from drkit.reason.quantize import QUANTIZE, quantize_transformer
 from drkit.util.hardware import configure_threads
 
 

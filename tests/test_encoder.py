@@ -181,7 +181,7 @@ def test_mention_index_holds_every_mention_vector(embedded, toy_index):
 def test_int8_embedding_is_the_quantised_encoder_s_and_says_so(embedded, toy_index, tmp_path):
     """--quantize int8: each vector is what an int8 copy of the encoder computes (a slow reference: that copy
     made here, passage by passage), close to but not equal to fp32's; the manifest records it."""
-    from drkit.reason.quantize import quantize_transformer
+    from drkit.dense.quantize import quantize_transformer
 
     d, mi = embedded
     enc = DualEncoder.load(d / "run" / "encoder")

@@ -71,7 +71,7 @@ def test_hidden_states_under_autocast_and_with_gradients(minilm):
 def test_int8_linears_inside_the_lean_layer(minilm):
     import copy
 
-    from drkit.reason.quantize import quantize_transformer
+    from drkit.dense.quantize import quantize_transformer
 
     model = copy.deepcopy(minilm)
     quantize_transformer(model, "fp32")

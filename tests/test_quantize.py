@@ -12,9 +12,9 @@ import torch
 from serve_fixtures import QUESTIONS, sample_run  # noqa: F401  (a fixture)
 from test_retrieve import mixing_run  # noqa: F401  (a fixture)
 
+from drkit.dense.quantize import quantize_transformer, transformer_linears
 from drkit.errors import ConfigError
 from drkit.qa.pipeline import DrKIT, LoadConfig
-from drkit.reason.quantize import quantize_transformer, transformer_linears
 
 pytest.importorskip("torch.ao.quantization")
 

@@ -113,13 +113,13 @@ def _length_batches(lengths: np.ndarray, batch_tokens: int):
 
 def mention_encoder(encoder: DualEncoder, config: EmbedConfig) -> DualEncoder:
     """`encoder` ready to embed with `config`: in eval mode on its device; with ``quantize="int8"`` a copy whose
-    passage transformer is int8 (`drkit.reason.quantize.quantize_transformer`; the caller's stays as it is)."""
+    passage transformer is int8 (`drkit.dense.quantize.quantize_transformer`; the caller's stays as it is)."""
     compute = config.compute()
     encoder = encoder.eval().to(compute.device)
     if config.quantize == "int8":
         import copy
 
-        from drkit.reason.quantize import quantize_transformer
+        from drkit.dense.quantize import quantize_transformer
 
         encoder = copy.deepcopy(encoder)
         quantize_transformer(encoder.passage_model, compute.precision)

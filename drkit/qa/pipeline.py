@@ -35,13 +35,13 @@ import numpy as np
 import torch
 
 from drkit.dense.mips import MIPS_KINDS, import_faiss
+from drkit.dense.quantize import QUANTIZE, quantize_transformer
 from drkit.errors import ConfigError, DrkitError, QuestionError
 from drkit.qa.results import Answer, Hop, HopEntity, Passage, Result, evidence_of
 from drkit.qa.settings import LoadConfig, QueryConfig  # also imported from here: the public names
 from drkit.reader.reading import ReadConfig
 from drkit.reason.follow import FollowConfig
 from drkit.reason.model import MultiHopModel, model_dir_of
-from drkit.reason.quantize import QUANTIZE, quantize_transformer
 from drkit.reason.vkb import ParsedQuestion, VirtualKB, check_model_index
 
 

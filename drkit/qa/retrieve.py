@@ -36,9 +36,9 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from drkit.dense.quantize import QUANTIZE
 from drkit.errors import ConfigError
 from drkit.qa.metrics import KS, answer_hits, ir_measures_metrics, question_ids, recall_metrics, write_trec_qrels, write_trec_run
-from drkit.reason.quantize import QUANTIZE
 from drkit.util.hardware import device_field, precision_field
 from drkit.util.progress import progress
 

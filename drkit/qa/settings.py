@@ -8,9 +8,9 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from drkit.dense.mips import MIPS_KINDS
+from drkit.dense.quantize import QUANTIZE
 from drkit.errors import ConfigError
 from drkit.reason.follow import RETRIEVALS, FollowConfig
-from drkit.reason.quantize import QUANTIZE
 from drkit.util.hardware import device_field, precision_field
 
 _FOLLOW_HELP = {f.name: f.metadata["help"] for f in dataclasses.fields(FollowConfig)}

@@ -169,11 +169,11 @@ class Reader(nn.Module):
 
     def quantized(self, compute_precision: str = "fp32") -> "Reader":
         """This reader with its transformer's Linear layers as int8 dynamic quantisation (on the CPU, reading in fp32:
-        `compute_precision` is the resolved precision, `int8_compute` gives it; `drkit.reason.quantize.quantize_transformer`):
+        `compute_precision` is the resolved precision, `int8_compute` gives it; `drkit.dense.quantize.quantize_transformer`):
         a copy on the CPU, so the fp32 reader stays as and where it is, or the reader itself when it is already int8."""
         import copy
 
-        from drkit.reason.quantize import quantize_transformer
+        from drkit.dense.quantize import quantize_transformer
 
         int8_compute(compute_precision)  # its checks
         if self.quantize == "int8":

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from drkit.dense.quantize import QUANTIZE
 from drkit.errors import ConfigError
-from drkit.reason.quantize import QUANTIZE
 
 TITLE = -1  # the sentence number of a passage's title
 SKIP_BRIDGES_HELP = ("a span answer is never the title of a passage read that the question does not name (in \"the "

@@ -1,9 +1,11 @@
-"""int8 dynamic quantisation of a trained model's question encoder, for answering on a CPU (``--quantize int8``).
+"""int8 dynamic quantisation of a transformer's Linear layers on a CPU: the question encoder's for answering
+(``--quantize int8``), the reader's (``--reader-quantize int8``), the mention encoder's for embedding
+(``drkit embed --quantize int8``, `drkit.dense.embedding.mention_encoder`).
 
 The Linear layers inside the transformer's layers (attention and feed-forward) are replaced by torch's
 dynamically quantised ones: weights stored as int8, activations quantised per batch, computed by FBGEMM on
-x86 (AVX2 is enough). The rest stays fp32: the entity embeddings, the hop projections V_t and U_t, the
-mention vectors and the sparse follow. At batch 1 the question encoder dominates a question's time (about
+x86 (AVX2 is enough). Of a question encoder the rest stays fp32: the entity embeddings, the hop projections V_t
+and U_t, the mention vectors and the sparse follow. At batch 1 the question encoder dominates a question's time (about
 60% of it for the 2Wiki hop-mixing model), and it is where int8 helps: measured in
 `benchmarks/bench_quantize.py` (on 2 AVX2 cores, 2Wiki retrieval at batch 1 went from 27.9 / 25.6 to 37.4 /
 33.2 questions/s on the two folds, R@5 from 0.952 / 0.934 to 0.951 / 0.933). torch marks these quantisation
