@@ -50,7 +50,7 @@ def mask_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
         return x
     if p >= 1.0:
         return x * 0.0
-    out = x * keep_mask(tuple(x.shape), p, x.device)  # the backward keeps the boolean mask, a byte an element
+    out = torch.where(keep_mask(tuple(x.shape), p, x.device), x, 0.0)  # the backward keeps the boolean mask
     return out.mul_(1.0 / (1.0 - p))  # the scale as a double, as torch's dropout applies it (exact in bf16 too)
 
 
