@@ -24,6 +24,7 @@ run resumed from a checkpoint written before this existed continues with these m
 from __future__ import annotations
 
 import contextlib
+import math
 
 import torch
 from torch import nn
@@ -33,9 +34,7 @@ ATTENTION = "drkit_sdpa"  # the attention implementation's name while `cheap_dro
 
 def keep_mask(shape: tuple[int, ...], p: float, device: torch.device | str = "cpu") -> torch.Tensor:
     """A boolean mask of `shape`, each element True with probability 1 - p (to 1/65,536)."""
-    n = 1
-    for s in shape:
-        n *= int(s)
+    n = math.prod(int(s) for s in shape)
     kept = round((1.0 - p) * 65536)  # of the 65,536 values of an int16 lane, uniform over [-32768, 32767]
     if kept >= 65536:  # p under 2**-17: every element kept
         return torch.ones(shape, dtype=torch.bool, device=device)
@@ -105,14 +104,10 @@ def cheap_dropout(model: nn.Module, device: torch.device | str):
     if torch.device(device).type != "cpu":
         yield model
         return
-    swapped = []
-    for parent in model.modules():
-        for name, child in parent.named_children():
-            if type(child) is nn.Dropout:
-                cheap = CheapDropout(child.p, child.inplace)
-                cheap.train(child.training)
-                setattr(parent, name, cheap)
-                swapped.append((parent, name, child))
+    swapped = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
+               if type(child) is nn.Dropout]  # found first, swapped after: no module tree changes while walked
+    for parent, name, child in swapped:
+        setattr(parent, name, CheapDropout(child.p, child.inplace).train(child.training))
     configs = {}  # every transformers config a module of `model` reads (a layer copied out of its model has its own)
     if _register():
         from transformers import PretrainedConfig
