@@ -3,7 +3,7 @@
 For a sparse index and the encoder that embeds it (a `drkit pretrain` run or its encoder), ``--batches``
 encoder batches of `drkit embed`'s plan (seeded, spread over the passage lengths) are embedded by the
 fp32 encoder and by a copy whose passage transformer's Linear layers are int8 dynamic quantisation
-(`drkit.dense.quantize.quantize_transformer`, as ``--quantize int8`` does for the question encoder), taking
+(`drkit.dense.embedding.mention_encoder`, what ``drkit embed --quantize int8`` embeds with), taking
 turns for ``--rounds`` rounds. Records word pieces a second for each, and how far the int8 vectors are from
 the fp32 ones (the cosine of each mention's two vectors, and the relative error of them all). Writes
 OUT/bench_embed_quantize.json and .md.
@@ -15,7 +15,6 @@ OUT/bench_embed_quantize.json and .md.
 from __future__ import annotations
 
 import argparse
-import copy
 import statistics
 import time
 from pathlib import Path
@@ -24,10 +23,10 @@ import numpy as np
 import torch
 from bench_quantize import machine_info, write_report
 
-from drkit.dense.embedding import EmbedConfig, batch_plan, embed_batch, mention_rows
+from drkit.dense.embedding import EmbedConfig, batch_plan, embed_batch, mention_encoder, mention_rows
 from drkit.dense.encoder import DualEncoder
 from drkit.dense.mentions import resolve_encoder_dir
-from drkit.dense.quantize import quantize_transformer
+from drkit.dense.quantize import transformer_linears
 from drkit.index.sparse import SparseIndex
 from drkit.util.hardware import configure_threads
 
@@ -44,8 +43,8 @@ def main() -> None:
     configure_threads(0)
     index = SparseIndex.load(args.index)
     fp32 = DualEncoder.load(resolve_encoder_dir(args.encoder)).eval()
-    int8 = copy.deepcopy(fp32)
-    quantized = quantize_transformer(int8.passage_model, "fp32")
+    int8 = mention_encoder(fp32, EmbedConfig(quantize="int8"))  # what drkit embed --quantize int8 embeds with
+    quantized = len(transformer_linears(fp32.passage_model))
     config = EmbedConfig(precision="fp32", device="cpu")
     plan = batch_plan(index, config)
     picked = sorted(np.random.default_rng(args.seed).choice(len(plan), min(args.batches, len(plan)), replace=False))

@@ -40,9 +40,9 @@ def main() -> None:
     if args.shared_tok2vec:
         import spacy
 
-        from drkit.index.ner import PIPELINE
+        from drkit.index.ner import EXCLUDED, PIPELINE
 
-        kept = spacy.load(PIPELINE, exclude=["tagger", "parser", "attribute_ruler", "lemmatizer", "senter"])
+        kept = spacy.load(PIPELINE, exclude=list(EXCLUDED))
         runs[f"{max(args.processes)}, shared tok2vec kept"] = (kept, max(args.processes))
     seconds: dict = {n: [] for n in runs}
     found = {}

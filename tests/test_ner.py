@@ -152,11 +152,11 @@ def test_the_unused_shared_token_vectors_are_left_out_and_nothing_changes():
     of the pipeline with it, on real 2Wiki-like text and on the release's own kind of sentence."""
     import spacy
 
-    from drkit.index.ner import PIPELINE
+    from drkit.index.ner import EXCLUDED, PIPELINE
 
     nlp = _real_pipeline()
     assert nlp.pipe_names == ["ner"]
-    full = spacy.load(PIPELINE, exclude=["tagger", "parser", "attribute_ruler", "lemmatizer", "senter"])
+    full = spacy.load(PIPELINE, exclude=list(EXCLUDED))
     assert full.pipe_names == ["tok2vec", "ner"]
     texts = TEXTS + ["Barack Obama was born on August 4, 1961, in Honolulu, Hawaii. He studied at Columbia "
                      "University.", "Frank William George Lloyd( 2 February 1886 – 10 August 1960) was a British- "

@@ -8,8 +8,6 @@ import sys
 
 from drkit.cli.flags import add_config_flags, command, config_from_args
 from drkit.data.corpus import CORPUS_FORMATS
-from drkit.index.linking import LinkConfig
-from drkit.index.sparse import SparseConfig
 
 
 @command(
@@ -44,6 +42,9 @@ def _index_parser(p) -> None:
                    help="articles linked at a time: the local engine reads, links and writes one run of them at "
                         "a time, never holding the whole corpus (default: 50,000); with --engine ray, the articles "
                         "of a Ray shard (default: 2,000; the driver reads the whole corpus to send it)")
+    from drkit.index.linking import LinkConfig
+    from drkit.index.sparse import SparseConfig
+
     add_config_flags(p, LinkConfig, "entity linking and passages")
     add_config_flags(p, SparseConfig, "sparse index")
     p.set_defaults(run=_run_index)
@@ -61,6 +62,8 @@ def _engine_flags(p, what: str) -> None:
 
 def _run_index(args) -> int:
     from drkit.index.build import build_index
+    from drkit.index.linking import LinkConfig
+    from drkit.index.sparse import SparseConfig
 
     build_index(
         corpus=args.corpus,

@@ -24,6 +24,7 @@ run resumed from a checkpoint written before this existed continues with these m
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 import torch
@@ -62,18 +63,18 @@ class CheapDropout(nn.Dropout):
         return mask_dropout(x, self.p)
 
 
+_sdpa = None  # transformers' sdpa attention, bound by `_register`
 _NOT_WRITTEN = ("position_bias", "softcap", "head_mask", "s_aux", "sliding_window")  # sdpa's own then
 
 
 def _attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
                **kwargs):
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     if (not dropout or not module.training or query.device.type != "cpu" or getattr(module, "is_causal", False)
             or kwargs.get("is_causal") or getattr(module, "num_key_value_groups", 1) != 1
             or any(kwargs.get(k) is not None for k in _NOT_WRITTEN)):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
+        if _sdpa is None:  # called before `cheap_dropout` registered it (a test calls it directly)
+            _register()
+        return _sdpa(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     scaling = query.size(-1) ** -0.5 if scaling is None else scaling
     weights = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
@@ -85,13 +86,17 @@ def _attention(module, query, key, value, attention_mask, dropout: float = 0.0, 
     return torch.matmul(weights, value).transpose(1, 2).contiguous(), None
 
 
+@functools.lru_cache(maxsize=1)
 def _register() -> bool:
     """Register ``"drkit_sdpa"`` with transformers (once); False where transformers has no interface for it."""
+    global _sdpa
     try:
         from transformers import AttentionInterface
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
         from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
     except ImportError:
         return False
+    _sdpa = sdpa_attention_forward
     AttentionInterface.register(ATTENTION, _attention)
     AttentionMaskInterface.register(ATTENTION, sdpa_mask)
     return True

@@ -6,6 +6,7 @@ Ray), which both import it."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import time
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 
 from drkit.dense.encoder import DualEncoder
+from drkit.dense.quantize import QUANTIZE, quantize_transformer
 from drkit.errors import ConfigError
 from drkit.index.sparse import SparseIndex
 from drkit.util.artifact import file_checksum
@@ -38,12 +40,12 @@ class EmbedConfig:
         "help": "none, or int8: the passage transformer's Linear layers as int8 dynamic quantisation (on the CPU, "
                 "which --device auto then means; activations in fp32; about 1.5x faster, the vectors close to "
                 "fp32's but not equal: docs/precision.md)",
-        "choices": ("none", "int8")})
+        "choices": QUANTIZE})
 
     def __post_init__(self):
         if self.batch_tokens < 1:
             raise ConfigError("batch_tokens must be at least 1")
-        if self.quantize not in ("none", "int8"):
+        if self.quantize not in QUANTIZE:
             raise ConfigError(f"quantize must be 'none' or 'int8', got {self.quantize!r}")
         if self.quantize == "int8" and self.device == "cuda":
             raise ConfigError("--quantize int8 embeds on the CPU (torch's int8 dynamic quantisation has no GPU "
@@ -117,10 +119,6 @@ def mention_encoder(encoder: DualEncoder, config: EmbedConfig) -> DualEncoder:
     compute = config.compute()
     encoder = encoder.eval().to(compute.device)
     if config.quantize == "int8":
-        import copy
-
-        from drkit.dense.quantize import quantize_transformer
-
         encoder = copy.deepcopy(encoder)
         quantize_transformer(encoder.passage_model, compute.precision)
     return encoder

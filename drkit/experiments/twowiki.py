@@ -43,6 +43,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from drkit.dense.quantize import QUANTIZE
 from drkit.errors import ConfigError
 from drkit.experiments.steps import Timings, embedded_as, jsonable, made_again, model_checksums, write_json
 from drkit.experiments.twowiki_report import intervals, mean_pi_by_type, plot_recall, results_markdown
@@ -114,7 +115,7 @@ class TwoWikiConfig:
     embed_quantize: str = field(default="int8", metadata={
         "help": "how the mention encoder embeds both corpora: int8 (its transformer's Linear layers as int8 dynamic "
                 "quantisation, on the CPU: about 1.5x faster, retrieval unchanged on both folds, docs/precision.md) "
-                "or none (fp32, or as --device and the machine choose)", "choices": ("none", "int8")})
+                "or none (fp32, or as --device and the machine choose)", "choices": QUANTIZE})
     qps_sample: int = field(default=100, metadata={"help": "questions timed one at a time (batch-1 questions/s)"})
     reader: bool = field(default=True, metadata={"help": "train the reader on the train part and score answer EM/F1 "
                                                          "reading the gold passages, drkit's and BM25's top N"})
@@ -141,7 +142,7 @@ class TwoWikiConfig:
             raise ConfigError(f"entities must be titles, and ner or found beside it; got {list(self.entities)}")
         if not 0 < self.dev_fraction < 1:
             raise ConfigError(f"dev_fraction must be in (0, 1), got {self.dev_fraction}")
-        if self.embed_quantize not in ("none", "int8"):
+        if self.embed_quantize not in QUANTIZE:
             raise ConfigError(f"embed_quantize must be 'none' or 'int8', got {self.embed_quantize!r}")
 
     def embed_config(self):
@@ -204,18 +205,19 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
                 steps=config.pretrain_steps), log=log, qa=qa), log, resumes=run)
     if config.embed_config().quantize != config.embed_quantize:
         log(f"embedding on the GPU in its own precision: --embed-quantize {config.embed_quantize} is for a CPU")
-    mentions = {}
+    mentions, loaded = {}, {}
     for name, enc in encoders.items():
         mentions[name] = out / f"mentions-{name}"
         if (mentions[name] / "manifest.json").exists():
-            embedded_as(MentionIndex.load(mentions[name]), config).check_compatible(index, enc)
+            loaded[name] = embedded_as(MentionIndex.load(mentions[name]), config)
+            loaded[name].check_compatible(index, enc)
         else:
-            timings.run(f"embed-{name}", lambda: build_mention_index(out / "index", enc, mentions[name],
-                                                                     config.embed_config(), overwrite=True, log=log),
-                        log, resumes=partial_dir(mentions[name]))
+            loaded[name] = timings.run(f"embed-{name}", lambda: build_mention_index(
+                out / "index", enc, mentions[name], config.embed_config(), overwrite=True, log=log),
+                log, resumes=partial_dir(mentions[name]))
 
     # what the vectors are (a GPU embeds in its own precision, --embed-quantize int8 being a CPU's): the settings say
-    embedded = {"embed_quantize": MentionIndex.load(mentions[config.encoder]).manifest["config"].get("quantize", "none")}
+    embedded = {"embed_quantize": loaded[config.encoder].manifest["config"].get("quantize", "none")}
     results: dict = {"data": str(data), "settings": jsonable({**dataclasses.asdict(config), **embedded}),
                      "split": json.loads((split / "split.json").read_text())["counts"], "retrieval": {}, "rows": {}}
     for name, row in [("drkit", DRKIT)] + [(r, ROWS[r]) for r in config.rows]:

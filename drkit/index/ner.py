@@ -64,6 +64,9 @@ class NerEntities:
                 "forms of them)")
 
 
+EXCLUDED = ("tagger", "parser", "attribute_ruler", "lemmatizer", "senter")  # what NER does not need of the pipeline
+
+
 def load_pipeline(name: str = PIPELINE):
     """spaCy's English pipeline with only the components NER needs; a clear error when it is not installed."""
     try:
@@ -71,7 +74,7 @@ def load_pipeline(name: str = PIPELINE):
     except ImportError as exc:
         raise ConfigError(f"--entities ner needs spaCy, which is not installed: {INSTALL_HINT}") from exc
     try:
-        nlp = spacy.load(name, exclude=["tagger", "parser", "attribute_ruler", "lemmatizer", "senter"])
+        nlp = spacy.load(name, exclude=list(EXCLUDED))
     except OSError as exc:
         raise ConfigError(f"--entities ner needs spaCy's English pipeline {name!r}, which is not installed: "
                           f"{INSTALL_HINT}") from exc
