@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import argparse
 import copy
+import cProfile
+import io
 import json
 import platform
+import pstats
 import shutil
 import statistics
 import sys
@@ -134,6 +137,8 @@ def main() -> None:
                         "drkit itself turns it off when it computes in bf16 or fp16 on a GPU, and each row records "
                         "what it ran with")
     p.add_argument("--tag", default="", help="added to the result files' names")
+    p.add_argument("--profile", action="store_true", help="also profile the batch-64 pass (cProfile, the GPU synchronised "
+                   "at its end) and write the 40 functions of most cumulative time to OUT/STEM-profile-PRECISION.txt")
     args = p.parse_args()
     if args.tf32:
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -176,7 +181,7 @@ def main() -> None:
     mentions = MentionIndex.load(mentions_dir)
     questions = [q for q in (args.data / "2-hop" / "qa_train.txt").read_text(encoding="utf-8").splitlines() if q.strip()]
 
-    vectors, answers = {}, {}
+    vectors, answers, profiles = {}, {}, {}
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for precision in args.precisions:
         row = result["rows"][precision] = {}
@@ -229,6 +234,9 @@ def main() -> None:
         qs = questions[: args.questions]
         for batch in (1, 64):
             kit.answer_batch(qs[:batch], top=1, chain_top=0)  # warm-up
+            profiler = cProfile.Profile() if args.profile and batch == 64 else None
+            if profiler is not None:
+                profiler.enable()
             with Timer(model_module, "follow", device) as follows, \
                     Timer(graph_module.FollowGraph, "pair_scores", device) as scores:
                 t = time.perf_counter()
@@ -237,6 +245,11 @@ def main() -> None:
                     got += kit.answer_batch(qs[s:s + batch], top=1, chain_top=0)
                 sync()
                 total = time.perf_counter() - t
+            if profiler is not None:
+                profiler.disable()
+                text = io.StringIO()
+                pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(40)
+                profiles[precision] = text.getvalue()
             row[f"questions_per_s_b{batch}"] = round(len(qs) / total, 1)
             row[f"follow_share_b{batch}"] = round(follows.s / total, 3)
             row[f"pair_scores_share_b{batch}"] = round(scores.s / total, 3)
@@ -255,6 +268,9 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
     (args.out / f"{stem}.md").write_text(report(result, threads, args))
+    for precision, text in profiles.items():
+        (args.out / f"{stem}-profile-{precision}.txt").write_text(
+            f"batch-64 pass of {len(qs)} questions, {precision} on {args.device}, cProfile (cumulative)\n{text}")
     print(report(result, threads, args))
 
 

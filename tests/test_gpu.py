@@ -151,3 +151,57 @@ def test_training_on_the_gpu_writes_a_model_that_answers_on_the_cpu(films_kb, tm
     assert model.device.type == "cpu"
     kit = DrKIT(model, VirtualKB.load(d / "index", d / "mentions", precision="fp32", device="cpu"))
     assert all(r.answers for r in kit.answer_batch(_questions(d)[:4], top=1))
+
+
+def test_the_reader_reads_and_trains_alike_on_the_gpu(tiny_reader):
+    """The reader (random weights, eval mode, fp32) on the GPU against its copy on the CPU: every logit, the loss
+    and the gradient of every parameter, and what `read` answers with its type probabilities and span score."""
+    from test_reader import example
+
+    examples = [example(), example(answers=("no",))]
+    on_gpu = copy.deepcopy(tiny_reader).to("cuda").eval()
+    cpu = tiny_reader.eval()
+    features = [cpu.featurize(e, labels=True) for e in examples]
+    results = {}
+    for name, reader in (("cpu", cpu), ("cuda", on_gpu)):
+        reader.zero_grad()
+        batch = reader.batch(features)
+        out = reader(batch["input_ids"], batch["attention_mask"], batch["content"])
+        loss, _ = reader.loss(out, features)
+        loss.backward()
+        results[name] = ({k: v.detach().cpu() for k, v in out.items()}, float(loss),
+                         {n: p.grad.detach().cpu() for n, p in reader.named_parameters() if p.grad is not None},
+                         reader.read(examples))
+        reader.zero_grad()
+    (out_c, loss_c, grad_c, read_c), (out_g, loss_g, grad_g, read_g) = results["cpu"], results["cuda"]
+    for k, v in out_c.items():
+        finite = torch.isfinite(v)
+        assert torch.equal(finite, torch.isfinite(out_g[k])), k
+        assert float((v[finite] - out_g[k][finite]).abs().max()) <= 1e-4, k
+    assert abs(loss_c - loss_g) <= 1e-4 * max(1.0, abs(loss_c))
+    assert grad_c.keys() == grad_g.keys() and grad_c
+    scale = max(float(g.abs().max()) for g in grad_c.values())  # some gradients are 0 in exact arithmetic (a span
+    for n, g in grad_c.items():  # head's bias under the softmax): each is held to 1e-3 of the largest
+        assert float((g - grad_g[n]).abs().max()) <= 1e-3 * scale, n
+    for a, b in zip(read_c, read_g):
+        assert a.type_probs.keys() == b.type_probs.keys()
+        assert all(abs(a.type_probs[t] - b.type_probs[t]) <= 1e-4 for t in a.type_probs)
+        assert (a.span is None) == (b.span is None)
+        if a.span is not None:
+            assert abs(a.span.score - b.span.score) <= 1e-3
+
+
+def test_the_dense_peer_embeds_and_ranks_alike_on_the_gpu(tiny_base):
+    """`DenseRetriever` (the dense peer, and the single-step control built on it) computes where `device` says:
+    on the GPU in fp32 its passage vectors agree with the CPU's within 1e-4 and it ranks the passages alike."""
+    from drkit.qa.peers import DenseRetriever
+
+    texts = ["Moon Over Miami is a 1941 film directed by Walter Lang.", "Walter Lang was born in Memphis.",
+             "Kismet is a 1944 film directed by William Dieterle.", "Memphis is a city in Tennessee."]
+    questions = ["Who directed Moon Over Miami?", "Where was Walter Lang born?"]
+    on = {d: DenseRetriever(texts, base=str(tiny_base), precision="fp32", device=d) for d in ("cpu", "cuda")}
+    assert next(on["cuda"].model.parameters()).device.type == "cuda" and on["cuda"].vectors.device.type == "cpu"
+    assert float((on["cpu"].vectors - on["cuda"].vectors).abs().max()) <= 1e-4
+    a, b = (on[d].retrieve(questions, 4) for d in ("cpu", "cuda"))
+    for x, y in zip(a, b):
+        assert x.articles == y.articles and np.allclose(x.scores, y.scores, atol=1e-4)

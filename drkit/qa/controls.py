@@ -31,7 +31,7 @@ class SingleStepRetriever(DenseRetriever):
     name = "single_step"
 
     @classmethod
-    def load(cls, index: str | Path, encoder: str | Path, precision: str = "auto") -> "SingleStepRetriever":
+    def load(cls, index: str | Path, encoder: str | Path, precision: str = "auto", device: str = "auto") -> "SingleStepRetriever":
         """`encoder`: a ``drkit pretrain`` run or its ``encoder/``: its query transformer embeds the questions
         and the passages (title + text), mean pooled and L2-normalised, as `DenseRetriever` does with MiniLM."""
         from drkit.dense.encoder import DualEncoder
@@ -42,7 +42,7 @@ class SingleStepRetriever(DenseRetriever):
             encoder = encoder / "encoder"
         dual = DualEncoder.load(encoder)
         return cls(article_texts(SparseIndex.load(index)), precision=precision, model=dual.query_model,
-                   tokenizer=dual.tokenizer)
+                   tokenizer=dual.tokenizer, device=device)
 
 
 class PPRRetriever:

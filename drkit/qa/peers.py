@@ -52,14 +52,16 @@ class DenseRetriever:
     name = "dense"
 
     def __init__(self, texts: list[str], base: str = "all-MiniLM-L6-v2", max_pieces: int = 256, batch_size: int = 32,
-                 precision: str = "auto", model=None, tokenizer=None):
-        """`model` and `tokenizer` (a transformer and its tokenizer) replace the `base` encoder when given."""
+                 precision: str = "auto", model=None, tokenizer=None, device: str = "auto"):
+        """`model` and `tokenizer` (a transformer and its tokenizer) replace the `base` encoder when given;
+        `precision` and `device` (`drkit.util.hardware`: auto takes a GPU where there is one) say where it computes.
+        The passage vectors are kept on the CPU, where the scores are computed."""
         from drkit.data.tokenizer import encoder_path, load_tokenizer
         from drkit.dense.encoder import load_transformer
 
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(base)
-        self.model = (model if model is not None else load_transformer(encoder_path(base))).eval()
-        self.max_pieces, self.compute = max_pieces, choose(precision, "cpu")
+        self.max_pieces, self.compute = max_pieces, choose(precision, device)
+        self.model = (model if model is not None else load_transformer(encoder_path(base))).eval().to(self.compute.device)
         order = np.argsort([len(t) for t in texts], kind="stable")  # similar lengths batch together
         vectors = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
         with progress(total=len(texts), desc=f"{self.name}: encode passages", unit="passage") as bar:
@@ -77,10 +79,11 @@ class DenseRetriever:
         from drkit.dense.encoder import mean_pool
 
         batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_pieces, return_tensors="pt")
+        ids, mask = batch["input_ids"].to(self.compute.device), batch["attention_mask"].to(self.compute.device)
         with torch.no_grad(), self.compute.autocast():
-            hidden = hidden_states(self.model, batch["input_ids"], batch["attention_mask"])
-        pooled = mean_pool(hidden.float(), batch["attention_mask"])
-        return torch.nn.functional.normalize(pooled, dim=-1).numpy()
+            hidden = hidden_states(self.model, ids, mask)
+        pooled = mean_pool(hidden.float(), mask)
+        return torch.nn.functional.normalize(pooled, dim=-1).cpu().numpy()
 
     def retrieve(self, questions: Sequence[str], top: int) -> list[Retrieved]:
         scores = torch.from_numpy(self.embed(list(questions))) @ self.vectors.T
