@@ -77,3 +77,52 @@ def test_rank_agrees_with_a_brute_force_reference_on_random_pages():
         assert len(got) == min(k, len(want)), trial
         assert np.allclose([p.score for p in got], best), trial
         assert all(math.isclose(p.score, want[p.article]) for p in got), trial
+
+
+def _rank_reference(ranker, entities, scores, k, fallback=None, relevance=None):
+    """The ranking as first written: a dict of each article's best candidate, then a sort (slow, plain)."""
+    relevance = relevance or {}
+    best = {}  # article -> (score, entity rank, page position, entity)
+    for rank, (e, s) in enumerate(zip(np.asarray(entities, dtype=np.int64), np.asarray(scores, dtype=np.float64))):
+        if e < 0 or len(ranker.page(int(e))) == 0:
+            continue
+        page = ranker.page(int(e))
+        shares = softmax_shares(np.array([relevance.get(int(a), -np.inf) for a in page])) if len(page) > 1 \
+            else np.ones(1)
+        for pos, (a, share) in enumerate(zip(page.tolist(), shares)):
+            cand = (float(s) * float(share), rank, pos, int(e))
+            if a not in best or (-cand[0], cand[1], cand[2]) < (-best[a][0], best[a][1], best[a][2]):
+                best[a] = cand
+    order = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[1][2]))[:k]
+    out = [(a, sc, e, True) for a, (sc, _, _, e) in order]
+    if fallback is not None and len(out) < k:
+        seen, entered = set(best), set(int(e) for e in entities)
+        for e in fallback:
+            if e < 0 or int(e) in entered:
+                continue
+            for a in sorted(ranker.page(int(e)).tolist(), key=lambda a: -relevance.get(a, -np.inf)):
+                if a not in seen:
+                    seen.add(a)
+                    out.append((a, -float(len(out) - len(order) + 1), int(e), False))
+                    if len(out) >= k:
+                        return out
+    return out
+
+
+def test_rank_is_the_plain_ranking_exactly_with_ties_repeats_and_fallback():
+    """Against the plain dict-and-sort ranking, value for value: tied scores, an entity given twice, ids of -1,
+    pages of one and of several passages, empty pages and a fallback."""
+    rng = np.random.default_rng(1)
+    for trial in range(200):
+        n_entities, n_articles = 15, 30
+        owner = rng.integers(0, n_entities - 3, n_articles)  # the last three entities have no page
+        order = np.argsort(owner, kind="stable")
+        indptr = np.searchsorted(owner[order], np.arange(n_entities + 1))
+        ranker = PageRanker(indptr, order, [f"k{a}" for a in range(n_articles)], [f"t{o}" for o in owner])
+        entities = rng.integers(-1, n_entities, rng.integers(0, 12))
+        scores = np.round(rng.random(len(entities)), 1)  # ties
+        relevance = {int(a): float(rng.integers(-2, 3)) for a in rng.choice(n_articles, 10, replace=False)}
+        fallback = rng.integers(-1, n_entities, 6) if trial % 2 else None
+        k = int(rng.integers(1, 25))
+        got = [(p.article, p.score, p.entity, p.reached) for p in ranker.rank(entities, scores, k, fallback, relevance)]
+        assert got == _rank_reference(ranker, entities, scores, k, fallback, relevance), trial

@@ -99,24 +99,24 @@ class DrKITRetriever:
         title of its article and the mention's text."""
         index = self.vkb.index
         best = trace.best_mention(len(z))
-        z_rows, z_ids = z.rows.numpy(), z.ids.numpy()
-        starts = np.searchsorted(z_rows, np.arange(z.batch_size + 1))
-        out = []
-        for b in range(z.batch_size):
-            lo, hi = starts[b], starts[b + 1]
-            row = []
-            for e in chain_ids[b]:
-                slot = lo + int(np.searchsorted(z_ids[lo:hi], e)) if e >= 0 else -1
-                m = int(best[slot]) if 0 <= slot < hi and z_ids[slot] == e else -1
-                if m < 0:
-                    row.append(None)
-                    continue
-                _, passage, _, _, c0, c1 = (int(x) for x in index.mentions[m])
-                article = int(index.passage_article[passage])
-                row.append({"passage": self.pages.keys[article], "title": self.pages.titles[article],
-                            "mention": index.passage_text(passage)[c0:c1], "mention_id": m})
-            out.append(row)
-        return out
+        # the slot in Z of each (row, chain entity), then its best mention (-1: none); Z is sorted by (row, id)
+        n = self.vkb.graph.n_entities
+        keys = z.rows.numpy() * n + z.ids.numpy()
+        ids = chain_ids.reshape(-1)
+        wanted = np.repeat(np.arange(z.batch_size), chain_ids.shape[1]) * n + ids
+        slot = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
+        found = (ids >= 0) & (keys[slot] == wanted) if len(keys) else np.zeros(len(ids), dtype=bool)
+        mention = np.where(found, best[slot] if len(keys) else -1, -1)
+        have = np.flatnonzero(mention >= 0)
+        rows_of = np.asarray(index.mentions[mention[have]])  # (n, 6): entity, passage, ..., char start, end
+        articles = np.asarray(index.passage_article[rows_of[:, 1]]) if len(have) else np.zeros(0, np.int64)
+        flat: list[dict | None] = [None] * len(ids)
+        for i, m, (_, passage, _, _, c0, c1), article in zip(have.tolist(), mention[have].tolist(), rows_of.tolist(),
+                                                             articles.tolist()):
+            flat[i] = {"passage": self.pages.keys[article], "title": self.pages.titles[article],
+                       "mention": index.passage_text(passage)[c0:c1], "mention_id": m}
+        width = chain_ids.shape[1]
+        return [flat[b * width:(b + 1) * width] for b in range(z.batch_size)]
 
     def retrieve(self, questions: Sequence[str], top: int, chain_top: int | None = None, answers: bool | None = None,
                  answer_top: int | None = None, follow_config=None) -> list[Retrieved]:
@@ -163,13 +163,14 @@ class DrKITRetriever:
         evidence = [self._evidence(z, tr, cids) if tr is not None else None
                     for z, tr, (cids, _) in zip(out.z, out.traces, chains)]
         pi = out.pi.detach().double().numpy()
+        hop_rows = [_by_row(z) for z in out.z]
         results = []
         for b, ranked in enumerate(rankings):
             chain = [[{"entity": self.names[int(e)], "entity_id": int(e), "score": round(float(p), 4),
                        **(ev[b][j] if ev is not None and ev[b][j] else {})}
                       for j, (e, p) in enumerate(zip(cids[b], cprobs[b])) if e >= 0]
                      for (cids, cprobs), ev in zip(chains, evidence)]
-            hop_of = self._hops(out.z, pi[b], b, {p.entity for p in ranked if p.reached})
+            hop_of = self._hops(hop_rows, pi[b], b, {p.entity for p in ranked if p.reached})
             found = None
             if answer_z is not None:
                 found = prefer_kinds([(int(e), float(p)) for e, p in zip(last_ids[b], last_probs[b]) if e >= 0 and
@@ -184,12 +185,20 @@ class DrKITRetriever:
         return results
 
     @staticmethod
-    def _hops(sets, pi_row: np.ndarray, b: int, entities: set[int]) -> dict[int, int]:
-        """For each of `entities`, the hop t whose ``pi_t Z_t[e]`` gives it the most of its Z* score."""
+    def _hops(hop_rows, pi_row: np.ndarray, b: int, entities: set[int]) -> dict[int, int]:
+        """For each of `entities`, the hop t whose ``pi_t Z_t[e]`` gives it the most of its Z* score (the
+        first such hop on a tie); `hop_rows`: `_by_row` of each Z_t."""
         best: dict[int, tuple[float, int]] = {}
-        for t, z in enumerate(sets):
-            e_ids, e_probs = z.row(b)
-            for e, p in zip(e_ids.tolist(), e_probs.tolist()):
+        for t, (starts, ids, probs) in enumerate(hop_rows):
+            lo, hi = starts[b], starts[b + 1]
+            for e, p in zip(ids[lo:hi].tolist(), probs[lo:hi].tolist()):
                 if e in entities and (e not in best or pi_row[t] * p > best[e][0]):
                     best[e] = (pi_row[t] * p, t)
         return {e: t for e, (_, t) in best.items()}
+
+
+def _by_row(z) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An entity set's entries as numpy, row by row: (row starts (B+1,), entity ids, probabilities as float32);
+    its rows are sorted."""
+    rows = z.rows.numpy()
+    return np.searchsorted(rows, np.arange(z.batch_size + 1)), z.ids.numpy(), z.probs.detach().float().numpy()

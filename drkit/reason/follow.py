@@ -133,13 +133,15 @@ class FollowTrace:
 
 
 def best_mention_of_slot(slot: np.ndarray, logits: np.ndarray, mentions: np.ndarray, n_slots: int) -> np.ndarray:
-    """For each entity slot of Z_t, the surviving mention with the highest logit (-1 where none)."""
+    """For each entity slot of Z_t, the surviving mention with the highest logit (-1 where none; of several with
+    the same logit, the first)."""
     best = np.full(n_slots, -1, dtype=np.int64)
-    if len(slot):
-        order = np.lexsort((-logits, slot))  # by slot, best logit first
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = slot[order][1:] != slot[order][:-1]
-        best[slot[order][first]] = mentions[order][first]
+    if len(slot):  # O(n): each slot's best logit, then the first mention that has it (on a tie, the earliest)
+        top = np.full(n_slots, -np.inf, dtype=logits.dtype)
+        np.maximum.at(top, slot, logits)
+        at_top = np.flatnonzero(logits == top[slot])
+        slots, first = np.unique(slot[at_top], return_index=True)
+        best[slots] = mentions[at_top[first]]
     return best
 
 

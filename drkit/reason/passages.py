@@ -83,24 +83,29 @@ class PageRanker:
         page's; then those of `fallback`'s pages (best first, ``reached=False``) not listed yet. Each
         article once, at its best."""
         relevance = relevance or {}
-        best: dict[int, tuple[float, int, int, int]] = {}  # article -> (score, entity rank, page position, entity)
-        for rank, (e, s) in enumerate(zip(np.asarray(entities, dtype=np.int64), np.asarray(scores, dtype=np.float64))):
-            if e < 0:
-                continue
-            page = self.page(int(e))
-            if len(page) == 0:
-                continue
-            shares = softmax_shares(np.array([relevance.get(int(a), -np.inf) for a in page])) if len(page) > 1 \
-                else np.ones(1)
-            for pos, (a, share) in enumerate(zip(page.tolist(), shares)):
-                cand = (float(s) * float(share), rank, pos, int(e))
-                if a not in best or (-cand[0], cand[1], cand[2]) < (-best[a][0], best[a][1], best[a][2]):
-                    best[a] = cand
-        order = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[1][2]))[:k]
-        out = [RankedPassage(a, self.keys[a], self.titles[a], sc, e, True) for a, (sc, _, _, e) in order]
-        if fallback is not None and len(out) < k:
-            seen = set(best)
-            entered = set(int(e) for e in np.asarray(entities, dtype=np.int64))
+        entities = np.asarray(entities, dtype=np.int64)
+        scores = np.asarray(scores, dtype=np.float64)
+        rank = np.flatnonzero(entities >= 0)  # each entity's place in the given order
+        ents = entities[rank]
+        sizes = self.indptr[ents + 1] - self.indptr[ents]
+        arts = self.articles[concat_ranges(self.indptr[ents], sizes)]  # every page's passages, entity by entity
+        owner = np.repeat(np.arange(len(ents)), sizes)  # (n,) which of `ents` each passage's page is
+        first = np.cumsum(sizes) - sizes
+        position = np.arange(len(arts)) - first[owner]  # the passage's place in its page
+        share = np.ones(len(arts))
+        for i in np.flatnonzero(sizes > 1):  # a page of several passages: divided by the question
+            lo, hi = first[i], first[i] + sizes[i]
+            share[lo:hi] = softmax_shares(np.array([relevance.get(int(a), -np.inf) for a in arts[lo:hi].tolist()]))
+        value = scores[rank][owner] * share
+        order = np.lexsort((position, rank[owner], -value))  # best first; ties: the entities' order, then the page's
+        _, once = np.unique(arts[order], return_index=True)  # each article at its best (first) place
+        chosen = order[np.sort(once)[:k]]
+        out = [RankedPassage(a, self.keys[a], self.titles[a], v, e, True) for a, v, e in
+               zip(arts[chosen].tolist(), value[chosen].tolist(), ents[owner[chosen]].tolist())]
+        reached = len(out)
+        if fallback is not None and reached < k:
+            seen = set(arts.tolist())  # every reached page's passages, listed or cut by k
+            entered = set(entities.tolist())
             for e in np.asarray(fallback, dtype=np.int64):
                 if e < 0 or int(e) in entered:
                     continue
@@ -109,7 +114,7 @@ class PageRanker:
                     if a in seen:
                         continue
                     seen.add(a)
-                    out.append(RankedPassage(a, self.keys[a], self.titles[a], -float(len(out) - len(order) + 1),
+                    out.append(RankedPassage(a, self.keys[a], self.titles[a], -float(len(out) - reached + 1),
                                              int(e), False))
                     if len(out) >= k:
                         return out

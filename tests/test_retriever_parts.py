@@ -1,0 +1,76 @@
+"""The parts of `DrKITRetriever.retrieve` written for speed (the chain's evidence, each passage's hop) against the
+plain loops they replace, on a trained hop-mixing model's real output."""
+
+import numpy as np
+import torch
+from test_retrieve import mixing_run, title_corpus, write_jsonl  # noqa: F401  (mixing_run: a fixture)
+
+from drkit.qa.drkit_retriever import DrKITRetriever, _by_row
+from drkit.reason.train_mixing import linked_entity_set
+
+
+def _evidence_reference(retriever, z, trace, chain_ids):
+    """Row by row, entity by entity, reading the index one mention at a time; the best mention of a slot by a
+    sort (highest logit, then the earliest)."""
+    index = retriever.vkb.index
+    slot, logits, mentions = trace.slot, trace.logits, trace.mentions
+    best = np.full(len(z), -1, dtype=np.int64)
+    if len(slot):
+        order = np.lexsort((-logits, slot))
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = slot[order][1:] != slot[order][:-1]
+        best[slot[order][first]] = mentions[order][first]
+    out = []
+    for b in range(z.batch_size):
+        ids = z.ids.numpy()[z.rows.numpy() == b].tolist()
+        offset = int(np.sum(z.rows.numpy() < b))
+        row = []
+        for e in chain_ids[b].tolist():
+            m = int(best[offset + ids.index(e)]) if e >= 0 and e in ids else -1
+            if m < 0:
+                row.append(None)
+                continue
+            _, passage, _, _, c0, c1 = (int(x) for x in index.mentions[m])
+            article = int(index.passage_article[passage])
+            row.append({"passage": retriever.pages.keys[article], "title": retriever.pages.titles[article],
+                        "mention": index.passage_text(passage)[c0:c1], "mention_id": m})
+        out.append(row)
+    return out
+
+
+def _hops_reference(sets, pi_row, b, entities):
+    best = {}
+    for t, z in enumerate(sets):
+        e_ids, e_probs = z.row(b)
+        for e, p in zip(e_ids.tolist(), e_probs.tolist()):
+            if e in entities and (e not in best or pi_row[t] * p > best[e][0]):
+                best[e] = (pi_row[t] * p, t)
+    return {e: t for e, (_, t) in best.items()}
+
+
+def test_evidence_and_hops_are_the_plain_loops(mixing_run):  # noqa: F811
+    import json
+
+    d = mixing_run
+    r = DrKITRetriever.load(d / "index1", d / "run")
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()]
+    linked = r.linker.link(questions)
+    with torch.no_grad():
+        out = r.model(questions, linked_entity_set(linked), r.vkb, precision=r.precision, trace=True,
+                      named=linked.named(), answers=False)
+    checked = 0
+    for z, trace in zip(out.z, out.traces):
+        if trace is None:
+            continue
+        for k in (1, 3, 8):
+            chain_ids, _ = z.top(k)
+            got = r._evidence(z, trace, chain_ids)
+            assert got == _evidence_reference(r, z, trace, chain_ids)
+            checked += sum(x is not None for row in got for x in row)
+    assert checked > 0
+    pi = out.pi.detach().double().numpy()
+    hop_rows = [_by_row(z) for z in out.z]
+    for b in range(len(questions)):
+        everything = set(out.z_star.ids.numpy()[out.z_star.rows.numpy() == b].tolist())
+        for entities in (everything, set(list(everything)[::2]), set()):
+            assert r._hops(hop_rows, pi[b], b, entities) == _hops_reference(out.z, pi[b], b, entities)
