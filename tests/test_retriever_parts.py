@@ -74,3 +74,44 @@ def test_evidence_and_hops_are_the_plain_loops(mixing_run):  # noqa: F811
         everything = set(out.z_star.ids.numpy()[out.z_star.rows.numpy() == b].tolist())
         for entities in (everything, set(list(everything)[::2]), set()):
             assert r._hops(hop_rows, pi[b], b, entities) == _hops_reference(out.z, pi[b], b, entities)
+
+
+def test_the_answer_pass_reuses_the_questions_layers_to_the_bit(mixing_run):  # noqa: F811
+    """The entity answer's pass given the passages pass's encoded questions (`MixOutput.encoded`: the shared layers
+    and each hop's Z-free part, `EncodedQuestions.hop_bases`) gives what it gives computing them itself."""
+    import json
+
+    from drkit.reason.train_mixing import named_entity_set
+
+    d = mixing_run
+    r = DrKITRetriever.load(d / "index1", d / "run")
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()]
+    linked = r.linker.link(questions)
+    with torch.no_grad():
+        out = r.model(questions, linked_entity_set(linked), r.vkb, precision="fp32", named=linked.named())
+        assert set(out.encoded[0].hop_bases) == set(range(r.model.config.hops))
+        alone = r.model.answer(questions, named_entity_set(linked), r.vkb, precision="fp32", named=linked.named())
+        reused = r.model.answer(questions, named_entity_set(linked), r.vkb, precision="fp32", named=linked.named(),
+                                encoded=out.encoded)
+    assert len(alone.ids) > 0
+    for a, b in ((alone.rows, reused.rows), (alone.ids, reused.ids), (alone.probs, reused.probs)):
+        assert torch.equal(a, b)
+
+
+def test_a_hops_query_from_its_kept_part_is_the_query_computed_whole(mixing_run):  # noqa: F811
+    import json
+
+    d = mixing_run
+    r = DrKITRetriever.load(d / "index1", d / "run")
+    base = r.model.base
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()]
+    z = linked_entity_set(r.linker.link(questions))
+    with torch.no_grad():
+        enc = base.encode(questions, "fp32")
+        z_emb = base.entity_embedding(z)
+        for t in range(base.config.hops):
+            whole = torch.cat([base.encoder.hop_query(h, m, t, z_emb[g]) for h, m, g in
+                               zip(enc.hs, enc.masks, enc.groups)])[enc.inverse].float()
+            for _ in range(2):  # computed, then read from enc.hop_bases
+                assert torch.equal(base.hop_queries(enc, t, z), whole)
+        assert set(enc.hop_bases) == set(range(base.config.hops))

@@ -53,7 +53,8 @@ class DrKITRetriever:
         self.answer_start = answer_start
         self.names = vkb.entity_names
         # the entity answer (`Retrieved.answer(s)`): with answer_start "named" it costs a second pass of the
-        # follows, so passage retrieval alone (answers=False) skips it
+        # follows (the question's transformer layers, computed once, serve both passes), so passage retrieval
+        # alone (answers=False) skips it
         self.answers = answers
         self.fill = fill  # the linker's ranking after the reached passages, marked unreached
 
@@ -148,7 +149,7 @@ class DrKITRetriever:
             answer_z = out.answer if linked_answers else None
             if answers and self.answer_start == "named":
                 answer_z = self.model.answer(list(questions), named_entity_set(linked), self.vkb, precision=self.precision,
-                                             named=named_ids, follow_config=fc)
+                                             named=named_ids, follow_config=fc, encoded=out.encoded)
         fallback = [fill.row(b)[0] if self.fill else None for b in range(len(questions))]
         rankings = rank_passages(out, self.vkb, self.pages, top, self.model.follow_config.temperature, self.entities,
                                  fallback)

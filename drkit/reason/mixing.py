@@ -95,6 +95,7 @@ class MixOutput:
     queries: list[torch.Tensor]  # g_0, g_1, .., g_T, each (B, p)
     traces: list[FollowTrace | None]
     z_answer: EntitySet | None = None  # the answer head's follow from Z_{T-1} (forward with answers=True)
+    encoded: tuple | None = None  # the questions through the shared layers and their mean, for `answer(encoded=)`
 
     @property
     def answer(self) -> EntitySet:
@@ -205,14 +206,17 @@ class HopMixingModel(nn.Module):
         # over pages: None where every entity has one (then nothing changes, to the bit)
         has_page = vkb.page_entities if self.config.page_mix else None
         z_star = mix(sets, pi, has_page) if self.config.fixed is None else sets[self.config.fixed]
-        return MixOutput(z_star, pi, sets, queries, traces, z_answer)
+        return MixOutput(z_star, pi, sets, queries, traces, z_answer, (enc, h))
 
     def answer(self, texts: list[str], z0: EntitySet, vkb, precision: str = "auto",
-               follow_config: FollowConfig | None = None, named: np.ndarray | None = None) -> EntitySet:
+               follow_config: FollowConfig | None = None, named: np.ndarray | None = None,
+               encoded: tuple | None = None) -> EntitySet:
         """The entity answer's distribution alone, as ``forward(..., answers=True).answer`` gives it, without
-        what only the passages need (pi, Z*, and with an answer head the passage chain's last hop)."""
+        what only the passages need (pi, Z*, and with an answer head the passage chain's last hop). `encoded`: a
+        forward's ``MixOutput.encoded`` for the same `texts` and `precision`, whose shared layers and hop layers
+        (which do not depend on Z) are then not computed again: the same values, to the bit."""
         fc = follow_config or self.base.follow_config
-        enc, h = self._encode(texts, vkb, precision)
+        enc, h = encoded if encoded is not None else self._encode(texts, vkb, precision)
         z = self._z0(z0, h, vkb, fc, False)[0]
         for t in range(self.config.hops - self.config.answer_head):
             z, _, _ = self._hop(enc, t, z, vkb, fc, named, False)

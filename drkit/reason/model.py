@@ -276,8 +276,10 @@ class MultiHopModel(nn.Module):
         the CPU, where the follow computes (differentiable: the gradient goes back to the encoder's device)."""
         z_emb = self.entity_embedding(z) if self.config.entity_condition != "none" else None
         with enc.compute.autocast():
-            q = torch.cat([self.encoder.hop_query(h, m, t, None if z_emb is None else z_emb[g])
-                           for h, m, g in zip(enc.hs, enc.masks, enc.groups)])[enc.inverse]
+            if t not in enc.hop_bases:  # hop t's layers, once for these questions (they do not read Z)
+                enc.hop_bases[t] = [self.encoder.hop_base(h, m, t) for h, m in zip(enc.hs, enc.masks)]
+            q = torch.cat([self.encoder.condition(base, t, None if z_emb is None else z_emb[g])
+                           for base, g in zip(enc.hop_bases[t], enc.groups)])[enc.inverse]
         return q.float().cpu()
 
     def removed_at(self, t: int, hops: int, topic: np.ndarray, fc: FollowConfig) -> np.ndarray | None:

@@ -147,6 +147,11 @@ class QuestionEncoder(nn.Module):
     def hop_query(self, h: torch.Tensor, mask: torch.Tensor, t: int, z_embedding: torch.Tensor | None) -> torch.Tensor:
         """g_t (B, p) float32 of hop t (0-based) from the shared layers' output h (B, L, hidden), the mask
         (B, L) and ``Z_{t-1}^T X`` (B, hidden), X the entities' mean word embeddings (None: no conditioning)."""
+        return self.condition(self.hop_base(h, mask, t), t, z_embedding)
+
+    def hop_base(self, h: torch.Tensor, mask: torch.Tensor, t: int) -> torch.Tensor:
+        """The part of g_t that does not depend on Z_{t-1}: hop t's layers over h, pooled, through its start and end
+        queries, (B, p) float32 (`hop_query` adds Z_{t-1}'s term to it)."""
         ext = additive_mask(mask)
         after = []  # the output of each of the hop's layers, (B, L, hidden)
         for layer in self.hop_layers[t]:
@@ -156,7 +161,10 @@ class QuestionEncoder(nn.Module):
             start_in, end_in = self._pool(after[0], mask), self._pool(after[1], mask)  # H_st, H_en: (B, hidden)
         else:
             start_in = end_in = self._pool(h, mask)
-        g = torch.cat([rows_alike(self.start[t], start_in), rows_alike(self.end[t], end_in)], dim=-1).float()  # (B, p)
+        return torch.cat([rows_alike(self.start[t], start_in), rows_alike(self.end[t], end_in)], dim=-1).float()  # (B, p)
+
+    def condition(self, g: torch.Tensor, t: int, z_embedding: torch.Tensor | None) -> torch.Tensor:
+        """`g` (`hop_base`) plus the term of ``Z_{t-1}^T X`` that ``entity_condition`` says (none: `g` itself)."""
         if z_embedding is not None:
             if self.config.entity_condition == "learned":
                 g = g + rows_alike(self.entity[t], z_embedding.to(self.entity[t].weight.dtype)).float()
@@ -174,6 +182,10 @@ class EncodedQuestions:
     groups: list[torch.Tensor]  # per group, its batch rows
     inverse: torch.Tensor  # (B,) rows of the concatenated groups -> batch order
     compute: Compute  # drkit.util.hardware: the precision (and device) they were computed in
+    # hop t -> each group's `QuestionEncoder.hop_base` (which does not depend on Z_{t-1}): computed once for these
+    # questions however many times hop t runs from other entity sets (the entity answer's pass after the
+    # passages'); a copy made by dataclasses.replace (other hs) starts empty
+    hop_bases: dict = field(default_factory=dict, init=False, repr=False)
 
 
 PAD_MULTIPLE = 8  # question time pads each question to a multiple of this many pieces, whatever its batch
