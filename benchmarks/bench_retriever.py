@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Questions/s of `DrKITRetriever` (what `drkit retrieve` runs for a hop-mixing model) on a reproduce-2wiki run
 folder, at batch 1 and batch 64, passages alone (the command's default) and with the entity answer; optionally
-two versions of drkit's code side by side.
+two versions of drkit's code (or its question encoder in fp32 and int8) side by side.
 
     python benchmarks/bench_retriever.py --run runs/2wiki-f0 --code before=/work/wt --code after=. --rounds 3
 
@@ -27,12 +27,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def worker(run: Path, n: int) -> dict:
+def worker(run: Path, n: int, quantize: str) -> dict:
     import torch
 
     from drkit.qa.drkit_retriever import DrKITRetriever
 
     retriever = DrKITRetriever.load(run / "index", run / "train-drkit", answers=False)
+    if quantize == "int8":  # as `drkit retrieve --quantize int8` (drkit.qa.pipeline.DrKIT._quantized)
+        from drkit.dense.quantize import quantize_transformer
+
+        quantize_transformer(retriever.model, retriever.vkb.compute.precision)
     questions = [json.loads(line)["question"] for line in (run / "split" / "dev.jsonl").read_text().splitlines()][:n]
     for q in questions[:5]:
         retriever.retrieve([q], top=20)
@@ -54,23 +58,27 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", type=Path, default=ROOT / "runs" / "2wiki-f0", help="a reproduce-2wiki run folder")
     p.add_argument("--questions", type=int, default=192, help="dev questions timed at each batch size")
-    p.add_argument("--code", action="append", default=None, metavar="NAME=DIR",
-                   help="a version of drkit's code (a checkout's root); repeat to compare (default: this checkout)")
+    p.add_argument("--code", action="append", default=None, metavar="NAME=DIR[@int8]",
+                   help="a version of drkit's code (a checkout's root), with @int8 its question encoder quantised as "
+                        "--quantize int8 does; repeat to compare (default: this checkout)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "retriever-speed")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--quantize", default="none", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.run, args.questions)))
+        print(json.dumps(worker(args.run, args.questions, args.quantize)))
         return
     versions = dict(c.split("=", 1) for c in (args.code or [f"this={ROOT}"]))
     rounds: dict[str, list[dict]] = {v: [] for v in versions}
     outputs = {}
     for r in range(args.rounds):
-        for name, code in versions.items():
+        for name, spec in versions.items():
+            code, _, quantize = spec.partition("@")
             env = dict(os.environ, PYTHONPATH=str(Path(code).resolve()), DRKIT_PROGRESS="0")
             done = subprocess.run([sys.executable, __file__, "--worker", "--run", str(args.run), "--questions",
-                                   str(args.questions)], env=env, capture_output=True, text=True, check=True)
+                                   str(args.questions), "--quantize", quantize or "none"], env=env,
+                                  capture_output=True, text=True, check=True)
             got = json.loads(done.stdout.strip().splitlines()[-1])
             outputs.setdefault(name, got.pop("output"))
             rounds[name].append(got)

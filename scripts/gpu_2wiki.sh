@@ -14,8 +14,14 @@ set -u
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
 limit=$1; shift
-reader=0; if [ "${1:-}" = "--reader" ]; then reader=1; shift; fi
-whole=0; if [ "${1:-}" = "--whole" ]; then whole=1; shift; fi
+reader=0; whole=0
+while [ "${1:-}" = "--reader" ] || [ "${1:-}" = "--whole" ]; do
+    [ "$1" = "--reader" ] && reader=1 || whole=1; shift
+done
+[ $reader = 1 ] && [ $whole = 1 ] && { echo "--reader or --whole, not both"; exit 2; }
+seconds_left() {  # of the limit, at least 1 (timeout 0 would mean none)
+    local left=$(( limit - ($(date +%s) - t0) )); [ $left -gt 0 ] && echo $left || echo 1
+}
 run=${DRKIT_GPU_RUN:-/tmp/2wiki-gpu}
 out=${OUT:-$run-out}
 mkdir -p "$out"
@@ -36,14 +42,14 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null
 rm -rf "$run" && mkdir -p "$run" && cp -r .gpu/2wiki-run/* "$run"/
 echo "setup $(( $(date +%s) - t0 )) s"
 flags=(--data .gpu/2wiki --out "$run" --fold 0)
-left=$(( limit - ($(date +%s) - t0) ))
+left=$(seconds_left)
 if [ $whole = 1 ]; then  # every default but the transfer corpus, which would need the recogniser there
     timeout $left $py -m drkit reproduce-2wiki "${flags[@]}" --transfer none "$@" > "$out/whole.log" 2>&1
-    echo "whole rc $? at $(( $(date +%s) - t0 )) s"
+    rc=$?; echo "whole rc $rc at $(( $(date +%s) - t0 )) s"
     cp "$run/timings.json" "$out/timings-whole.json" 2>/dev/null && cat "$out/timings-whole.json"
     cp "$run/results.md" "$run/results.json" "$out/" 2>/dev/null
     grep -E "skipped|Error|error" "$out/whole.log" | head -5
-    exit 0
+    exit $rc
 fi
 timeout $left $py -m drkit reproduce-2wiki "${flags[@]}" --rows --no-peers --no-controls --transfer none --no-answers \
     --no-reader "$@" > "$out/own.log" 2>&1
@@ -51,7 +57,7 @@ echo "own path rc $? at $(( $(date +%s) - t0 )) s"
 cp "$run/timings.json" "$out/timings-own.json" 2>/dev/null && cat "$out/timings-own.json"
 grep -E "drkit: |questions/s|wrote .*model" "$out/own.log" | head -20
 if [ $reader = 1 ]; then
-    left=$(( limit - ($(date +%s) - t0) ))
+    left=$(seconds_left)
     timeout $left $py -m drkit reproduce-2wiki "${flags[@]}" --rows --no-peers --no-controls --transfer none \
         --no-answers --reader "$@" > "$out/reader.log" 2>&1
     echo "reader rc $? at $(( $(date +%s) - t0 )) s"

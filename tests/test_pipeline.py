@@ -144,6 +144,9 @@ def test_best_mention_of_each_slot_matches_a_loop():
             if len(cand):
                 expected[s] = mentions[cand[np.argmax(logits[cand])]]
         np.testing.assert_array_equal(best_mention_of_slot(slot, logits, mentions, slots), expected)
+    # a NaN logit never wins: the best finite one does
+    nan = np.array([np.nan, 1.0, 2.0], dtype=np.float32)
+    assert best_mention_of_slot(np.array([0, 0, 1]), nan, np.array([10, 11, 12]), 2).tolist() == [11, 12]
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp32"])

@@ -2,6 +2,7 @@
 plain loops they replace, on a trained hop-mixing model's real output."""
 
 import numpy as np
+import pytest
 import torch
 from test_retrieve import mixing_run, title_corpus, write_jsonl  # noqa: F401  (mixing_run: a fixture)
 
@@ -76,7 +77,7 @@ def test_evidence_and_hops_are_the_plain_loops(mixing_run):  # noqa: F811
             assert r._hops(hop_rows, pi[b], b, entities) == _hops_reference(out.z, pi[b], b, entities)
 
 
-def test_the_answer_pass_reuses_the_questions_layers_to_the_bit(mixing_run):  # noqa: F811
+def test_the_answer_pass_reuses_the_questions_layers_to_the_bit(mixing_run, monkeypatch):  # noqa: F811
     """The entity answer's pass given the passages pass's encoded questions (`MixOutput.encoded`: the shared layers
     and each hop's Z-free part, `EncodedQuestions.hop_bases`) gives what it gives computing them itself."""
     import json
@@ -91,8 +92,17 @@ def test_the_answer_pass_reuses_the_questions_layers_to_the_bit(mixing_run):  # 
         out = r.model(questions, linked_entity_set(linked), r.vkb, precision="fp32", named=linked.named())
         assert set(out.encoded[0].hop_bases) == set(range(r.model.config.hops))
         alone = r.model.answer(questions, named_entity_set(linked), r.vkb, precision="fp32", named=linked.named())
+        calls = []  # what the answer pass computes itself when given the encoding: no shared layer, no hop it had
+        base = r.model.base
+        for owner, name in ((base, "encode"), (base.encoder, "hop_base")):
+            inner = getattr(owner, name)
+            monkeypatch.setattr(owner, name, lambda *a, _inner=inner, _name=name: calls.append(_name) or _inner(*a))
         reused = r.model.answer(questions, named_entity_set(linked), r.vkb, precision="fp32", named=linked.named(),
                                 encoded=out.encoded)
+        head = r.model.config.answer_head  # the answer head's hop (T) is not one of the passages pass's
+        assert calls == ["hop_base"] * (len(out.encoded[0].hs) if head else 0)
+        with pytest.raises(ValueError, match="encoded holds"):
+            r.model.answer(questions[:-1], named_entity_set(linked), r.vkb, named=linked.named(), encoded=out.encoded)
     assert len(alone.ids) > 0
     for a, b in ((alone.rows, reused.rows), (alone.ids, reused.ids), (alone.probs, reused.probs)):
         assert torch.equal(a, b)

@@ -137,9 +137,10 @@ def best_mention_of_slot(slot: np.ndarray, logits: np.ndarray, mentions: np.ndar
     the same logit, the first)."""
     best = np.full(n_slots, -1, dtype=np.int64)
     if len(slot):  # O(n): each slot's best logit, then the first mention that has it (on a tie, the earliest)
-        top = np.full(n_slots, -np.inf, dtype=logits.dtype)
-        np.maximum.at(top, slot, logits)
-        at_top = np.flatnonzero(logits == top[slot])
+        logits = np.where(np.isnan(logits), -np.inf, logits)  # a NaN never wins (as it sorted last before)
+        top = torch.full((n_slots,), -np.inf, dtype=torch.float64).scatter_reduce_(
+            0, torch.from_numpy(np.asarray(slot, dtype=np.int64)), torch.from_numpy(logits.astype(np.float64)), "amax")
+        at_top = np.flatnonzero(logits == top.numpy()[slot])
         slots, first = np.unique(slot[at_top], return_index=True)
         best[slots] = mentions[at_top[first]]
     return best

@@ -214,8 +214,11 @@ class HopMixingModel(nn.Module):
         """The entity answer's distribution alone, as ``forward(..., answers=True).answer`` gives it, without
         what only the passages need (pi, Z*, and with an answer head the passage chain's last hop). `encoded`: a
         forward's ``MixOutput.encoded`` for the same `texts` and `precision`, whose shared layers and hop layers
-        (which do not depend on Z) are then not computed again: the same values, to the bit."""
+        (which do not depend on Z) are then not computed again: the same values, to the bit. For question time
+        (no gradient): in training the two passes would share one graph."""
         fc = follow_config or self.base.follow_config
+        if encoded is not None and len(encoded[1]) != len(texts):
+            raise ValueError(f"encoded holds {len(encoded[1])} questions, not the {len(texts)} given")
         enc, h = encoded if encoded is not None else self._encode(texts, vkb, precision)
         z = self._z0(z0, h, vkb, fc, False)[0]
         for t in range(self.config.hops - self.config.answer_head):
