@@ -393,3 +393,37 @@ def test_own_terms_come_off_exactly(power):
         if p[0]:
             torch.testing.assert_close(v[0], got[int(present[: i + 1].sum()) - 1], rtol=1e-12, atol=1e-15)
     assert own > 10  # pairs whose own term was there to leave out
+
+
+def test_top_is_the_lexsort_ranking_with_ties_and_any_input():
+    """`EntitySet.top` against the plain lexsort ranking (row, probability down, id up): sets sorted by (row, id)
+    with tied probabilities and rows left empty (its fast path), and unsorted or NaN input (the lexsort path)."""
+    def reference(z, k):
+        ids = np.full((z.batch_size, k), -1)
+        probs = np.zeros((z.batch_size, k), dtype=np.float32)
+        r, e, p = z.rows.numpy(), z.ids.numpy(), z.probs.float().numpy()
+        for b in range(z.batch_size):
+            row = sorted(((-p[i], e[i]) for i in np.flatnonzero(r == b)), key=lambda x: (x[0], x[1]))[:k]
+            for j, (negp, ent) in enumerate(row):
+                ids[b, j], probs[b, j] = ent, -negp
+        return ids, probs
+
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        batch, n = int(rng.integers(1, 6)), int(rng.integers(0, 40))
+        keys = np.unique(rng.integers(0, batch * 30, n))
+        rows, ids = keys // 30, keys % 30
+        probs = np.round(rng.random(len(keys)), 1).astype(np.float32)  # ties
+        if trial % 3 == 1:  # not sorted by (row, id): the lexsort path
+            perm = rng.permutation(len(keys))
+            rows, ids, probs = rows[perm], ids[perm], probs[perm]
+        if trial % 3 == 2 and len(probs):
+            probs[0] = np.nan
+        z = EntitySet(torch.from_numpy(rows), torch.from_numpy(ids), torch.from_numpy(probs), batch)
+        other = np.ones(batch, dtype=bool)
+        if trial % 3 == 2 and len(probs):
+            other[rows[0]] = False  # where a NaN ranks is the lexsort's business; every other row must agree
+        for k in (1, 3, 50):
+            got, want = z.top(k), reference(z, k)
+            np.testing.assert_array_equal(got[0][other], want[0][other])
+            np.testing.assert_array_equal(got[1][other], want[1][other])
