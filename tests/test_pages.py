@@ -71,7 +71,11 @@ def test_will_need_advises_memory_maps_only(tmp_path, monkeypatch):
     starts, _ = page_runs(mapped, rows)
     assert pages.resident(starts).all()
     assert will_need(mapped, rows) == 0  # a warm cache: nothing asked
+    whole = mapping_of(mapped)  # the whole file in one call, as page by page
+    origin = np.frombuffer(whole, dtype=np.uint8).ctypes.data
+    assert pages.all_resident(whole) and pages.resident(origin + np.arange(-(-len(whole) // PAGE)) * PAGE).all()
     monkeypatch.setattr(pages, "resident", lambda addresses: np.zeros(len(addresses), bool))  # as if cold
+    monkeypatch.setattr(pages, "all_resident", lambda mapping: False)
     assert will_need(mapped, rows) == len(starts) >= 2  # each run asked for
     view = rows[rows < 1998]
     assert will_need(mapped[1000:], view) == len(page_runs(mapped[1000:], view)[0]) >= 2  # a view of the map

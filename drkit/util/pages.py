@@ -10,8 +10,9 @@ It is advice only: it changes no value read and never raises. It does nothing fo
 C-contiguous memory map, where madvise is unavailable (Windows), or where the kernel refuses the advice.
 
 Asking costs a system call a run (about 2 us), which a warm page cache does not need: at batch 64 that
-is most of a hop's time. So `will_need` first looks (``mincore``) at the first pages of up to `SAMPLE` of
-the rows, spread over them; when every one of those is in memory, it asks for nothing. A cache that is
+is most of a hop's time. So `will_need` first looks (``mincore``): at the whole mapping in one call when it
+is at most `WHOLE` pages, then at the first pages of up to `SAMPLE` of the rows, spread over them; when every
+page looked at is in memory, it asks for nothing (the whole mapping in memory implies the sample is). A cache that is
 warm at those pages but not at others is then read as without advice: one fault at a time, as fast as
 before.
 """
@@ -57,6 +58,21 @@ def resident(addresses) -> np.ndarray | None:
             return None
         out[i] = bool(flag.value & 1)
     return out
+
+
+WHOLE = 1 << 16  # pages: a mapping of up to 256 MiB (4 KiB pages) is first looked at whole, in one call
+
+
+def all_resident(mapping: mmap.mmap) -> bool:
+    """Whether every page of `mapping` is in memory, by one mincore call (False where it cannot tell)."""
+    if _mincore is None or len(mapping) == 0:
+        return False
+    n = -(-len(mapping) // PAGE)
+    flags = np.zeros(n, dtype=np.uint8)
+    origin = np.frombuffer(mapping, dtype=np.uint8).ctypes.data  # the mapping's first byte (page-aligned)
+    if _mincore(origin, len(mapping), flags.ctypes.data) != 0:
+        return False
+    return bool((flags & 1).all())
 
 
 def mapping_of(array) -> mmap.mmap | None:
@@ -122,6 +138,8 @@ def will_need(array, rows) -> int:
         return 0
     rows = np.asarray(rows, dtype=np.int64)
     if len(rows) == 0:
+        return 0
+    if len(mapping) <= WHOLE * PAGE and all_resident(mapping):  # a small file all in memory: one call says so
         return 0
     sample = rows[np.linspace(0, len(rows) - 1, min(SAMPLE, len(rows))).astype(np.int64)]
     looked = resident(np.unique(_page_numbers(array, sample)[0]) * PAGE)
