@@ -54,6 +54,10 @@ class EntitySet:
         order = np.lexsort((ids, -probs))
         return ids[order], probs[order]
 
+    def row_starts(self) -> np.ndarray:
+        """(batch + 1,): row b's entries are ``[starts[b], starts[b + 1])`` (the entries are sorted by row)."""
+        return np.searchsorted(self.rows.numpy(), np.arange(self.batch_size + 1))
+
     def top(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(batch, k) entity ids and probabilities, best first; padded with id -1 and probability 0."""
         ids = np.full((self.batch_size, k), -1, dtype=np.int64)

@@ -67,12 +67,15 @@ def all_resident(mapping: mmap.mmap) -> bool:
     """Whether every page of `mapping` is in memory, by one mincore call (False where it cannot tell)."""
     if _mincore is None or len(mapping) == 0:
         return False
-    n = -(-len(mapping) // PAGE)
-    flags = np.zeros(n, dtype=np.uint8)
-    origin = np.frombuffer(mapping, dtype=np.uint8).ctypes.data  # the mapping's first byte (page-aligned)
-    if _mincore(origin, len(mapping), flags.ctypes.data) != 0:
+    flags = np.zeros(-(-len(mapping) // PAGE), dtype=np.uint8)
+    if _mincore(_origin(mapping), len(mapping), flags.ctypes.data) != 0:
         return False
     return bool((flags & 1).all())
+
+
+def _origin(mapping: mmap.mmap) -> int:
+    """The address of `mapping`'s first byte (page-aligned)."""
+    return int(np.frombuffer(mapping, dtype=np.uint8).ctypes.data)
 
 
 def mapping_of(array) -> mmap.mmap | None:
@@ -118,8 +121,7 @@ def page_runs(array: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
 def advice_ranges(array: np.ndarray, rows: np.ndarray, mapping: mmap.mmap) -> tuple[np.ndarray, np.ndarray]:
     """`page_runs` as (offset in `mapping`, bytes) pairs, kept within the mapping."""
     starts, counts = page_runs(array, rows)
-    origin = int(np.frombuffer(mapping, dtype=np.uint8).ctypes.data)  # the mapping's first byte
-    offsets = starts - origin
+    offsets = starts - _origin(mapping)
     ends = np.minimum(offsets + counts * PAGE, len(mapping))
     keep = (offsets >= 0) & (offsets < ends)
     return offsets[keep], (ends - offsets)[keep]
