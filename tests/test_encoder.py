@@ -13,6 +13,7 @@ from drkit.dense.pretrain import PretrainConfig, pretrain
 from drkit.dense.slot_filling import rank_entities, read_slot_queries
 from drkit.dense.spans import span_logits
 from drkit.errors import ArtifactError, ConfigError, InputFormatError
+from drkit.util.pages import mapping_of
 
 FAST = dict(anchor_passages=2, queries_per_passage=3, max_passages=4, checkpoint_every=2, precision="fp32")
 
@@ -169,7 +170,7 @@ def test_mention_index_holds_every_mention_vector(embedded, toy_index):
     enc = DualEncoder.load(d / "run" / "encoder")
     m = np.asarray(toy_index.mentions)
     loaded = MentionIndex.load(d / "mentions")
-    assert isinstance(loaded.vectors, np.memmap) and loaded.vectors.dtype == np.float16
+    assert mapping_of(loaded.vectors) is not None and loaded.vectors.dtype == np.float16  # memory-mapped, not read
     assert loaded.vectors.shape == (toy_index.n_mentions, 16)
     for p in range(toy_index.n_passages):
         rows = np.flatnonzero(m[:, 1] == p)

@@ -247,6 +247,24 @@ def test_pair_scores_are_dot_products(dtype, score):
         assert np.all(np.abs(got - want) <= 2.0 ** -8 * np.abs(want) + 1e-6 * terms.abs().sum(-1).numpy())
 
 
+@pytest.mark.parametrize("score", [torch.float32, torch.bfloat16])
+def test_a_row_alone_scores_as_among_others(score):
+    """A chunk of one row's pairs (a question alone) multiplies by its query broadcast, a mixed chunk by the
+    gathered rows: the same products and sums, bit for bit, with random vectors and queries."""
+    graph, _ = random_graph(9, n_mentions=300, dim=64, dtype=torch.float16)
+    graph.score_dtype = score
+    rng = np.random.default_rng(4)
+    q = torch.from_numpy(rng.normal(size=(5, 64))).float()
+    rows, mentions = rng.integers(0, 5, 900), rng.integers(0, 300, 900)
+    mixed = graph.pair_scores(q, rows, mentions, chunk=64)
+    for b in range(5):
+        at = rows == b
+        alone = graph.pair_scores(q[b : b + 1], np.zeros(at.sum(), np.int64), mentions[at], chunk=64)
+        assert np.array_equal(alone, mixed[at])
+        same_row = graph.pair_scores(q, rows[at], mentions[at], chunk=64)  # one row of a batch: broadcast too
+        assert np.array_equal(same_row, mixed[at])
+
+
 # -- a question gets the same scores alone and in any batch ------------------------------------------
 
 def test_pair_scores_depend_on_the_pair_only():

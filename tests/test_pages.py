@@ -75,7 +75,8 @@ def test_will_need_advises_memory_maps_only(tmp_path, monkeypatch):
     origin = np.frombuffer(whole, dtype=np.uint8).ctypes.data
     assert pages.all_resident(whole) and pages.resident(origin + np.arange(-(-len(whole) // PAGE)) * PAGE).all()
     monkeypatch.setattr(pages, "resident", lambda addresses: np.zeros(len(addresses), bool))  # as if cold
-    monkeypatch.setattr(pages, "all_resident", lambda mapping: False)
+    monkeypatch.setattr(pages, "missing_pages", lambda mapping: len(mapping) // PAGE)
+    monkeypatch.setattr(pages, "_SEEN", {})  # forget that the mapping was found warm a moment ago
     assert will_need(mapped, rows) == len(starts) >= 2  # each run asked for
     view = rows[rows < 1998]
     assert will_need(mapped[1000:], view) == len(page_runs(mapped[1000:], view)[0]) >= 2  # a view of the map
@@ -84,3 +85,28 @@ def test_will_need_advises_memory_maps_only(tmp_path, monkeypatch):
     assert will_need(values, rows) == 0 and mapping_of(values) is None  # in memory: nothing to ask
     assert will_need(mapped[:, ::2], rows) == 0  # not contiguous: nothing to ask
     assert will_need(mapped, np.zeros(0, np.int64)) == 0
+
+
+@pytest.mark.skipif(not hasattr(mmap.mmap, "madvise") or pages._mincore is None, reason="no madvise or mincore here")
+def test_a_warm_mapping_is_looked_at_once_a_recheck(tmp_path, monkeypatch):
+    np.save(tmp_path / "v.npy", np.arange(500_000, dtype=np.float32).reshape(-1, 50))
+    mapped = np.load(tmp_path / "v.npy", mmap_mode="r")
+    np.asarray(mapped).sum()  # every page read: in memory
+    whole = mapping_of(mapped)
+    n_pages = -(-len(whole) // PAGE)
+    assert n_pages > 200 and pages.missing_pages(whole) == 0 and pages.all_resident(whole)
+    looked, missing, clock = [], [0], [100.0]
+    monkeypatch.setattr(pages, "_SEEN", {})
+    monkeypatch.setattr(pages, "missing_pages", lambda mapping: looked.append(mapping) or missing[0])
+    monkeypatch.setattr(pages, "resident", lambda addresses: np.zeros(len(addresses), bool))  # the sample: cold
+    monkeypatch.setattr(pages.time, "monotonic", lambda: clock[0])
+    rows = np.array([0, 7, 9999])
+    assert [will_need(mapped, rows) for _ in range(3)] == [0, 0, 0] and len(looked) == 1  # looked at once
+    clock[0] += pages.RECHECK / 2
+    assert will_need(mapped[10:], rows) == 0 and len(looked) == 1  # a view of the same mapping: the same memo
+    clock[0] += pages.RECHECK
+    missing[0] = int(pages.WARM * n_pages)  # a few pages never read: still warm, nothing asked
+    assert will_need(mapped, rows) == 0 and len(looked) == 2 and looked[-1] is whole
+    clock[0] += pages.RECHECK
+    missing[0] += 1  # more out of memory than WARM allows: advice, and the next read looks again
+    assert will_need(mapped, rows) >= 1 and will_need(mapped, rows) >= 1 and len(looked) == 4

@@ -10,7 +10,8 @@ the layer's own, bit for bit; `tests/test_layers.py` checks that. It is used onl
 same computation: an `eval()` layer (no dropout) of a plain encoder (no cross-attention, no
 decoder, no chunked feed-forward) whose attention is "sdpa" (or `drkit.dense.dropout`'s, which is sdpa in
 `eval()`); any other layer runs as itself. A Linear
-that is not a plain `nn.Linear` (``--quantize int8``'s) is called as itself inside the lean path.
+that is not a plain `nn.Linear` is called as itself inside the lean path, but for torch's int8 dynamic one
+(``--quantize int8``'s), whose quantised product is called directly (`_linear`).
 `hidden_states` does the same for a whole `BertModel` (embeddings, then its layers); it gains where
 sequences are short (a query), and little at 512 pieces, where the products dominate.
 """
@@ -73,8 +74,23 @@ def bert_layer(layer, h: torch.Tensor, mask: torch.Tensor | None) -> torch.Tenso
 
 
 def _linear(module, x: torch.Tensor) -> torch.Tensor:
-    """A plain `nn.Linear` as its function; any other (an int8 dynamically quantised one) as itself."""
-    return F.linear(x, module.weight, module.bias) if type(module) is nn.Linear else module(x)
+    """A plain `nn.Linear` as its function; torch's int8 dynamically quantised Linear (``--quantize int8``) as the
+    op its forward calls, with the same arguments (the module call and the op's Python dispatch cost about 20 us,
+    48 times a question); any other as itself."""
+    kind = type(module)
+    if kind is nn.Linear:
+        return F.linear(x, module.weight, module.bias)
+    if kind.__name__ == "Linear" and kind.__module__ == _DYNAMIC_LINEAR:
+        packed = module._packed_params
+        if packed.dtype == torch.qint8:
+            op = torch.ops.quantized.linear_dynamic.default
+            if module.version is None or module.version < 4:
+                return op(x, packed._packed_params).to(x.dtype)
+            return op(x, packed._packed_params, True).to(x.dtype)  # reduce_range=True, as its forward
+    return module(x)
+
+
+_DYNAMIC_LINEAR = "torch.ao.nn.quantized.dynamic.modules.linear"  # where torch's dynamic int8 Linear lives
 
 
 def _norm(norm, x: torch.Tensor) -> torch.Tensor:

@@ -286,7 +286,8 @@ class FollowGraph:
         chunk = chunk or (1024 if self.device.type == "cpu" else 1 << 18)
         # (batch, p), rounded to the score dtype
         q = queries.detach().to(self.device).to(compute).to(queries.dtype)
-        rows_t = torch.from_numpy(np.asarray(rows, dtype=np.int64)).to(self.device)
+        rows = np.asarray(rows, dtype=np.int64)
+        rows_t = torch.from_numpy(rows).to(self.device)
         mentions = np.asarray(mentions, dtype=np.int64)
         out = torch.empty(len(mentions), dtype=compute, device=self.device)  # (n,)
         if self.device.type != "cpu":
@@ -295,7 +296,9 @@ class FollowGraph:
         for lo in range(0, len(mentions), chunk):
             # the rows scored only (the whole copy in `compute` where one exists, else the memory map)
             f = self.rows_as(mentions[lo : lo + chunk], compute).to(queries.dtype)  # (chunk, p)
-            g = q.index_select(0, rows_t[lo : lo + chunk])  # (chunk, p)
+            part = rows[lo : lo + chunk]
+            # (chunk, p), or (p,) broadcast where the chunk is one row's (a question alone): the same products
+            g = q[int(part[0])] if (part == part[0]).all() else q.index_select(0, rows_t[lo : lo + chunk])
             out[lo : lo + chunk] = (f * g).sum(-1)  # rounded to `compute` on assignment
         return out.to(queries.dtype).cpu().numpy()
 

@@ -218,10 +218,15 @@ def read_manifest(path: str | Path, format_name: str, max_version: int) -> dict:
 
 
 def load_array(path: str | Path, name: str, mmap: bool = True) -> np.ndarray:
+    """The array `name`.npy of an artifact, memory-mapped read-only unless `mmap` is False. A mapped array is
+    returned as a plain ndarray view of the np.memmap (the mapping stays open while the view lives;
+    `drkit.util.pages.mapping_of` finds it): np.memmap runs Python code on every index and every result it makes
+    (about 25 us each, dozens a question at batch 1), an ndarray view none."""
     file = Path(path) / f"{name}.npy"
     if not file.exists():
         raise ArtifactError(f"{file} is missing; the artifact is incomplete")
-    return np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+    array = np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+    return np.asarray(array) if mmap else array
 
 
 def read_jsonl(path: str | Path, name: str) -> list:
