@@ -132,6 +132,22 @@ def test_count_matrix_matches_reference(buckets):
     assert np.array_equal(document_frequency(counts), (dense > 0).sum(axis=0))
 
 
+def test_count_matrix_in_blocks(monkeypatch):
+    """Texts counted a few at a time (empty ones at a block's edges too) give the same matrix as all at once."""
+    texts = ["", *CORPUS, "", "the of and", *CORPUS[:2], ""]
+    whole = NgramHasher(1 << 20).count_matrix(texts)
+    monkeypatch.setattr(NgramHasher, "BLOCK", 3)
+    blocks = NgramHasher(1 << 20).count_matrix(iter(texts))
+    assert blocks.shape == whole.shape == (len(texts), 1 << 20)
+    for a, b in ((blocks.indptr, whole.indptr), (blocks.indices, whole.indices), (blocks.data, whole.data)):
+        assert np.array_equal(a, b)
+    dense = np.zeros((len(texts), 1 << 20))
+    for d, c in enumerate(ref_counts(texts, 1 << 20)):
+        for t, k in c.items():
+            dense[d, t] = k
+    assert np.array_equal(blocks.toarray(), dense)
+
+
 def test_count_matrix_of_nothing():
     counts = NgramHasher(16).count_matrix([])
     assert counts.shape == (0, 16) and counts.nnz == 0

@@ -76,20 +76,40 @@ class NgramHasher:
         return np.fromiter((self.bucket(g) for g in self.grams(text)), dtype=np.int64)
 
     def count_matrix(self, texts: Iterable[str], n_rows: int | None = None) -> sp.csr_matrix:
-        """Rows of bucket counts, (len(texts), hash_buckets), float32."""
-        indptr, indices, data = [0], [], []
-        for text in texts:
-            b, c = np.unique(self.buckets(text), return_counts=True)
-            indices.append(b)
-            data.append(c)
-            indptr.append(indptr[-1] + len(b))
-        rows = len(indptr) - 1
+        """Rows of bucket counts, (len(texts), hash_buckets), float32: row i holds the distinct buckets of text
+        i ascending, each with its count. The buckets of up to `BLOCK` texts at a time are counted together, by
+        one sort of the keys ``row * hash_buckets + bucket`` (a sort a text cost 20 us, 0.8 s over 2Wiki's
+        39,000 entity names)."""
+        indptr, indices, data, rows = [np.zeros(1, np.int64)], [], [], 0
+        for block in _blocks(texts, self.BLOCK):
+            parts = [self.buckets(text) for text in block]
+            lengths = np.fromiter((len(b) for b in parts), dtype=np.int64, count=len(parts))
+            row = np.repeat(np.arange(len(parts), dtype=np.int64), lengths)
+            keys, counts = np.unique(row * self.hash_buckets + np.concatenate(parts), return_counts=True)
+            ends = np.searchsorted(keys, np.arange(1, len(parts) + 1, dtype=np.int64) * self.hash_buckets)
+            indptr.append(ends + indptr[-1][-1])
+            indices.append((keys % self.hash_buckets).astype(np.int32))
+            data.append(counts.astype(np.float32))
+            rows += len(parts)
         return sp.csr_matrix(
-            (np.concatenate(data).astype(np.float32) if data else np.zeros(0, np.float32),
-             np.concatenate(indices).astype(np.int32) if indices else np.zeros(0, np.int32),
-             np.asarray(indptr, dtype=np.int64)),
+            (np.concatenate(data) if data else np.zeros(0, np.float32),
+             np.concatenate(indices) if indices else np.zeros(0, np.int32), np.concatenate(indptr)),
             shape=(rows, self.hash_buckets),
         )
+
+    BLOCK = 1 << 16  # texts counted together (their buckets held at once)
+
+
+def _blocks(items: Iterable, size: int):
+    """`items` in lists of `size` (the last shorter), lazily."""
+    block = []
+    for item in items:
+        block.append(item)
+        if len(block) == size:
+            yield block
+            block = []
+    if block:
+        yield block
 
 
 def keep_columns(m: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
