@@ -8,7 +8,8 @@ import torch
 
 from drkit.errors import ConfigError
 from drkit.reason.entity_set import EntitySet
-from drkit.reason.mixing import MixConfig, mix, mixture_loss, on_pages
+from drkit.reason.mixing import MixConfig, mix, mixture_loss, on_pages, weigh_named
+from drkit.util.runs import as_saved
 
 
 def random_set(rng, batch, n_entities, dtype=torch.float64, requires_grad=False) -> EntitySet:
@@ -119,6 +120,38 @@ def test_mixture_loss_matches_dense_reference(seed):
         assert loss is None
     else:
         torch.testing.assert_close(loss, ref)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_weigh_named_matches_a_dense_loop(seed):
+    """Each named entity's weight times exp(w), renormalised per question (a row naming none of its entities keeps
+    its Z_0), with the gradient in w and in Z_0's probabilities."""
+    rng = np.random.default_rng(seed)
+    z = random_set(rng, 5, 12, requires_grad=True)
+    named = np.full((5, 2), -1)
+    for b in range(4):  # the last row names nothing
+        mine = z.ids[z.rows == b].numpy()
+        if len(mine):
+            named[b, 0] = mine[rng.integers(len(mine))]
+    named[1, 1] = 11 if 11 not in z.ids[z.rows == 1].tolist() else -1  # a named entity outside Z_0: no effect
+    w = torch.tensor(float(rng.normal()) + 1.0, dtype=torch.float64, requires_grad=True)
+    got = weigh_named(z, named, w)
+    assert torch.equal(got.rows, z.rows) and torch.equal(got.ids, z.ids)
+    for b in range(5):
+        at = (z.rows == b).nonzero().flatten()
+        if len(at) == 0:
+            continue
+        raw = torch.stack([z.probs[i] * (torch.exp(w) if int(z.ids[i]) in named[b] else 1.0) for i in at.tolist()])
+        torch.testing.assert_close(got.probs[at], raw / raw.sum(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(weigh_named(z, named, torch.zeros((), dtype=torch.float64)).probs,
+                               torch.cat([z.probs[z.rows == b] / z.probs[z.rows == b].sum() for b in range(5)]))
+    torch.autograd.gradcheck(lambda p, v: weigh_named(EntitySet(z.rows, z.ids, p, 5), named, v).probs,
+                             (z.probs.detach().clone().requires_grad_(True), w.detach().clone().requires_grad_(True)))
+
+
+def test_named_weight_is_on_for_new_models_and_off_for_old_ones():
+    assert MixConfig().named_weight
+    assert not as_saved(MixConfig, {"hops": 2, "rescore": True}).named_weight  # saved before the setting
 
 
 def test_mix_config_checks():

@@ -103,6 +103,9 @@ def test_the_answer_pass_reuses_the_questions_layers_to_the_bit(mixing_run, monk
         assert calls == ["hop_base"] * (len(out.encoded[0].hs) if head else 0)
         with pytest.raises(ValueError, match="encoded holds"):
             r.model.answer(questions[:-1], named_entity_set(linked), r.vkb, named=linked.named(), encoded=out.encoded)
+        with pytest.raises(ValueError, match="computed in fp32, not the bf16"):  # another precision: not reused
+            r.model.answer(questions, named_entity_set(linked), r.vkb, precision="bf16", named=linked.named(),
+                           encoded=out.encoded)
     assert len(alone.ids) > 0
     for a, b in ((alone.rows, reused.rows), (alone.ids, reused.ids), (alone.probs, reused.probs)):
         assert torch.equal(a, b)

@@ -53,7 +53,8 @@ class DenseRetriever:
 
     def __init__(self, texts: list[str], base: str = "all-MiniLM-L6-v2", max_pieces: int = 256, batch_size: int = 32,
                  precision: str = "auto", model=None, tokenizer=None, device: str = "auto"):
-        """`model` and `tokenizer` (a transformer and its tokenizer) replace the `base` encoder when given;
+        """`model` and `tokenizer` (a transformer and its tokenizer) replace the `base` encoder when given (the model
+        itself, not a copy: it is put in eval() and on the device);
         `precision` and `device` (`drkit.util.hardware`: auto takes a GPU where there is one) say where it computes.
         The passage vectors are kept on the CPU, where the scores are computed."""
         from drkit.data.tokenizer import encoder_path, load_tokenizer

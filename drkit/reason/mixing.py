@@ -48,7 +48,9 @@ from drkit.reason.entity_set import EntitySet
 from drkit.reason.follow import FollowConfig, FollowTrace, follow, rescore
 from drkit.reason.model import ModelConfig, MultiHopModel
 from drkit.reason.question_encoder import rows_alike
+from drkit.reason.segment import segment_log_softmax
 from drkit.util.artifact import ArtifactWriter, read_manifest
+from drkit.util.hardware import choose
 from drkit.util.runs import as_saved
 
 FORMAT = "drkit.mixing-model"
@@ -77,8 +79,13 @@ class MixConfig:
                 "trained by the answer loss alone on detached inputs: the passage chain is then trained by the "
                 "passage loss alone. Off: the answer is Z_T of the passage chain, and its loss trains that chain too"})
 
+    named_weight: bool = field(default=True, metadata={
+        "help": "learn w, how much more an entity the question names verbatim weighs in Z_0 than the linker's "
+                "exact-match bonus says: Z_0[e] exp(w [e named]), renormalised per question, before the rescoring "
+                "(w = 0 at start, trained with the rest). Off: Z_0 as linked"})
+
     # what a field absent from a model saved before it existed meant
-    ABSENT_MEANT = {"page_mix": False, "answer_head": False}
+    ABSENT_MEANT = {"page_mix": False, "answer_head": False, "named_weight": False}
 
     def __post_init__(self):
         if self.hops < 1:
@@ -130,6 +137,19 @@ def mix(sets: list[EntitySet], pi: torch.Tensor, has_page: np.ndarray | None = N
                      torch.log(total.clamp_min(torch.finfo(total.dtype).tiny)))
 
 
+def weigh_named(z0: EntitySet, named: np.ndarray, w: torch.Tensor) -> EntitySet:
+    """Z_0 with each entity its question names verbatim (`named`: (B, k) ids, -1 padded) weighed by exp(w),
+    renormalised per question: ``Z_0'[b, e] = Z_0[b, e] exp(w [e in named[b]]) / sum_e' (...)``, differentiable
+    in w and in Z_0's probabilities. A question that names none of its entities (or names them all) keeps its Z_0."""
+    if len(z0.ids) == 0:
+        return z0
+    named = np.asarray(named, dtype=np.int64).reshape(z0.batch_size, -1)
+    is_named = torch.from_numpy((named[z0.rows.numpy()] == z0.ids.numpy()[:, None]).any(1)).to(z0.probs.dtype)
+    logits = torch.log(z0.probs.clamp_min(torch.finfo(z0.probs.dtype).tiny)) + w.to(z0.probs.dtype) * is_named
+    log_probs = segment_log_softmax(logits, z0.rows, z0.batch_size)
+    return EntitySet(z0.rows, z0.ids, torch.exp(log_probs), z0.batch_size, log_probs)
+
+
 def mixture_loss(z: EntitySet, gold: list[np.ndarray]) -> tuple[torch.Tensor | None, np.ndarray]:
     """Multi-label loss: for each row, the mean over its gold entities that are in Z*'s support of
     ``-log Z*[g]``; averaged over the rows with at least one. (A softmax mixture is a ranking: pushing up
@@ -166,6 +186,8 @@ class HopMixingModel(nn.Module):
         nn.init.zeros_(self.pi_head.bias)
         self.start0 = nn.Linear(hidden, half, bias=False)
         self.end0 = nn.Linear(hidden, half, bias=False)
+        if config.named_weight:  # w of `weigh_named` (a model saved without the setting has no such parameter)
+            self.named_weight = nn.Parameter(torch.zeros(()))
         self.manifest: dict = {}
 
     @classmethod
@@ -195,7 +217,7 @@ class HopMixingModel(nn.Module):
             pi = torch.softmax(rows_alike(self.pi_head, h), dim=-1).cpu()  # (B, T+1), on the CPU as the follow
         else:
             pi = torch.nn.functional.one_hot(torch.full((len(texts),), self.config.fixed), self.config.hops + 1).float()
-        z, g0, tr = self._z0(z0, h, vkb, fc, trace)
+        z, g0, tr = self._z0(self.weigh_named(z0, named), h, vkb, fc, trace)
         sets, queries, traces = [z], [g0], [tr]
         for t in range(self.config.hops):
             z, q, tr = self._hop(enc, t, z, vkb, fc, named, trace)
@@ -219,11 +241,21 @@ class HopMixingModel(nn.Module):
         fc = follow_config or self.base.follow_config
         if encoded is not None and len(encoded[1]) != len(texts):
             raise ValueError(f"encoded holds {len(encoded[1])} questions, not the {len(texts)} given")
+        if encoded is not None:
+            asked = choose(precision, self.base.device.type, training=self.training).precision
+            if encoded[0].compute.precision != asked:
+                raise ValueError(f"encoded was computed in {encoded[0].compute.precision}, not the {asked} asked for")
         enc, h = encoded if encoded is not None else self._encode(texts, vkb, precision)
-        z = self._z0(z0, h, vkb, fc, False)[0]
+        z = self._z0(self.weigh_named(z0, named), h, vkb, fc, False)[0]
         for t in range(self.config.hops - self.config.answer_head):
             z, _, _ = self._hop(enc, t, z, vkb, fc, named, False)
         return self._answer_hop(enc, z, vkb, fc, named) if self.config.answer_head else z
+
+    def weigh_named(self, z0: EntitySet, named: np.ndarray | None) -> EntitySet:
+        """`weigh_named` by this model's w (``named_weight``); `z0` itself without the setting or without `named`."""
+        if not self.config.named_weight or named is None:
+            return z0
+        return weigh_named(z0, named, self.named_weight)
 
     def _encode(self, texts: list[str], vkb, precision: str):
         """The questions through the shared layers, and their mean (B, hidden) float32."""

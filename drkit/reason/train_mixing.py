@@ -59,6 +59,8 @@ class MixTrainConfig:
     lr: float = field(default=2e-5, metadata={"help": "peak learning rate of the transformer layers"})
     head_lr: float = field(default=1e-3, metadata={"help": "peak learning rate of the projections and the pi classifier"})
     power_lr: float = field(default=0.02, metadata={"help": "peak learning rate of the per-hop TF-IDF powers"})
+    named_lr: float = field(default=0.1, metadata={"help": "peak learning rate of the weight w of the entities a "
+                                                    "question names verbatim in Z_0 (a log-scale scalar)"})
     warmup: float = field(default=0.1, metadata={"help": "fraction of steps of linear warm-up"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})
     eval_every: int = field(default=50, metadata={"help": "steps between dev evaluations (the learning curve)"})
@@ -222,11 +224,15 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
     heads = [p for n, p in model.named_parameters() if p.requires_grad and (
         not n.startswith("base.") or n.startswith(("base.encoder.start.", "base.encoder.end.", "base.encoder.entity.")))]
     powers = [model.base.tfidf_power] if model.base.tfidf_power.requires_grad else []
-    special = {id(p) for p in heads + powers}
+    named = [model.named_weight] if mix_config.named_weight else []
+    heads = [p for p in heads if all(p is not q for q in named)]
+    special = {id(p) for p in heads + powers + named}
     body = [p for p in model.parameters() if p.requires_grad and id(p) not in special]
-    opt, sched = adamw([{"params": body, "lr": config.lr}, {"params": heads, "lr": config.head_lr},
-                        {"params": powers, "lr": config.power_lr, "weight_decay": 0.0}],
-                       config.weight_decay, config.steps, config.warmup)
+    groups = [{"params": body, "lr": config.lr}, {"params": heads, "lr": config.head_lr},
+              {"params": powers, "lr": config.power_lr, "weight_decay": 0.0}]
+    if named:  # a group of its own only where the model has w (a run made before it resumes with its three)
+        groups.append({"params": named, "lr": config.named_lr, "weight_decay": 0.0})
+    opt, sched = adamw(groups, config.weight_decay, config.steps, config.warmup)
     staging = run / ".model-best"
     identity = {"index": str(Path(index_dir).resolve()), "encoder": str(Path(encoder_dir).resolve()),
                 "mentions": {"path": str(Path(mentions_dir).resolve()),
