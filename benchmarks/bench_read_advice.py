@@ -2,7 +2,8 @@
 
 `drkit.util.pages.will_need` takes a mapping found warm (at most `WARM` of its pages out of memory) as warm for
 `RECHECK` seconds; with ``RECHECK`` below 0 it looks at the whole mapping (one mincore call over all its pages) at
-every read, as it did before the memo. The two settings take turns on blocks of the same questions in one process
+every read, as it did before the memo (with the same 1% rule, which the code before it did not have: over a file
+wholly in memory the two are the same). The two settings take turns on blocks of the same questions in one process
 (one index, one model, one page cache), so the machine's drift touches both alike:
 
     python benchmarks/bench_read_advice.py --run runs/2wiki-f0 --rounds 8 --quantize none int8

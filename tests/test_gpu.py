@@ -14,7 +14,7 @@ from drkit.dense.encoder import DualEncoder
 from drkit.qa.pipeline import DrKIT
 from drkit.reason.entity_set import EntitySet
 from drkit.reason.follow import FollowConfig
-from drkit.reason.mixing import HopMixingModel, MixConfig
+from drkit.reason.mixing import HopMixingModel, MixConfig, mix
 from drkit.reason.model import ModelConfig, MultiHopModel
 from drkit.reason.train import TrainConfig, answer_set_loss, train
 from drkit.reason.vkb import VirtualKB
@@ -127,6 +127,8 @@ def test_a_hop_mixing_model_mixes_alike_on_the_gpu(films_kb):  # noqa: F811
     torch.manual_seed(0)
     model = HopMixingModel.from_encoder(enc, MixConfig(hops=2), SMALL, FollowConfig(top_k=200, temperature=1.0))
     torch.nn.init.normal_(model.pi_head.weight, std=0.1)  # a mixture that is not uniform
+    with torch.no_grad():
+        model.named_weight.fill_(1.5)  # on the GPU with the model; Z_0 and its named entities on the CPU
     kb_cpu = VirtualKB.load(d / "index", d / "mentions", precision="fp32", device="cpu")
     kb_gpu = VirtualKB.load(d / "index", d / "mentions", precision="fp32", device="cuda")
     model.base.set_entities(kb_cpu.entity_names)
@@ -134,9 +136,12 @@ def test_a_hop_mixing_model_mixes_alike_on_the_gpu(films_kb):  # noqa: F811
     texts = _questions(d)
     parsed = [kb_cpu.parse(q) for q in texts]
     z0 = EntitySet.one_hot([p.topic for p in parsed])
+    z0 = mix([z0, EntitySet.one_hot([(p.topic + 1) % kb_cpu.graph.n_entities for p in parsed])],
+             torch.full((len(parsed), 2), 0.5))  # two entities a question, one of them named
+    named = np.array([[p.topic] for p in parsed])
     with torch.no_grad():
-        a = model.eval()([p.text for p in parsed], z0, kb_cpu, precision="fp32")
-        b = on_gpu_model([p.text for p in parsed], z0, kb_gpu, precision="fp32")
+        a = model.eval()([p.text for p in parsed], z0, kb_cpu, precision="fp32", named=named)
+        b = on_gpu_model([p.text for p in parsed], z0, kb_gpu, precision="fp32", named=named)
     assert float((a.pi - b.pi).abs().max()) <= 1e-5
     _close(a.z_star, b.z_star, kb_cpu.graph.n_entities, 1e-4)
 

@@ -138,9 +138,13 @@ def test_count_matrix_in_blocks(monkeypatch):
     whole = NgramHasher(1 << 20).count_matrix(texts)
     monkeypatch.setattr(NgramHasher, "BLOCK", 3)
     blocks = NgramHasher(1 << 20).count_matrix(iter(texts))
-    assert blocks.shape == whole.shape == (len(texts), 1 << 20)
-    for a, b in ((blocks.indptr, whole.indptr), (blocks.indices, whole.indices), (blocks.data, whole.data)):
-        assert np.array_equal(a, b)
+    monkeypatch.setattr(NgramHasher, "BLOCK", 1 << 16)
+    monkeypatch.setattr(NgramHasher, "BLOCK_BUCKETS", 5)  # blocks ended by their buckets instead
+    capped = NgramHasher(1 << 20).count_matrix(texts)
+    for got in (blocks, capped):
+        assert got.shape == whole.shape == (len(texts), 1 << 20)
+        for a, b in ((got.indptr, whole.indptr), (got.indices, whole.indices), (got.data, whole.data)):
+            assert np.array_equal(a, b)
     dense = np.zeros((len(texts), 1 << 20))
     for d, c in enumerate(ref_counts(texts, 1 << 20)):
         for t, k in c.items():

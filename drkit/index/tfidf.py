@@ -77,12 +77,14 @@ class NgramHasher:
 
     def count_matrix(self, texts: Iterable[str], n_rows: int | None = None) -> sp.csr_matrix:
         """Rows of bucket counts, (len(texts), hash_buckets), float32: row i holds the distinct buckets of text
-        i ascending, each with its count. The buckets of up to `BLOCK` texts at a time are counted together, by
-        one sort of the keys ``row * hash_buckets + bucket`` (a sort a text cost 20 us, 0.8 s over 2Wiki's
-        39,000 entity names)."""
+        i ascending, each with its count. The buckets of a block of texts (up to `BLOCK` texts or `BLOCK_BUCKETS`
+        buckets) are counted together, by one sort of the keys ``row * hash_buckets + bucket`` (a sort a text
+        cost 20 us, 0.8 s over 2Wiki's 39,000 entity names); a block's arrays are O(BLOCK_BUCKETS) whatever the
+        corpus."""
         indptr, indices, data, rows = [np.zeros(1, np.int64)], [], [], 0
-        for block in _blocks(texts, self.BLOCK):
-            parts = [self.buckets(text) for text in block]
+
+        def count(parts: list[np.ndarray]) -> None:
+            nonlocal rows
             lengths = np.fromiter((len(b) for b in parts), dtype=np.int64, count=len(parts))
             row = np.repeat(np.arange(len(parts), dtype=np.int64), lengths)
             keys, counts = np.unique(row * self.hash_buckets + np.concatenate(parts), return_counts=True)
@@ -91,25 +93,24 @@ class NgramHasher:
             indices.append((keys % self.hash_buckets).astype(np.int32))
             data.append(counts.astype(np.float32))
             rows += len(parts)
+
+        parts, held = [], 0
+        for text in texts:
+            parts.append(self.buckets(text))
+            held += len(parts[-1])
+            if len(parts) >= self.BLOCK or held >= self.BLOCK_BUCKETS:
+                count(parts)
+                parts, held = [], 0
+        if parts:
+            count(parts)
         return sp.csr_matrix(
             (np.concatenate(data) if data else np.zeros(0, np.float32),
              np.concatenate(indices) if indices else np.zeros(0, np.int32), np.concatenate(indptr)),
             shape=(rows, self.hash_buckets),
         )
 
-    BLOCK = 1 << 16  # texts counted together (their buckets held at once)
-
-
-def _blocks(items: Iterable, size: int):
-    """`items` in lists of `size` (the last shorter), lazily."""
-    block = []
-    for item in items:
-        block.append(item)
-        if len(block) == size:
-            yield block
-            block = []
-    if block:
-        yield block
+    BLOCK = 1 << 16  # texts counted together, at most
+    BLOCK_BUCKETS = 1 << 22  # buckets counted together, at most (past it the block ends with its text)
 
 
 def keep_columns(m: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:

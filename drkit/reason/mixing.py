@@ -140,12 +140,14 @@ def mix(sets: list[EntitySet], pi: torch.Tensor, has_page: np.ndarray | None = N
 def weigh_named(z0: EntitySet, named: np.ndarray, w: torch.Tensor) -> EntitySet:
     """Z_0 with each entity its question names verbatim (`named`: (B, k) ids, -1 padded) weighed by exp(w),
     renormalised per question: ``Z_0'[b, e] = Z_0[b, e] exp(w [e in named[b]]) / sum_e' (...)``, differentiable
-    in w and in Z_0's probabilities. A question that names none of its entities (or names them all) keeps its Z_0."""
+    in w and in Z_0's probabilities. A question that names none of its entities (or names them all) keeps its Z_0,
+    up to the rounding of the renormalisation."""
     if len(z0.ids) == 0:
         return z0
     named = np.asarray(named, dtype=np.int64).reshape(z0.batch_size, -1)
     is_named = torch.from_numpy((named[z0.rows.numpy()] == z0.ids.numpy()[:, None]).any(1)).to(z0.probs.dtype)
-    logits = torch.log(z0.probs.clamp_min(torch.finfo(z0.probs.dtype).tiny)) + w.to(z0.probs.dtype) * is_named
+    w = w.to(device=z0.probs.device, dtype=z0.probs.dtype)  # the model may sit on a GPU, Z_0 on the CPU
+    logits = torch.log(z0.probs.clamp_min(torch.finfo(z0.probs.dtype).tiny)) + w * is_named
     log_probs = segment_log_softmax(logits, z0.rows, z0.batch_size)
     return EntitySet(z0.rows, z0.ids, torch.exp(log_probs), z0.batch_size, log_probs)
 
@@ -208,7 +210,8 @@ class HopMixingModel(nn.Module):
                 follow_config: FollowConfig | None = None, named: np.ndarray | None = None,
                 answers: bool = False) -> MixOutput:
         """Z* of a batch; `named` (batch, k), -1 padded: the entities each question names verbatim
-        (`LinkedQuestions.named`), removed from every hop with ``remove_named``. With `answers` and an answer
+        (`LinkedQuestions.named`), weighed in Z_0 with ``named_weight`` (`weigh_named`) and removed from every hop
+        with ``remove_named``. With `answers` and an answer
         head, also ``z_answer``: the answer head's follow from Z_{T-1}, computed from the shared layers' output
         and Z_{T-1} without their gradient (the answer loss trains the head alone)."""
         fc = follow_config or self.base.follow_config

@@ -86,13 +86,13 @@ def all_resident(mapping: mmap.mmap) -> bool:
 
 RECHECK = 1.0  # seconds a mapping found warm is taken as still warm
 WARM = 0.01  # a mapping with at most this share of its pages out of memory is warm (read as without advice)
-_SEEN: dict[tuple[int, int], float] = {}  # (first address, length) of a mapping -> when it was last found warm
+_SEEN: dict[tuple[int, int, int], float] = {}  # (id, first address, length) of a mapping -> when last found warm
 
 
 def _seen_warm(mapping: mmap.mmap) -> bool:
     """Whether at most `WARM` of `mapping`'s pages are out of memory, by `missing_pages`; once found so, taken as
     still so for `RECHECK` seconds without looking."""
-    key, now = (_origin(mapping), len(mapping)), time.monotonic()
+    key, now = (id(mapping), _origin(mapping), len(mapping)), time.monotonic()
     seen = _SEEN.get(key)
     if seen is not None and now - seen < RECHECK:
         return True
@@ -163,8 +163,9 @@ def advice_ranges(array: np.ndarray, rows: np.ndarray, mapping: mmap.mmap) -> tu
 def will_need(array, rows) -> int:
     """Ask the kernel to start reading the pages of rows `rows` (ids in ``[0, len(array))``) of `array`, a
     memory map, now. Returns the number of runs of pages asked for: 0 when `array` is not a C-contiguous
-    memory map, there is nothing to read, the sampled rows' pages are all in memory already, or the advice
-    could not be given."""
+    memory map, there is nothing to read, a mapping of at most `WHOLE` pages is warm (at most `WARM` of its pages
+    out of memory, looked at once a `RECHECK`: rows on those pages then fault in as without advice), the sampled
+    rows' pages are all in memory already, or the advice could not be given."""
     if not hasattr(mmap.mmap, "madvise") or not isinstance(array, np.ndarray) or array.ndim == 0 \
             or not array.flags.c_contiguous:
         return 0
