@@ -13,6 +13,9 @@ heads on the mean of the question's shared-layer outputs (`MultiHopModel.pooled`
   query's start and end projections), with ``Z_0' = rescore(Z_0, g_0)`` (`drkit.reason.follow.rescore`:
   each linked entity's prior weight times the exponentiated best score of its mentions).
 
+With ``named_weight`` (the default) Z_0 first weighs each entity the question names verbatim by exp(w), w a
+learned scalar (`weigh_named`): how much more a name found verbatim counts than the linker's bonus says.
+
 With ``page_mix`` (the default) each Z_t is first restricted to the entities with a page and renormalised
 (`on_pages`): passages are ranked by pages, and a hop that puts mass on names and dates found in the text
 (entities without a page) would otherwise rank its pages below the other hops'. On an index whose entities
@@ -211,9 +214,9 @@ class HopMixingModel(nn.Module):
                 answers: bool = False) -> MixOutput:
         """Z* of a batch; `named` (batch, k), -1 padded: the entities each question names verbatim
         (`LinkedQuestions.named`), weighed in Z_0 with ``named_weight`` (`weigh_named`) and removed from every hop
-        with ``remove_named``. With `answers` and an answer
-        head, also ``z_answer``: the answer head's follow from Z_{T-1}, computed from the shared layers' output
-        and Z_{T-1} without their gradient (the answer loss trains the head alone)."""
+        with ``remove_named``. With `answers` and an answer head, also ``z_answer``: the answer head's follow from
+        Z_{T-1}, computed from the shared layers' output and Z_{T-1} without their gradient (the answer loss trains
+        the head alone)."""
         fc = follow_config or self.base.follow_config
         enc, h = self._encode(texts, vkb, precision)
         if self.config.fixed is None:
