@@ -221,11 +221,10 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
     model = HopMixingModel.from_encoder(DualEncoder.load(encoder_dir), mix_config, model_config, follow_config)
     model.base.set_entities(vkb.entity_names)
     model.to(vkb.compute.device)
-    heads = [p for n, p in model.named_parameters() if p.requires_grad and (
+    heads = [p for n, p in model.named_parameters() if p.requires_grad and n != "named_weight" and (
         not n.startswith("base.") or n.startswith(("base.encoder.start.", "base.encoder.end.", "base.encoder.entity.")))]
     powers = [model.base.tfidf_power] if model.base.tfidf_power.requires_grad else []
     named = [model.named_weight] if mix_config.named_weight else []
-    heads = [p for p in heads if all(p is not q for q in named)]
     special = {id(p) for p in heads + powers + named}
     body = [p for p in model.parameters() if p.requires_grad and id(p) not in special]
     groups = [{"params": body, "lr": config.lr}, {"params": heads, "lr": config.head_lr},
