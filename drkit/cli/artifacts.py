@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from drkit.cli.flags import add_config_flags, command, config_from_args
@@ -32,6 +33,11 @@ def _index_parser(p) -> None:
                      "install \"drkit[ner]\"; dates normalised); 'found': the names (runs of capitalised words) and "
                      "dates that rules find (nothing to install); repeatable: the union, e.g. --entities titles "
                      "--entities ner, or --entities titles --entities more.txt")
+    p.add_argument("--title-aliases", action=argparse.BooleanOptionalAction, default=True,
+                   help="with --entities titles: a title with a disambiguation suffix, \"Next of Kin (1982 film)\", is "
+                   "also found as \"Next of Kin\" where that has two words or more and no other title is or shortens to it "
+                   "(drkit.index.title_aliases); "
+                   "--no-title-aliases: titles only as written. Default: on")
     p.add_argument("--out", required=True, metavar="DIR", help="artifact directory to write")
     p.add_argument("--questions", action="append", default=[], metavar="[HOPS:]PATH",
                    help="MetaQA-format questions for the sparse reachability report (repeatable); the hop count "
@@ -78,6 +84,7 @@ def _run_index(args) -> int:
         engine=args.engine,
         ray_address=args.ray_address,
         shard_articles=args.shard_articles,
+        title_aliases=args.title_aliases,
     )
     print(f"wrote {args.out} (report: {args.out}/report.json)")
     return 0

@@ -94,6 +94,8 @@ class TwoWikiConfig:
                 "finds in the text, drkit.index.ner: the answers that have no page), found (those rules find, "
                 "drkit.index.found); never a list made from the benchmark", "nargs": "+", "type": str,
         "choices": ("titles", "ner", "found")})
+    title_aliases: bool = field(default=True, metadata={"help": "with titles: \"Next of Kin (1982 film)\" also found as "
+                                                                "\"Next of Kin\" where that names one page (drkit index)"})
     steps: int = field(default=100, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
     encoder: str = field(default="kb_qa", metadata={"help": "DrKIT's encoder: base (MiniLM, not pretrained) or "
                                                             "pretrained on kb, qa or kb_qa (both in turn)",
@@ -126,7 +128,7 @@ class TwoWikiConfig:
     reader_max_pieces: int = field(default=512, metadata={"help": "word pieces the reader is trained on and reads "
                                                                   "(question and passages)"})
     # what a run made before a setting existed meant by its absence (`drkit pool-2wiki` compares the folds so)
-    ABSENT_MEANT = {"reader_layers": 0, "reader_max_pieces": 512, "embed_quantize": "none"}
+    ABSENT_MEANT = {"reader_layers": 0, "reader_max_pieces": 512, "embed_quantize": "none", "title_aliases": False}
 
     def __post_init__(self):
         try:
@@ -164,7 +166,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     """Run the experiment (module docstring) in `out`; return the results written to ``results.json``."""
     from drkit.dense.mentions import MentionIndex, build_mention_index, partial_dir
     from drkit.dense.pretrain import PretrainConfig, pretrain
-    from drkit.experiments.twowiki_data import split_questions, train_kb
+    from drkit.experiments.twowiki_data import index_corpus, split_questions, train_kb
     from drkit.index.sparse import SparseIndex
     from drkit.qa.drkit_retriever import DrKITRetriever
     from drkit.qa.retrieve import RetrieveConfig, run_retrieval
@@ -180,7 +182,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     split = out / "split"
     split_questions(data / "train.jsonl", split, config.dev_fraction, config.split_seed, swap=config.fold == 1)
     train_file, dev_file = split / "train.jsonl", split / "dev.jsonl"
-    _index(data / "corpus.jsonl", out / "index", config.entities, timings, "index", log)
+    index_corpus(data / "corpus.jsonl", out / "index", config.entities, config.title_aliases, timings, "index", log)
     index = SparseIndex.load(out / "index")
     retrieve_config = RetrieveConfig(qps_sample=config.qps_sample, answers=True)
 
@@ -297,19 +299,6 @@ def _others(config: TwoWikiConfig, encoder: Path) -> dict:
     return out
 
 
-def _index(corpus: Path, index_dir: Path, entities: tuple, timings, step: str, log) -> None:
-    """Index `corpus` into `index_dir` with `entities` unless done; an index made with other entities is refused."""
-    from drkit.index.build import build_index
-
-    if (index_dir / "manifest.json").exists():
-        made = json.loads((index_dir / "manifest.json").read_text())["inputs"].get("entities")
-        if (made if isinstance(made, list) else [made]) != list(entities):
-            raise ConfigError(f"{index_dir} was indexed with --entities {made}, not {' '.join(entities)}; "
-                              "use another --out")
-        return
-    timings.run(step, lambda: build_index(corpus, index_dir, entities=list(entities), overwrite=True, log=log), log)
-
-
 def _score(name: str, step: str, make, index_dir: Path, questions: Path, ev: Path, retrieve_config, timings, log,
            extra: dict | None = None) -> dict:
     """`run_retrieval` of the retriever `make()` into `ev`, skipped when done with the same inputs: the index's,
@@ -344,10 +333,11 @@ def _transfer(data: Path, out: Path, encoder: Path, config: TwoWikiConfig, retri
     """The trained model, not retrained, on the corpus of `data`: index it (as the 2Wiki corpus), embed its mentions with
     DrKIT's encoder, retrieve; the peers and controls on the same questions."""
     from drkit.dense.mentions import MentionIndex, build_mention_index, partial_dir
+    from drkit.experiments.twowiki_data import index_corpus
     from drkit.qa.drkit_retriever import DrKITRetriever
 
     t = out / "transfer"
-    _index(data / "corpus.jsonl", t / "index", config.entities, timings, "transfer-index", log)
+    index_corpus(data / "corpus.jsonl", t / "index", config.entities, config.title_aliases, timings, "transfer-index", log)
     if (t / "mentions" / "manifest.json").exists():
         embedded_as(MentionIndex.load(t / "mentions"), config)
     else:

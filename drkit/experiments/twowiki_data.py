@@ -21,7 +21,7 @@ from pathlib import Path
 
 from drkit.data.corpus import iter_json_objects
 from drkit.data.text import fold
-from drkit.errors import InputFormatError
+from drkit.errors import ConfigError, InputFormatError
 from drkit.util.artifact import file_checksum
 from drkit.util.sampling import generator
 
@@ -136,3 +136,22 @@ def _find_folded(text: str, name: str) -> tuple[int, int] | None:
             if fold(text[start:end]) == folded_name:
                 return start, end
     return None
+
+
+def index_corpus(corpus: Path, index_dir: Path, entities: tuple, title_aliases: bool, timings, step: str, log) -> None:
+    """Index `corpus` into `index_dir` with `entities` (and titles' aliases as `title_aliases` says) unless done; an
+    index made otherwise is refused (one made before titles had aliases had none)."""
+    from drkit.index.build import build_index
+
+    if (index_dir / "manifest.json").exists():
+        inputs = json.loads((index_dir / "manifest.json").read_text())["inputs"]
+        made = inputs.get("entities")
+        if (made if isinstance(made, list) else [made]) != list(entities):
+            raise ConfigError(f"{index_dir} was indexed with --entities {made}, not {' '.join(entities)}; "
+                              "use another --out")
+        if "titles" in entities and inputs.get("title_aliases", False) != title_aliases:
+            raise ConfigError(f"{index_dir} was indexed {'without' if title_aliases else 'with'} the titles' aliases; "
+                              f"use another --out, or pass --{'no-' if title_aliases else ''}title-aliases")
+        return
+    timings.run(step, lambda: build_index(corpus, index_dir, entities=list(entities), overwrite=True, log=log,
+                                          title_aliases=title_aliases), log)

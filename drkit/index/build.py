@@ -36,7 +36,7 @@ from typing import Iterable, Sequence, Sized
 import numpy as np
 
 from drkit.data.corpus import Article, guess_corpus_format, read_corpus
-from drkit.data.kb import EntityTable, entities_from_kb, read_entity_list, read_kb
+from drkit.data.kb import EntityTable, entities_from_kb, name_key, read_entity_list, read_kb
 from drkit.data.questions import Question, hops_from_path, read_questions
 from drkit.data.tokenizer import tokenizer_fingerprint
 from drkit.errors import ConfigError, InputFormatError
@@ -45,6 +45,7 @@ from drkit.index.sparse import FORMAT, FORMAT_VERSION, SparseConfig, SparseIndex
 from drkit.index.stats import index_counts, kb_coverage, sparse_reachability_sets
 from drkit.index.stream import RUN_ARTICLES, StreamedCorpus, link_runs, write_linked
 from drkit.index.tfidf import NgramHasher
+from drkit.index.title_aliases import PLACES, title_aliases
 from drkit.util.artifact import ArtifactWriter, file_checksum
 from drkit.util.ray_engine import ENGINES
 from drkit.util.warnlog import WarningLog
@@ -77,10 +78,12 @@ def build_index(
     engine: str = "local",
     ray_address: str | None = None,
     shard_articles: int | None = None,
+    title_aliases: bool = True,
 ) -> SparseIndex:
     """Build the sparse index of `corpus` over the entities of `kb`, or of `entities`: an entity list (one
     name per line), ``"titles"`` (every article title is an entity: a title-entity corpus, the paper's
-    HotpotQA setting), ``"found"`` (the names and dates that rules find in the text, `drkit.index.found`),
+    HotpotQA setting; with `title_aliases`, a title's disambiguated form is also found without its suffix,
+    `drkit.index.title_aliases`), ``"found"`` (the names and dates that rules find in the text, `drkit.index.found`),
     ``"ner"`` (those a trained recogniser finds, `drkit.index.ner`), or several of these (their union; e.g.
     ``["titles", "ner"]`` or ``["titles", "extra.txt"]``).
 
@@ -150,6 +153,8 @@ def build_index(
                 recogniser = pipeline_version(nlp)
             else:
                 names += list(read_entity_list(spec))
+        if title_aliases and "titles" in wanted:
+            aliases = with_title_aliases(names, aliases, kinds, titles, link_config.min_name_length)
         table = EntityTable.from_names(names).with_aliases(aliases).with_kinds(kinds)
     if len(table) == 0:
         raise ConfigError(f"no entities in {kb or ', '.join(map(str, entities))}")
@@ -162,6 +167,8 @@ def build_index(
         inputs = {"corpus": file_checksum(corpus), "entities": specs[0] if len(specs) == 1 else specs}
         if "ner" in specs:
             inputs["recogniser"] = recogniser
+        if "titles" in specs:
+            inputs["title_aliases"] = title_aliases
     inputs.update({f"questions_{i}": file_checksum(p) for i, (_, p) in enumerate(question_specs)})
     sources = [{"file": str(Path(corpus).resolve()), "format": corpus_format, "sha256": inputs["corpus"]["sha256"],
                 "articles": None}]  # counted as they are read
@@ -170,6 +177,24 @@ def build_index(
                        question_sets=question_sets, warnings=warnings, timings=timings, overwrite=overwrite, log=log,
                        engine=engine, ray_address=ray_address, shard_articles=shard_articles, label=str(corpus),
                        started=t0)
+
+
+def with_title_aliases(names: list[str], aliases: dict[str, set[str]], kinds: dict[str, str], titles: Sequence[str],
+                       min_length: int) -> dict[str, set[str]]:
+    """`aliases` with each title's alias (`drkit.index.title_aliases`) but one the recogniser labelled a place
+    (`kinds`: "Palo Alto" stays the city's, not "Palo Alto (2013 film)"'s); a name of `names` other than a title that
+    is such an alias is taken out of `names` (in place: that title's entity is found there instead)."""
+    places = {name_key(n) for n, kind in kinds.items() if kind in PLACES}
+    found = {t: a for t, a in title_aliases(titles, min_length).items() if name_key(a) not in places}
+    if not found:
+        return aliases
+    keys = {name_key(a) for a in found.values()}
+    title_keys = {name_key(t) for t in titles}
+    names[:] = [n for n in names if name_key(n) in title_keys or name_key(n) not in keys]
+    merged = {name: set(forms) for name, forms in aliases.items()}
+    for title, alias in found.items():
+        merged.setdefault(title, set()).add(alias)
+    return merged
 
 
 def read_articles(corpus: str | Path, corpus_format: str, warnings: WarningLog) -> list:

@@ -49,7 +49,7 @@ import numpy as np
 from drkit.data.corpus import guess_corpus_format
 from drkit.data.kb import EntityTable, read_entity_list
 from drkit.errors import ArtifactError, ConfigError
-from drkit.index.build import read_articles, write_arrays
+from drkit.index.build import read_articles, with_title_aliases, write_arrays
 from drkit.index.linking import EntityLinker, LinkConfig, link_corpus
 from drkit.index.live import CURRENT, SEGMENTS, read_state
 from drkit.index.sources import key_prefix as source_key_prefix
@@ -178,6 +178,15 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
         recognised = ner_entities([a.text for a in articles], nlp, log=log)
         candidates += recognised.names
         aliases, kinds_of = recognised.aliases, recognised.kinds
+    link_config = LinkConfig(**live.manifest["config"]["link"])
+    if titles_are_entities(live.manifest) and live.manifest.get("inputs", {}).get("title_aliases"):
+        # the added titles' aliases (drkit.index.title_aliases), one page's among the index's titles and theirs; a
+        # form the index has already stays its entity's (an alias given before stays: a build of all may not give it)
+        added = [a.title for a in articles if a.title.strip()]
+        found = with_title_aliases(candidates, {}, kinds_of, [*live.article_titles, *added], link_config.min_name_length)
+        for title in set(added) & set(found):
+            forms = {f for f in found[title] if live.entities.lookup(f) is None}
+            aliases = {**aliases, title: aliases.get(title, set()) | forms}
     fresh = EntityTable.from_names(candidates).with_aliases(aliases).with_kinds(kinds_of)
     # an entity the index has already, by its name or another form of it (a date written otherwise), is not new
     new = [i for i, name in enumerate(fresh.names)
@@ -185,7 +194,6 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
     new_table = fresh.subset(new)
     table = EntityTable.concat([live.entities, new_table])
 
-    link_config = LinkConfig(**live.manifest["config"]["link"])
     config = live.config
     linker = EntityLinker.of_table(table, link_config.min_name_length)
     linked = link_corpus(articles, linker, link_config, warnings, total=len(articles), entity_of=table.lookup)

