@@ -98,6 +98,8 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     assert set(reader["transfer"]["rows"]) == {"drkit", "bm25"} and reader["transfer"]["rows"]["drkit"]["questions"] == 16
     md = (out / "results.md").read_text()
     assert "| **drkit** (hop mixing) |" in md and "BM25" in md and "Entity answers" in md
+    ir = drkit["ir_measures"]
+    assert f"| {drkit['overall']['AR@20']:.3f} | {ir['nDCG@10']:.3f} | {ir['RR']:.3f} |" in md
     assert "| **drkit** top N + reader |" in md
     assert (out / "recall_at_k.png").stat().st_size > 0
     timings = json.loads((out / "timings.json").read_text())
@@ -117,6 +119,13 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     fold1 = json.loads((out1 / "retrieve-drkit" / "metrics.json").read_text())["overall"]
     both = (drkit["overall"]["R@5"] * 8 + fold1["R@5"] * 8) / 16
     assert abs(pooled["retrieval"]["drkit"]["overall"]["R@5"] - both) < 1e-3
+    # nDCG@10 and MRR by ir_measures over the pooled rankings: each question's own, so the folds' mean
+    folds_ir = [json.loads((o / "retrieve-drkit" / "metrics.json").read_text())["ir_measures"] for o in (out, out1)]
+    pooled_ir = pooled["retrieval"]["drkit"]["ir_measures"]
+    assert pooled_ir["questions"] == 16 and pooled_ir["R@5"] == pytest.approx(both, abs=1e-3)
+    for k in ("nDCG@10", "RR"):
+        assert pooled_ir[k] == pytest.approx((folds_ir[0][k] + folds_ir[1][k]) / 2, abs=1e-3)
+    assert "| nDCG@10 | MRR |" in (tmp_path / "pooled" / "results.md").read_text()
     assert [t["fold"] for t in pooled["transfer"]] == [0, 1]
     assert "both folds pooled (16 questions" in (tmp_path / "pooled" / "results.md").read_text()
     assert pooled["reader"]["rows"]["drkit"]["questions"] == 16 and len(pooled["reader"]["transfer"]) == 2

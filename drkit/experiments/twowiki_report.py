@@ -80,7 +80,7 @@ def pool_folds(runs: list[Path], out: Path, absent: dict | None = None) -> dict:
     all the questions, each scored by the model that did not train on it, with intervals and paired tests;
     the entity answers' Hits@1 pooled; each fold's transfer figures side by side. `absent`: what a setting a run
     made before it existed lacks meant (`drkit.experiments.twowiki.TwoWikiConfig.ABSENT_MEANT`)."""
-    from drkit.qa.metrics import recall_metrics
+    from drkit.qa.metrics import ir_measures_metrics, recall_metrics
     from drkit.qa.retrieve import read_questions
 
     found = []
@@ -105,7 +105,10 @@ def pool_folds(runs: list[Path], out: Path, absent: dict | None = None) -> dict:
         for d in ds:
             with open(d / "predictions.jsonl", encoding="utf-8") as f:
                 ranked += [[x["id"] for x in json.loads(line)["passages"]] for line in f]
-        pooled["retrieval"][n] = recall_metrics(ranked, [q.supporting or [] for q in items], [q.type for q in items])
+        gold = [q.supporting or [] for q in items]
+        pooled["retrieval"][n] = recall_metrics(ranked, gold, [q.type for q in items])
+        pooled["retrieval"][n]["ir_measures"] = ir_measures_metrics(
+            {str(i): g for i, g in enumerate(gold) if g}, {str(i): r for i, r in enumerate(ranked)})
     pooled["intervals"] = intervals(dirs, questions)
     answers: dict[str, list] = {}  # type -> [questions, hits], from the predictions of both folds
     for d, qs in zip(dirs["drkit"], questions):
@@ -136,10 +139,11 @@ def pooled_markdown(pooled: dict) -> list[str]:
     cols = [f"R@{k}" for k in KS] + [f"AR@{k}" for k in KS]
     lines = [f"# 2WikiMultiHopQA, both folds pooled ({n} questions, each scored by the model that did not train on it)",
              "", f"Runs: {', '.join(pooled['runs'])}.", "", "## Passage retrieval", "",
-             "| retriever | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+             "| retriever | " + " | ".join(cols) + " | nDCG@10 | MRR |", "|---|" + "---|" * (len(cols) + 2)]
     for name, m in pooled["retrieval"].items():
         label = "**drkit**" if name == "drkit" else NAMES.get(name, name)
-        lines.append(f"| {label} | " + " | ".join(f"{m['overall'][c]:.3f}" for c in cols) + " |")
+        lines.append(f"| {label} | " + " | ".join(f"{m['overall'][c]:.3f}" for c in cols) + f" | {ranking_cells(m)} |")
+    lines += ["", "nDCG@10 and MRR: ir_measures (pytrec_eval) over the same rankings, binary relevance (the gold passages)."]
     lines += [""] + interval_lines(pooled["intervals"], "## Intervals and paired tests")
     a = pooled["answers"]["compositional+inference"]
     lines += ["", "## Entity answers", "", f"drkit, compositional + inference questions: Hits@1 {a['hits@1']:.3f} on "
@@ -155,6 +159,12 @@ def pooled_markdown(pooled: dict) -> list[str]:
         lines += ["", f"## Transfer: the fold {t['fold']} model, not retrained, on {t['data']}", ""]
         lines += interval_lines(t["intervals"], "")[2:]
     return lines
+
+
+def ranking_cells(m: dict) -> str:
+    """nDCG@10 and MRR of a retriever's metrics as ir_measures computed them ("-" where they were not)."""
+    ir = m.get("ir_measures") or {}
+    return " | ".join(f"{ir[k]:.3f}" if k in ir else "-" for k in ("nDCG@10", "RR"))
 
 
 def mean_pi_by_type(predictions: Path, questions: Path) -> dict:
@@ -194,17 +204,17 @@ def interval_lines(found: dict, title: str, reference: str = "drkit") -> list[st
 
 def results_markdown(results: dict) -> list[str]:
     cols = [f"R@{k}" for k in KS] + [f"AR@{k}" for k in KS]
-    head = "| retriever | " + " | ".join(cols) + " | q/s batch 1 | q/s batch 64 |"
+    head = "| retriever | " + " | ".join(cols) + " | nDCG@10 | MRR | q/s batch 1 | q/s batch 64 |"
     fold = results.get("settings", {}).get("fold", 0)
     part = "dev split" if not fold else "fold 1: the seeded split's dev part trained on, its train part scored"
     lines = [f"# 2WikiMultiHopQA, {part} ({results['drkit']['overall']['questions']} questions, seeded by type)", "",
              f"DrKIT's encoder: {results['settings']['encoder']} (see `drkit reproduce-2wiki --help`). Split (train / dev "
              "questions): " + ", ".join(f"{t} {c['train']} / {c['dev']}" for t, c in results["split"].items()) + ".",
-             "", "## Passage retrieval", "", head, "|" + "---|" * (len(cols) + 3)]
+             "", "## Passage retrieval", "", head, "|" + "---|" * (len(cols) + 5)]
 
     def row(name, m):
         o = m["overall"]
-        return (f"| {name} | " + " | ".join(f"{o[c]:.3f}" for c in cols)
+        return (f"| {name} | " + " | ".join(f"{o[c]:.3f}" for c in cols) + f" | {ranking_cells(m)}"
                 + f" | {m.get('batch_1_questions_per_s', '-')} | {m.get('batch_64_questions_per_s', '-')} |")
 
     lines.append(row("**drkit** (hop mixing)", results["drkit"]))
@@ -213,7 +223,7 @@ def results_markdown(results: dict) -> list[str]:
     if results.get("intervals"):
         lines += [""] + interval_lines(results["intervals"], "### Intervals and paired tests")
     if results["rows"]:
-        lines += ["", "## Rows (one change each from drkit)", "", head, "|" + "---|" * (len(cols) + 3)]
+        lines += ["", "## Rows (one change each from drkit)", "", head, "|" + "---|" * (len(cols) + 5)]
         for name, m in results["rows"].items():
             lines.append(row(f"{name}: {m['what']}", m))
     lines += ["", "## By question type (drkit)", "", "| type | questions | R@2 | R@5 | AR@2 | AR@5 |", "|---|---|---|---|---|---|"]
@@ -232,7 +242,7 @@ def results_markdown(results: dict) -> list[str]:
                   f"{a['fixed_2hop_bracketed_hits@1']} on {a['fixed_2hop_bracketed_lines']} lines"]
     t = results.get("transfer")
     if t:
-        lines += ["", f"## Transfer: the model, not retrained, on {t['data']}", "", head, "|" + "---|" * (len(cols) + 3)]
+        lines += ["", f"## Transfer: the model, not retrained, on {t['data']}", "", head, "|" + "---|" * (len(cols) + 5)]
         for name, m in t["retrieval"].items():
             lines.append(row("**drkit** (trained on 2Wiki)" if name == "drkit" else NAMES.get(name, name), m))
         lines += [""] + interval_lines(t["intervals"], "### Intervals and paired tests (transfer)")
