@@ -5,6 +5,9 @@ model and reader reading the questions they were trained on: the only choice the
 then scored on the dev questions, pooled, with 95% bootstrap intervals and the paired sign-flip test against the
 reader alone. Writes OUT/combination.json and OUT/combination.md.
 
+    drkit answer --index runs/2wiki-f0-ta/index --model runs/2wiki-f0-ta/train-drkit \\
+        --reader runs/2wiki-f0-nw/train-reader --questions runs/2wiki-f0/split/train.jsonl --qps-sample 0 \\
+        --out runs/2wiki-f0-ta/answer-train     # the same with --questions .../dev.jsonl --out .../answer; fold 1 too
     python scripts/answer_combination.py \\
         --train runs/2wiki-f0-ta/answer-train runs/2wiki-f1-ta/answer-train \\
         --train-questions runs/2wiki-f0/split/train.jsonl runs/2wiki-f1/split/train.jsonl \\
@@ -56,8 +59,8 @@ def load(predictions: list[Path], questions: list[Path]) -> list[tuple[dict, dic
     """(prediction row, question record) pairs, the folds one after another, in each file's order."""
     pairs = []
     for pred, qs in zip(predictions, questions):
-        rows = [json.loads(x) for x in open(pred / "predictions.jsonl", encoding="utf-8")]
-        records = [json.loads(x) for x in open(qs, encoding="utf-8") if x.strip()]
+        rows = [json.loads(x) for x in (pred / "predictions.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+        records = [json.loads(x) for x in Path(qs).read_text(encoding="utf-8").splitlines() if x.strip()]
         if [r["id"] for r in rows] != [q["id"] for q in records]:
             raise SystemExit(f"{pred} does not hold the questions of {qs} in their order")
         pairs += list(zip(rows, records))
@@ -80,7 +83,9 @@ def main() -> None:
     on_train = {name: float(scores(train, rule)[0].mean()) for name, (_, rule) in RULES.items()}
     chosen = max(RULES, key=lambda n: (on_train[n], n == "reader"))  # a tie keeps the reader alone
     base_em = scores(dev, RULES["reader"][1])[0]
-    report = {"train_questions": len(train), "dev_questions": len(dev), "chosen_on_train": chosen, "rules": {}}
+    gain = int(((scores(dev, RULES["entity"][1])[0] == 1) & (base_em == 0)).sum())  # what any rule could gain at most
+    report = {"train_questions": len(train), "dev_questions": len(dev), "chosen_on_train": chosen,
+              "dev_entity_right_reader_wrong": gain, "rules": {}}
     types = ("comparison", "bridge_comparison", "compositional", "inference")
     for name, (what, rule) in RULES.items():
         em, f1 = scores(dev, rule)
@@ -88,19 +93,21 @@ def main() -> None:
         report["rules"][name] = {
             "what": what, "train_em": round(on_train[name], 4), "em": round(float(em.mean()), 4),
             "em_ci95": [round(x, 4) for x in bootstrap_ci(em)], "f1": round(float(f1.mean()), 4),
-            "em_by_type": {t: round(float(em[[q.get("type") == t for _, q in dev]].mean()), 4) for t in types},
+            "em_by_type": {t: round(float(em[mask].mean()), 4) for t in types
+                           if (mask := np.array([q.get("type") == t for _, q in dev])).any()},
             "answers_changed": sum(rule(r) != r["answer"] for r, _ in dev), "em_minus_reader": round(test["diff"], 4),
             "p": round(test["p"], 4)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "combination.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [f"Rules chosen on {len(train)} training questions (both folds), scored on {len(dev)} dev questions pooled; "
-             f"chosen: **{chosen}**.", "",
+             f"chosen: **{chosen}**. The entity answer is right where the reader is wrong on {gain} dev questions (what any "
+             "rule could gain at most).", "",
              "| rule | EM on train | dev EM [95% CI] | dev F1 | " + " | ".join(types) + " | answers changed | p (paired, vs reader) |",
-             "|---" * (7 + len(types)) + "|"]
+             "|---" * (6 + len(types)) + "|"]
     for name, m in report["rules"].items():
         lines.append(f"| {'**' + name + '**' if name == chosen else name} | {m['train_em']:.3f} | {m['em']:.3f} "
                      f"[{m['em_ci95'][0]:.3f}, {m['em_ci95'][1]:.3f}] | {m['f1']:.3f} | "
-                     + " | ".join(f"{m['em_by_type'][t]:.3f}" for t in types)
+                     + " | ".join(f"{m['em_by_type'][t]:.3f}" if t in m["em_by_type"] else "-" for t in types)
                      + f" | {m['answers_changed']} | {m['p']:.4f} |")
     lines += ["", *(f"* {name}: {what}" for name, (what, _) in RULES.items())]
     (args.out / "combination.md").write_text("\n".join(lines) + "\n")

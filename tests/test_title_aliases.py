@@ -23,10 +23,11 @@ def test_an_alias_names_one_page_only():
               "Paris Blues", "Paris Blues (soundtrack)",  # a page of its own already
               "Taken (film)",  # one word: a common word as often as the page
               "Song of Solomon (novel)", "song of solomon (Novel)",  # case variants: one entity, one alias
-              "Xy (z)"]  # shorter than a linkable name
-    assert title_aliases(titles) == {"Next of Kin (1982 film)": "Next of Kin",
+              "Xy Z (z)"]  # shorter than a linkable name
+    assert title_aliases(titles, min_length=5) == {"Next of Kin (1982 film)": "Next of Kin",
                                      "Song of Solomon (novel)": "Song of Solomon",
                                      "song of solomon (Novel)": "song of solomon"}
+    assert title_aliases(titles)["Song of Solomon (novel)"] == "Song of Solomon"
     assert title_aliases(titles, min_length=12) == {"Song of Solomon (novel)": "Song of Solomon",
                                                     "song of solomon (Novel)": "song of solomon"}
 
@@ -64,12 +65,17 @@ def test_the_text_writing_the_bare_form_reaches_the_page(tmp_path):
 def test_a_name_the_recogniser_found_is_the_page_unless_it_is_a_place():
     from drkit.index.build import with_title_aliases
 
-    titles = ["Next of Kin (1982 film)", "Palo Alto (2013 film)", "Tony Williams"]
-    names = [*titles, "Next of Kin", "next of  kin", "Palo Alto", "Tony Williams", "1982"]
-    aliases = with_title_aliases(names, {"1982": {"MCMLXXXII"}}, {"Palo Alto": "GPE", "Next of Kin": "WORK_OF_ART"},
-                                 titles, 3)
-    assert aliases == {"1982": {"MCMLXXXII"}, "Next of Kin (1982 film)": {"Next of Kin"}}
-    assert names == [*titles, "Palo Alto", "Tony Williams", "1982"]  # the film's mentions are the film's entity
+    titles = ["Next of Kin (1982 film)", "Palo Alto (2013 film)", "Tony Williams", "March 1982 (album)",
+              "12 December 1915 (film)", "Old Gold Days (song)"]
+    names = [*titles, "Next of Kin", "next of  kin", "Palo Alto", "Tony Williams", "March 1982", "Old Gold"]
+    kinds = {"Palo Alto": "GPE", "Next of Kin": "PERSON", "Tony Williams": "PERSON", "March 1982": "DATE"}
+    dates = {"March 1982": {"1982 March"}, "Old Gold": {"Old Gold Days"}}  # a form taken already
+    aliases = with_title_aliases(names, dates, kinds, titles, 3)
+    assert aliases == {**dates, "Next of Kin (1982 film)": {"Next of Kin"}}  # not a place, a date nor a form taken
+    assert names == [*titles, "Palo Alto", "Tony Williams", "March 1982", "Old Gold"]  # the film's mentions: the film's
+    assert kinds["Next of Kin"] == "PERSON"  # the name's kind: the film's entity takes it (EntityTable.with_kinds)
+    only = with_title_aliases([*titles], {}, {}, [*titles, "Next of Kin (1990 film)"], 3, only={"Old Gold Days (song)"})
+    assert only == {"Old Gold Days (song)": {"Old Gold Days"}}  # a title of `titles` outside `only` shares a form
 
 
 def test_the_recogniser_index_finds_the_page_where_it_found_a_name(tmp_path):
@@ -94,11 +100,15 @@ def test_added_pages_get_their_aliases_where_the_index_does_not_have_the_form(tm
     _index(tmp_path, [*ROWS, {"id": "3", "title": "Song of Solomon (novel)", "text": "A 1977 novel."}],
            entities="titles")
     added = [{"id": "4", "title": "Song of Solomon (1951 film)", "text": "A film, not the novel."},  # the form is taken
-             {"id": "5", "title": "Gold Coast Blues (song)", "text": "A song."},
+             {"id": "5", "title": "Gold  Coast Blues (song) ", "text": "A song."},  # spaces as a corpus may have them
+             {"id": "7", "title": "Next of Kin", "text": "A page the film's alias already names."},
              {"id": "6", "title": "Jane Roe", "text": "Jane Roe sang Gold Coast Blues and read Song of Solomon."}]
     (tmp_path / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in added))
-    add_documents(tmp_path / "ix", tmp_path / "b.jsonl", log=lambda *a: None)
+    said = []
+    add_documents(tmp_path / "ix", tmp_path / "b.jsonl", log=said.append)
+    assert any("title_is_an_alias" in line and "Next of Kin" in line for line in said)  # the page is the film's
     live = SparseIndex.load(tmp_path / "ix")
+    assert live.entities.lookup("Next of Kin") == live.entities.lookup("Next of Kin (1982 film)")
     song, novel = live.entities.lookup("Gold Coast Blues (song)"), live.entities.lookup("Song of Solomon (novel)")
     assert live.entities.lookup("Gold Coast Blues") == song and live.entities.lookup("Song of Solomon") == novel
     jane = live.article_titles.index("Jane Roe")
@@ -125,3 +135,25 @@ def test_reproduce_refuses_an_index_made_with_the_other_alias_setting(tmp_path):
     with pytest.raises(ConfigError, match="without the titles' aliases"):
         index_corpus(tmp_path / "c.jsonl", tmp_path / "ix", ("titles",), True, timings, "index", lambda *a: None)
     index_corpus(tmp_path / "c.jsonl", tmp_path / "ix", ("titles",), False, timings, "index", lambda *a: None)
+
+
+def test_compaction_gives_the_aliases_a_build_of_all_gives(tmp_path):
+    from drkit.dense.update import add_documents, compact
+    from drkit.index.sparse import SparseIndex
+
+    _index(tmp_path, ROWS, entities="titles")
+    added = [{"id": "4", "title": "Next of Kin (1990 film)", "text": "Another film; Next of Kin is now two pages'."},
+             {"id": "5", "title": "Gold Coast Blues (song)", "text": "A song."}]
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in added))
+    add_documents(tmp_path / "ix", tmp_path / "b.jsonl", log=lambda *a: None)
+    live = SparseIndex.load(tmp_path / "ix")
+    assert live.entities.lookup("Next of Kin") == live.entities.lookup("Next of Kin (1982 film)")  # given before: stays
+    compact(tmp_path / "ix", tmp_path / "c", log=lambda *a: None)
+    (tmp_path / "all.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*ROWS, *added]))
+    from drkit.index.build import build_index
+
+    full = build_index(tmp_path / "all.jsonl", tmp_path / "full", entities="titles", log=lambda *a: None)
+    compacted = SparseIndex.load(tmp_path / "c")
+    assert compacted.entities.aliases == full.entities.aliases and compacted.entities.names == full.entities.names
+    assert compacted.entities.lookup("Gold Coast Blues") == compacted.entities.lookup("Gold Coast Blues (song)")
+    assert compacted.entities.lookup("Next of Kin") is None  # two pages shorten to it now: neither's

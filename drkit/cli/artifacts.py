@@ -35,9 +35,9 @@ def _index_parser(p) -> None:
                      "--entities ner, or --entities titles --entities more.txt")
     p.add_argument("--title-aliases", action=argparse.BooleanOptionalAction, default=True,
                    help="with --entities titles: a title with a disambiguation suffix, \"Next of Kin (1982 film)\", is "
-                   "also found as \"Next of Kin\" where that has two words or more and no other title is or shortens to it "
-                   "(drkit.index.title_aliases); "
-                   "--no-title-aliases: titles only as written. Default: on")
+                   "also found as \"Next of Kin\" where that form has two words or more, no other title is or "
+                   "shortens to it, and it is not a date nor (with --entities ner) a place the recogniser found "
+                   "(drkit.index.title_aliases); --no-title-aliases: titles only as written. Default: on")
     p.add_argument("--out", required=True, metavar="DIR", help="artifact directory to write")
     p.add_argument("--questions", action="append", default=[], metavar="[HOPS:]PATH",
                    help="MetaQA-format questions for the sparse reachability report (repeatable); the hop count "

@@ -138,7 +138,8 @@ def _run_reproduce_2wiki(args) -> int:
     help="pool the two folds of reproduce-2wiki: every question scored once, with intervals and paired tests",
     description="Pool a 'drkit reproduce-2wiki --fold 0' run and a '--fold 1' run of the same split (each "
     "question scored by the model that did not train on it): R@k and AR@k of every retriever over all the "
-    "questions, 95%% bootstrap intervals and paired sign-flip tests against drkit for R@2, R@5, AR@2 and AR@5, "
+    "questions, nDCG@10 and MRR (ir_measures), 95% bootstrap intervals and paired sign-flip tests against drkit "
+    "for R@2, R@5, AR@2 and AR@5, "
     "the entity answers' Hits@1 and each fold's transfer figures. Writes OUT/results.md and OUT/results.json.",
 )
 def _pool_2wiki_parser(p) -> None:

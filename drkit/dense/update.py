@@ -39,7 +39,7 @@ from drkit.dense.embedding import (
 from drkit.dense.encoder import DualEncoder
 from drkit.dense.mentions import FORMAT, FORMAT_VERSION, MentionIndex, resolve_encoder_dir
 from drkit.errors import ArtifactError, ConfigError
-from drkit.index.build import write_index
+from drkit.index.build import with_title_aliases, write_index
 from drkit.index.linking import LinkConfig
 from drkit.index.live import CURRENT, SEGMENTS, read_state, write_state
 from drkit.index.segments import (
@@ -219,8 +219,11 @@ def _compact(index_dir: Path, out, mentions, mentions_out, base_corpus, overwrit
     articles, sources = live_articles(live, base_corpus)
     manifest = live.manifest
     lists_added = any(_added_lists(index_dir / SEGMENTS / seg) for seg in state["segments"])
-    if manifest.get("inputs", {}).get("entities") == "titles" and not lists_added:
-        table = EntityTable.from_names([a.title for a in articles if a.title.strip()])  # as build_index makes it
+    if manifest.get("inputs", {}).get("entities") == "titles" and not lists_added:  # as build_index makes it
+        titles = [a.title for a in articles if a.title.strip()]
+        shortest = LinkConfig(**manifest["config"]["link"]).min_name_length
+        aliases = with_title_aliases(list(titles), {}, {}, titles, shortest) if manifest["inputs"].get("title_aliases") else {}
+        table = EntityTable.from_names(titles).with_aliases(aliases)
     else:  # a KB's entities, or lists beside the titles: every entity kept, ids unchanged
         table = live.entities
     copies = [(Path(s["file"]), f"sources/{i:03d}{Path(s['file']).suffix}") for i, s in enumerate(sources)]

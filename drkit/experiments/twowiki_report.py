@@ -164,7 +164,7 @@ def pooled_markdown(pooled: dict) -> list[str]:
 def ranking_cells(m: dict) -> str:
     """nDCG@10 and MRR of a retriever's metrics as ir_measures computed them ("-" where they were not)."""
     ir = m.get("ir_measures") or {}
-    return " | ".join(f"{ir[k]:.3f}" if k in ir else "-" for k in ("nDCG@10", "RR"))
+    return " | ".join(f"{ir[k]:.3f}" if ir.get(k) is not None else "-" for k in ("nDCG@10", "RR"))
 
 
 def mean_pi_by_type(predictions: Path, questions: Path) -> dict:

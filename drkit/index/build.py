@@ -45,7 +45,8 @@ from drkit.index.sparse import FORMAT, FORMAT_VERSION, SparseConfig, SparseIndex
 from drkit.index.stats import index_counts, kb_coverage, sparse_reachability_sets
 from drkit.index.stream import RUN_ARTICLES, StreamedCorpus, link_runs, write_linked
 from drkit.index.tfidf import NgramHasher
-from drkit.index.title_aliases import PLACES, title_aliases
+from drkit.index.title_aliases import PLACES
+from drkit.index.title_aliases import title_aliases as find_title_aliases
 from drkit.util.artifact import ArtifactWriter, file_checksum
 from drkit.util.ray_engine import ENGINES
 from drkit.util.warnlog import WarningLog
@@ -180,12 +181,20 @@ def build_index(
 
 
 def with_title_aliases(names: list[str], aliases: dict[str, set[str]], kinds: dict[str, str], titles: Sequence[str],
-                       min_length: int) -> dict[str, set[str]]:
-    """`aliases` with each title's alias (`drkit.index.title_aliases`) but one the recogniser labelled a place
-    (`kinds`: "Palo Alto" stays the city's, not "Palo Alto (2013 film)"'s); a name of `names` other than a title that
-    is such an alias is taken out of `names` (in place: that title's entity is found there instead)."""
+                       min_length: int, only: set[str] | None = None) -> dict[str, set[str]]:
+    """`aliases` with each title's alias (`drkit.index.title_aliases`) but one that is a date or already a form of
+    `aliases` ("March 1982 (album)" leaves "March 1982" to the date), or that the recogniser labelled a place
+    (`kinds`: "Palo Alto" stays the city's, not "Palo Alto (2013 film)"'s). A name of `names` other than a title
+    that is such an alias is taken out of `names` (in place: that title's entity is found there instead, and takes
+    the kind the recogniser gave that name most often, `kinds` being looked up by name and alias: on 2Wiki mostly
+    right, "PERSON" for "Ian Barry (director)", "WORK_OF_ART" for a film). `only`: the titles given aliases (the
+    others of `titles` count only where a form is shared; None: all of them)."""
+    from drkit.index.ner import normal_date
+
     places = {name_key(n) for n, kind in kinds.items() if kind in PLACES}
-    found = {t: a for t, a in title_aliases(titles, min_length).items() if name_key(a) not in places}
+    taken = {name_key(f) for name, forms in aliases.items() for f in (name, *forms)}
+    found = {t: a for t, a in find_title_aliases(titles, min_length).items()
+             if (only is None or t in only) and name_key(a) not in places | taken and normal_date(a) is None}
     if not found:
         return aliases
     keys = {name_key(a) for a in found.values()}

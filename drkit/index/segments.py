@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from drkit.data.corpus import guess_corpus_format
-from drkit.data.kb import EntityTable, read_entity_list
+from drkit.data.kb import EntityTable, name_key, read_entity_list
 from drkit.errors import ArtifactError, ConfigError
 from drkit.index.build import read_articles, with_title_aliases, write_arrays
 from drkit.index.linking import EntityLinker, LinkConfig, link_corpus
@@ -180,13 +180,19 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
         aliases, kinds_of = recognised.aliases, recognised.kinds
     link_config = LinkConfig(**live.manifest["config"]["link"])
     if titles_are_entities(live.manifest) and live.manifest.get("inputs", {}).get("title_aliases"):
-        # the added titles' aliases (drkit.index.title_aliases), one page's among the index's titles and theirs; a
-        # form the index has already stays its entity's (an alias given before stays: a build of all may not give it)
-        added = [a.title for a in articles if a.title.strip()]
-        found = with_title_aliases(candidates, {}, kinds_of, [*live.article_titles, *added], link_config.min_name_length)
-        for title in set(added) & set(found):
-            forms = {f for f in found[title] if live.entities.lookup(f) is None}
-            aliases = {**aliases, title: aliases.get(title, set()) | forms}
+        # the added titles' aliases (drkit.index.title_aliases), forms one page's among the index's titles and theirs;
+        # a form the index has already stays its entity's (an alias given before stays: a build of all may not give it)
+        added = {" ".join(a.title.split()) for a in articles if a.title.strip()}
+        aliases = with_title_aliases(candidates, aliases, kinds_of, [*live.article_titles, *added],
+                                     link_config.min_name_length, only=added)
+        aliases = {name: {f for f in forms if live.entities.lookup(f) is None} if name in added else forms
+                   for name, forms in aliases.items()}
+        taken = [t for t in sorted(added)
+                 if (i := live.entities.lookup(t)) is not None and live.entities.keys[i] != name_key(t)]
+        if taken:
+            warnings.add("title_is_an_alias", f"{len(taken)} added titles are the alias of a page the index has, e.g. "
+                         f"{taken[:3]}: their passages are that page's entity's until the index is built again",
+                         count=len(taken))
     fresh = EntityTable.from_names(candidates).with_aliases(aliases).with_kinds(kinds_of)
     # an entity the index has already, by its name or another form of it (a date written otherwise), is not new
     new = [i for i, name in enumerate(fresh.names)

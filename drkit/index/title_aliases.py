@@ -4,14 +4,16 @@
 wherever the text (or a question) writes it.
 
 A bare form is an alias only where it names one page: not where another title is that form already ("Paris"
-beside "Paris (film)": the linker keeps it for the city's page), nor where the recogniser labelled it a place
-("Palo Alto (2013 film)" is the only page, but the text's "Palo Alto" is the city: `PLACES`), nor where two titles share it ("Kismet
-(1944 film)" and "Kismet (1955 film)": "Kismet" is left to neither, as a linker without hyperlinks cannot tell
-which is meant), nor where it is one word: the linker finds names whatever their case, and a one-word form is a
-common word ("Taken (film)", "Empire (2002 film)": "the Roman Empire") or a first name ("Stephen (...)") as often
-as it names the page (2Wiki's one-word forms written capitalised more often than not include "Empire",
-"Princess", "Heart", "Stephen", "Sophia"). A name the recogniser found in the text (`drkit.index.ner`) that is
-such an alias is that page's entity, not an entity of its own: its mentions then reach the page.
+beside "Paris (film)": the linker keeps it for the city's page), nor where two titles share it ("Kismet (1944
+film)" and "Kismet (1955 film)": "Kismet" is left to neither, as a linker without hyperlinks cannot tell which is
+meant), nor where it is one word: the linker finds names whatever their case, and a one-word form is a common
+word ("Taken (film)", "Empire (2002 film)": "the Roman Empire") or a first name ("Stephen (...)") as often as it
+names the page (2Wiki's one-word forms written capitalised more often than not include "Empire", "Princess",
+"Heart", "Stephen", "Sophia"). `drkit.index.build.with_title_aliases` also leaves out a date ("March 1982
+(album)"), a form another entity has, and a place the recogniser found (`PLACES`: "Palo Alto (2013 film)" is
+2Wiki's only page of that name, but the text's "Palo Alto" is the city). A name the recogniser found in the text
+(`drkit.index.ner`) that is such an alias is that page's entity, not an entity of its own: its mentions then
+reach the page.
 """
 
 from __future__ import annotations
