@@ -142,11 +142,12 @@ def index_corpus(corpus: Path, index_dir: Path, entities: tuple, title_aliases: 
     """Index `corpus` into `index_dir` with `entities` (and titles' aliases as `title_aliases` says) unless done; an
     index made otherwise is refused (one made before titles had aliases had none)."""
     from drkit.index.build import build_index
+    from drkit.index.segments import entity_specs
 
     if (index_dir / "manifest.json").exists():
-        inputs = json.loads((index_dir / "manifest.json").read_text())["inputs"]
-        made = inputs.get("entities")
-        if (made if isinstance(made, list) else [made]) != list(entities):
+        manifest = json.loads((index_dir / "manifest.json").read_text())
+        inputs, made = manifest["inputs"], manifest["inputs"].get("entities")
+        if entity_specs(manifest) != list(entities):
             raise ConfigError(f"{index_dir} was indexed with --entities {made}, not {' '.join(entities)}; "
                               "use another --out")
         if "titles" in entities and inputs.get("title_aliases", False) != title_aliases:

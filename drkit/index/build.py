@@ -191,10 +191,10 @@ def with_title_aliases(names: list[str], aliases: dict[str, set[str]], kinds: di
     others of `titles` count only where a form is shared; None: all of them)."""
     from drkit.index.ner import normal_date
 
-    places = {name_key(n) for n, kind in kinds.items() if kind in PLACES}
-    taken = {name_key(f) for name, forms in aliases.items() for f in (name, *forms)}
+    blocked = ({name_key(n) for n, kind in kinds.items() if kind in PLACES}  # places, and forms taken already
+               | {name_key(f) for name, forms in aliases.items() for f in (name, *forms)})
     found = {t: a for t, a in find_title_aliases(titles, min_length).items()
-             if (only is None or t in only) and name_key(a) not in places | taken and normal_date(a) is None}
+             if (only is None or t in only) and name_key(a) not in blocked and normal_date(a) is None}
     if not found:
         return aliases
     keys = {name_key(a) for a in found.values()}

@@ -22,7 +22,7 @@ import re
 from collections import Counter
 from typing import Iterable
 
-from drkit.data.kb import name_key as fold  # the linker's key of a name: words joined by one space, case-folded
+from drkit.data.kb import name_key  # the linker's key of a name: words joined by one space, case-folded
 
 PLACES = frozenset({"GPE", "LOC", "FAC"})  # the recogniser's labels of places (drkit.index.ner)
 SUFFIX = re.compile(r"^(?P<bare>.*\S)\s*\((?P<what>[^()]+)\)$")
@@ -40,8 +40,8 @@ def title_aliases(titles: Iterable[str], min_length: int = 3) -> dict[str, str]:
     at least `min_length` characters, is no title itself and is the bare form of no other title (case aside, as
     the linker finds names)."""
     titles = list(dict.fromkeys(" ".join(t.split()) for t in titles))
-    keys = {fold(t) for t in titles}
+    keys = {name_key(t) for t in titles}
     bares = {t: b for t in titles if (b := bare_title(t)) is not None}
-    shared = Counter(fold(b) for b in {fold(t): b for t, b in bares.items()}.values())  # case variants: one page
+    shared = Counter(name_key(b) for b in {name_key(t): b for t, b in bares.items()}.values())  # case variants: one page
     return {t: b for t, b in bares.items()
-            if " " in b and len(b) >= min_length and shared[fold(b)] == 1 and fold(b) not in keys}
+            if " " in b and len(b) >= min_length and shared[name_key(b)] == 1 and name_key(b) not in keys}
