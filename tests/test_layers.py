@@ -1,10 +1,28 @@
-"""The lean BERT layer (`drkit.dense.layers`) against transformers' own layers: the same values, bit for bit."""
+"""The lean BERT layer (`drkit.dense.layers`) against transformers' own layers: the same values, bit for bit
+where its products are `F.linear`'s, and within fp32's rounding where a small fp32 product uses the weight
+stored transposed (`drkit.dense.layers._transposed`)."""
 
 import pytest
 import torch
 
+import drkit.dense.layers as layers
 from drkit.dense.encoder import load_transformer
-from drkit.dense.layers import _lean, additive_mask, bert_layer, hidden_states
+from drkit.dense.layers import _lean, _linear, _transposed, additive_mask, bert_layer, hidden_states
+
+
+@pytest.fixture(params=["F.linear", "transposed"])
+def products(request, monkeypatch):
+    """The lean path's fp32 products as `F.linear` (no product uses the transposed weight: the values must be
+    transformers' own, bit for bit) or with the weight stored transposed (within rounding)."""
+    if request.param == "F.linear":
+        monkeypatch.setattr(layers, "TRANSPOSED_ROWS", (1, 0))
+    return request.param
+
+
+def _same(got: torch.Tensor, want: torch.Tensor, products: str) -> bool:
+    if products == "F.linear":
+        return torch.equal(got, want)
+    return torch.allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def _batch(vocab: int, lengths: list[int], seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -33,8 +51,10 @@ def test_the_packaged_encoder_takes_the_lean_path(minilm):
         minilm.eval()
 
 
-@pytest.mark.parametrize("lengths", [[9], [24, 7, 16], [3, 3]])
-def test_a_lean_layer_is_the_layer(minilm, lengths):
+@pytest.mark.parametrize("lengths", [[9], [40], [24, 7, 16], [3, 3]])
+def test_a_lean_layer_is_the_layer(minilm, lengths, products):
+    for layer in minilm.encoder.layer:
+        vars(layer.intermediate.dense).pop("_drkit_transposed", None)  # from an earlier test
     ids, mask = _batch(minilm.config.vocab_size, lengths)
     with torch.no_grad():
         h = minilm.embeddings(input_ids=ids)
@@ -42,16 +62,64 @@ def test_a_lean_layer_is_the_layer(minilm, lengths):
         for layer in minilm.encoder.layer:
             want = layer(h, ext)
             got = bert_layer(layer, h, ext)
-            assert torch.equal(got, want)
+            assert _same(got, want, products)
             h = want
+    # the transposed weights were used where asked for (8 to 48 rows), and only there
+    rows = len(lengths) * max(lengths)
+    used = products == "transposed" and layers.TRANSPOSED_ROWS[0] <= rows <= layers.TRANSPOSED_ROWS[1]
+    assert ("_drkit_transposed" in vars(minilm.encoder.layer[0].intermediate.dense)) == used
 
 
 @pytest.mark.parametrize("lengths", [[31], [12, 40, 5]])
-def test_hidden_states_are_the_models_own_padding_included(minilm, lengths):
+def test_hidden_states_are_the_models_own_padding_included(minilm, lengths, products):
     ids, mask = _batch(minilm.config.vocab_size, lengths, seed=1)
     with torch.no_grad():
         want = minilm(input_ids=ids, attention_mask=mask).last_hidden_state
-        assert torch.equal(hidden_states(minilm, ids, mask), want)
+        assert _same(hidden_states(minilm, ids, mask), want, products)
+
+
+@pytest.mark.parametrize("shape", [(8, 384), (9, 384), (2, 24, 384), (48, 384)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_product_with_the_transposed_weight_is_the_linear_layer(shape, bias):
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(384, 1536, bias=bias)
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        assert _transposed(lin, x) is not None
+        got = _linear(lin, x)
+        want = torch.nn.functional.linear(x, lin.weight, lin.bias)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_transposed_weight_follows_a_changed_weight():
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(16, 8)
+    x = torch.randn(12, 16)
+    with torch.no_grad():
+        _linear(lin, x)
+        lin.weight.mul_(2.0)  # in place: a new version of the same storage
+        torch.testing.assert_close(_linear(lin, x), torch.nn.functional.linear(x, lin.weight, lin.bias))
+        lin.weight = torch.nn.Parameter(torch.randn(8, 16))  # another storage
+        torch.testing.assert_close(_linear(lin, x), torch.nn.functional.linear(x, lin.weight, lin.bias))
+        lin.load_state_dict({"weight": torch.randn(8, 16), "bias": torch.randn(8)})  # copied in place
+        torch.testing.assert_close(_linear(lin, x), torch.nn.functional.linear(x, lin.weight, lin.bias))
+
+
+def test_f_linear_is_kept_where_the_transposed_weight_does_not_apply():
+    lin = torch.nn.Linear(16, 8)
+    small = torch.randn(12, 16)
+    assert _transposed(lin, small) is None  # autograd on: the copy would carry no gradient to the weight
+    with torch.no_grad():
+        assert _transposed(lin, small) is not None
+        assert _transposed(lin, torch.randn(layers.TRANSPOSED_ROWS[1] + 1, 16)) is None  # many rows: F.linear's
+        assert _transposed(lin, torch.randn(1, 16)) is None  # one row: F.linear's
+        assert _transposed(lin, small.bfloat16()) is None
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert _transposed(lin, small) is None
+    with torch.inference_mode():
+        assert _transposed(lin, small) is not None
+        torch.testing.assert_close(_linear(lin, small), torch.nn.functional.linear(small, lin.weight, lin.bias))
 
 
 def test_hidden_states_under_autocast_and_with_gradients(minilm):
@@ -107,3 +175,4 @@ def test_other_layers_run_as_themselves(tiny_base):
     torch.manual_seed(5)
     want = train(input_ids=ids, attention_mask=mask).last_hidden_state
     assert torch.equal(got, want)
+

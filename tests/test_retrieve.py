@@ -689,8 +689,9 @@ def test_the_front_door_loads_a_hop_mixing_model_and_retrieves_typed_passages(mi
         assert [p.score for p in got] == pytest.approx(want.scores[:6])
         assert all(p.text == rows[p.id]["text"] and p.title == rows[p.id]["title"] for p in got)
         assert all(p.hop in (0, 1, 2) and p.entity == p.title for p in got if p.reached)
-        alone = kit.retrieve(q, 6)
-        assert [(p.id, p.score) for p in alone] == [(p.id, p.score) for p in got]
+        alone = kit.retrieve(q, 6)  # fp32 scores alone and in a batch: equal up to the last bits (test_pipeline)
+        assert [p.id for p in alone] == [p.id for p in got]
+        assert [p.score for p in alone] == pytest.approx([p.score for p in got], rel=1e-5)
     result = kit.answer(questions[1], top=3, chain_top=2, passages=4)
     want = DrKITRetriever.load(d / "index1", d / "run").retrieve([questions[1]], 4)[0]
     assert result.pi == pytest.approx(tuple(want.pi)) and [h.hop for h in result.chain] == [0, 1, 2]

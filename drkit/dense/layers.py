@@ -6,7 +6,10 @@ chunking): on 2 AVX2 cores a 24-piece question through one MiniLM layer took 4.4
 here (`benchmarks/bench_layers.py`), its products alone about 1.7. `bert_layer` computes the same layer
 with the same operations in the same order (three projections, `scaled_dot_product_attention` with the
 additive mask and the layer's scale, the two residual layer norms, the activation), so its output is
-the layer's own, bit for bit; `tests/test_layers.py` checks that. It is used only where it is the
+the layer's own, bit for bit, except that an fp32 product of 8 to 48 rows on the CPU (a question alone),
+outside autograd, multiplies by the weight stored transposed (`_transposed`: MKL is up to 2.5x faster so),
+whose sums may differ from `F.linear`'s in their last bits; `tests/test_layers.py` checks both. It is used
+only where it is the
 same computation: an `eval()` layer (no dropout) of a plain encoder (no cross-attention, no
 decoder, no chunked feed-forward) whose attention is "sdpa" (or `drkit.dense.dropout`'s, which is sdpa in
 `eval()`); any other layer runs as itself. A Linear
@@ -74,12 +77,18 @@ def bert_layer(layer, h: torch.Tensor, mask: torch.Tensor | None) -> torch.Tenso
 
 
 def _linear(module, x: torch.Tensor) -> torch.Tensor:
-    """A plain `nn.Linear` as its function; torch's int8 dynamically quantised Linear (``--quantize int8``) as the
-    op its forward calls, with the same arguments (the module call and the op's Python dispatch cost about 20 us,
-    48 times a question); any other as itself."""
+    """A plain `nn.Linear` as its function, or as a product with its weight stored transposed where `_transposed`
+    gives that; torch's int8 dynamically quantised Linear (``--quantize int8``) as the op its forward calls, with
+    the same arguments (the module call and the op's Python dispatch cost about 20 us, 48 times a question); any
+    other as itself."""
     kind = type(module)
     if kind is nn.Linear:
-        return F.linear(x, module.weight, module.bias)
+        wt = _transposed(module, x)
+        if wt is None:
+            return F.linear(x, module.weight, module.bias)
+        rows = x.reshape(-1, x.shape[-1])
+        out = rows @ wt if module.bias is None else torch.addmm(module.bias, rows, wt)
+        return out.view(*x.shape[:-1], wt.shape[1])
     if kind.__name__ == "Linear" and kind.__module__ == _DYNAMIC_LINEAR:
         packed = module._packed_params
         if packed.dtype == torch.qint8:
@@ -91,6 +100,31 @@ def _linear(module, x: torch.Tensor) -> torch.Tensor:
 
 
 _DYNAMIC_LINEAR = "torch.ao.nn.quantized.dynamic.modules.linear"  # where torch's dynamic int8 Linear lives
+
+TRANSPOSED_ROWS = (8, 48)  # fp32 products of so many rows on the CPU use the weight stored transposed
+
+
+def _transposed(module: nn.Linear, x: torch.Tensor) -> torch.Tensor | None:
+    """The (in, out) contiguous copy of `module`'s weight, for ``x @ W^T`` as a product with a plain matrix, or
+    None where `F.linear` is kept: rows outside `TRANSPOSED_ROWS`, not fp32 on the CPU, autocast on, or
+    autograd on (the copy carries no gradient to the weight). MKL's fp32 product with a transposed right
+    factor, which `F.linear` asks for, is slow for 8 to 48 rows (a question alone): on 2 AVX-512 cores a
+    24-row product by MiniLM's 384 x 1536 weight took 0.59 ms that way and 0.24 ms with the weight stored
+    transposed; from 64 rows on, and for one row, `F.linear` is as fast or faster (`benchmarks/bench_products.py`).
+    The copy is made once and made again when the weight changes (its version counter or storage); its sums
+    may round differently from `F.linear`'s in the last bits."""
+    w = module.weight
+    rows = x.numel() // max(x.shape[-1], 1)
+    if (not TRANSPOSED_ROWS[0] <= rows <= TRANSPOSED_ROWS[1] or w.dtype != torch.float32 or x.dtype != torch.float32
+            or w.device.type != "cpu" or torch.is_grad_enabled() or torch.is_autocast_enabled("cpu")):
+        return None
+    key = (w._version, w.data_ptr(), w.shape)
+    cached = module.__dict__.get("_drkit_transposed")
+    if cached is None or cached[0] != key:
+        with torch.inference_mode(False), torch.no_grad():
+            cached = (key, w.detach().t().contiguous())
+        module.__dict__["_drkit_transposed"] = cached
+    return cached[1]
 
 
 def _norm(norm, x: torch.Tensor) -> torch.Tensor:
