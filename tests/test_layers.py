@@ -100,7 +100,9 @@ def test_the_transposed_weight_follows_a_changed_weight():
         _linear(lin, x)
         lin.weight.mul_(2.0)  # in place: a new version of the same storage
         torch.testing.assert_close(_linear(lin, x), torch.nn.functional.linear(x, lin.weight, lin.bias))
-        lin.weight = torch.nn.Parameter(torch.randn(8, 16))  # another storage
+        lin.weight = torch.nn.Parameter(torch.randn(8, 16))  # another tensor
+        torch.testing.assert_close(_linear(lin, x), torch.nn.functional.linear(x, lin.weight, lin.bias))
+        lin.weight.data = torch.randn(8, 16)  # the same tensor, another storage (as Module.to does)
         torch.testing.assert_close(_linear(lin, x), torch.nn.functional.linear(x, lin.weight, lin.bias))
         lin.load_state_dict({"weight": torch.randn(8, 16), "bias": torch.randn(8)})  # copied in place
         torch.testing.assert_close(_linear(lin, x), torch.nn.functional.linear(x, lin.weight, lin.bias))

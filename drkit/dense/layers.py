@@ -111,20 +111,23 @@ def _transposed(module: nn.Linear, x: torch.Tensor) -> torch.Tensor | None:
     factor, which `F.linear` asks for, is slow for 8 to 48 rows (a question alone): on 2 AVX-512 cores a
     24-row product by MiniLM's 384 x 1536 weight took 0.59 ms that way and 0.24 ms with the weight stored
     transposed; from 64 rows on, and for one row, `F.linear` is as fast or faster (`benchmarks/bench_products.py`).
-    The copy is made once and made again when the weight changes (its version counter or storage); its sums
-    may round differently from `F.linear`'s in the last bits."""
-    w = module.weight
-    rows = x.numel() // max(x.shape[-1], 1)
-    if (not TRANSPOSED_ROWS[0] <= rows <= TRANSPOSED_ROWS[1] or w.dtype != torch.float32 or x.dtype != torch.float32
-            or w.device.type != "cpu" or torch.is_grad_enabled() or torch.is_autocast_enabled("cpu")):
+    The copy is made once and made again when the weight changes: another tensor (the cache holds the weight it
+    was made from, so a new weight cannot take its address), another storage, or a write in place (its version
+    counter). Its sums may round differently from `F.linear`'s in the last bits."""
+    if torch.is_grad_enabled() or x.dtype is not torch.float32 or x.device.type != "cpu":
         return None
-    key = (w._version, w.data_ptr(), w.shape)
+    rows = x.numel() // max(x.shape[-1], 1)
+    w = module.weight
+    if not TRANSPOSED_ROWS[0] <= rows <= TRANSPOSED_ROWS[1] or w.dtype is not torch.float32 or \
+            torch.is_autocast_enabled("cpu"):
+        return None
+    key = (w._version, w.data_ptr())
     cached = module.__dict__.get("_drkit_transposed")
-    if cached is None or cached[0] != key:
+    if cached is None or cached[0] is not w or cached[1] != key:
         with torch.inference_mode(False), torch.no_grad():
-            cached = (key, w.detach().t().contiguous())
+            cached = (w, key, w.detach().t().contiguous())
         module.__dict__["_drkit_transposed"] = cached
-    return cached[1]
+    return cached[2]
 
 
 def _norm(norm, x: torch.Tensor) -> torch.Tensor:
