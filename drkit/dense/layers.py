@@ -7,7 +7,7 @@ here (`benchmarks/bench_layers.py`), its products alone about 1.7. `bert_layer` 
 with the same operations in the same order (three projections, `scaled_dot_product_attention` with the
 additive mask and the layer's scale, the two residual layer norms, the activation), so its output is
 the layer's own, bit for bit, except that an fp32 product of 8 to 48 rows on the CPU (a question alone),
-outside autograd, multiplies by the weight stored transposed (`_transposed`: MKL is up to 2.5x faster so),
+outside autograd, multiplies by the weight stored transposed (`_transposed`: MKL on AVX-512 is 2 to 4x faster so),
 whose sums may differ from `F.linear`'s in their last bits; `tests/test_layers.py` checks both. It is used
 only where it is the
 same computation: an `eval()` layer (no dropout) of a plain encoder (no cross-attention, no
