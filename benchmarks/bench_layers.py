@@ -44,12 +44,13 @@ def path(name: str):
         layers._lean = lean
 
 
-def side_by_side(run_batch, items: list, n_timed: int, rounds: int) -> dict:
-    """Per path, the median questions/s at batch 1 (over the first `n_timed` items) and at batch 64."""
-    out = {p: {"qps_batch1": [], "qps_batch64": []} for p in PATHS}
+def side_by_side(run_batch, items: list, n_timed: int, rounds: int, ways: tuple = PATHS, inside=path) -> dict:
+    """Per way (`ways`, each entered as ``inside(way)``; by default the two paths), the median questions/s at
+    batch 1 (over the first `n_timed` items) and at batch 64."""
+    out = {p: {"qps_batch1": [], "qps_batch64": []} for p in ways}
     for _ in range(rounds):
-        for p in PATHS:
-            with path(p):
+        for p in ways:
+            with inside(p):
                 for it in items[:10]:
                     run_batch([it])
                 out[p]["qps_batch1"].append(timed(run_batch, items[:n_timed], 1))

@@ -26,7 +26,8 @@ import os
 import statistics
 import time
 
-from bench_quantize import load_mixing, machine_info, timed, top5, write_report
+from bench_layers import side_by_side
+from bench_quantize import load_mixing, machine_info, top5, write_report
 
 WAYS = ("F.linear", "transposed")
 SHAPES = ((384, 1536), (1536, 384), (384, 384))  # (in, out) of MiniLM's feed-forward and attention products
@@ -85,6 +86,8 @@ def products(rows_list: list[int], rounds: int) -> list[dict]:
 
 
 def mixing(index: str, run: str, questions: str, n_timed: int, rounds: int) -> dict:
+    from drkit.qa.stats import per_question
+
     kit, rows, texts = load_mixing(index, run, questions, "none")
     retriever = kit.retriever
     found = {"run": run, "questions": len(rows)}
@@ -92,20 +95,11 @@ def mixing(index: str, run: str, questions: str, n_timed: int, rounds: int) -> d
     for w in WAYS:
         with way(w):
             ranked[w] = top5(retriever, texts)
-        recall = [len(set(r["supporting"]) & set(got)) / len(set(r["supporting"])) for r, got in zip(rows, ranked[w])]
-        found[f"R@5 {w}"] = round(sum(recall) / len(recall), 4)
+        found[f"R@5 {w}"] = round(float(per_question(ranked[w], [r["supporting"] for r in rows], 5).mean()), 4)
     found["same top 5"] = sum(a == b for a, b in zip(*ranked.values()))
-    speed = {w: {"b1": [], "b64": []} for w in WAYS}
-    for _ in range(rounds):
-        for w in WAYS:
-            with way(w):
-                for q in texts[:10]:
-                    retriever.retrieve([q], 5)
-                speed[w]["b1"].append(timed(lambda c: retriever.retrieve(c, 5), texts[:n_timed], 1))
-                speed[w]["b64"].append(timed(lambda c: retriever.retrieve(c, 5), texts, 64))
+    speed = side_by_side(lambda c: retriever.retrieve(c, 5), texts, n_timed, rounds, WAYS, way)
     for w in WAYS:
-        for b, v in speed[w].items():
-            found[f"q/s {b} {w}"] = round(statistics.median(v), 2)
+        found[f"q/s b1 {w}"], found[f"q/s b64 {w}"] = speed[w]["qps_batch1"], speed[w]["qps_batch64"]
     return found
 
 

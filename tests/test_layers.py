@@ -177,4 +177,3 @@ def test_other_layers_run_as_themselves(tiny_base):
     torch.manual_seed(5)
     want = train(input_ids=ids, attention_mask=mask).last_hidden_state
     assert torch.equal(got, want)
-
