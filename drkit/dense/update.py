@@ -55,6 +55,7 @@ from drkit.index.sources import live_articles
 from drkit.index.sparse import SparseIndex
 from drkit.util.artifact import ArtifactWriter, file_checksum
 from drkit.util.progress import progress
+from drkit.util.runs import as_saved
 
 
 def mention_indexes_beside(index_dir: str | Path) -> list[Path]:
@@ -221,7 +222,7 @@ def _compact(index_dir: Path, out, mentions, mentions_out, base_corpus, overwrit
     lists_added = any(_added_lists(index_dir / SEGMENTS / seg) for seg in state["segments"])
     if manifest.get("inputs", {}).get("entities") == "titles" and not lists_added:  # as build_index makes it
         titles = [a.title for a in articles if a.title.strip()]
-        shortest = LinkConfig(**manifest["config"]["link"]).min_name_length
+        shortest = as_saved(LinkConfig, manifest["config"]["link"]).min_name_length
         aliases = with_title_aliases(list(titles), {}, {}, titles, shortest) if manifest["inputs"].get("title_aliases") else {}
         table = EntityTable.from_names(titles).with_aliases(aliases)
     else:  # a KB's entities, or lists beside the titles: every entity kept, ids unchanged
@@ -231,7 +232,7 @@ def _compact(index_dir: Path, out, mentions, mentions_out, base_corpus, overwrit
                     "key_prefix": s["key_prefix"]}
                    for s, (_, name) in zip(sources, copies)]
     config = manifest["config"]
-    new = write_index(articles, table, out, link_config=LinkConfig(**config["link"]), sparse_config=live.config,
+    new = write_index(articles, table, out, link_config=as_saved(LinkConfig, config["link"]), sparse_config=live.config,
                       corpus_format=config.get("corpus_format", "jsonl"), inputs=manifest.get("inputs", {}),
                       sources=new_sources, overwrite=overwrite, log=log, label=str(index_dir),
                       extra_manifest={"compacted_from": {"path": str(index_dir), "version": state["version"]},

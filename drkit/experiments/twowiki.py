@@ -96,6 +96,10 @@ class TwoWikiConfig:
         "choices": ("titles", "ner", "found")})
     title_aliases: bool = field(default=True, metadata={"help": "with titles: \"Next of Kin (1982 film)\" also found as "
                                                                 "\"Next of Kin\" where that names one page (drkit index)"})
+    name_parts: bool = field(default=False, metadata={"help": "with ner: a person named by one word is the person of "
+                                                             "the article whose longer name, given earlier in it, has "
+                                                             "that word first or last (drkit index --name-parts; off: "
+                                                             "no gain measured, docs/entities.md)"})
     steps: int = field(default=100, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
     encoder: str = field(default="kb_qa", metadata={"help": "DrKIT's encoder: base (MiniLM, not pretrained) or "
                                                             "pretrained on kb, qa or kb_qa (both in turn)",
@@ -182,7 +186,8 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     split = out / "split"
     split_questions(data / "train.jsonl", split, config.dev_fraction, config.split_seed, swap=config.fold == 1)
     train_file, dev_file = split / "train.jsonl", split / "dev.jsonl"
-    index_corpus(data / "corpus.jsonl", out / "index", config.entities, config.title_aliases, timings, "index", log)
+    index_corpus(data / "corpus.jsonl", out / "index", config.entities, config.title_aliases, timings, "index", log,
+                 config.name_parts)
     index = SparseIndex.load(out / "index")
     retrieve_config = RetrieveConfig(qps_sample=config.qps_sample, answers=True)
 
@@ -337,7 +342,8 @@ def _transfer(data: Path, out: Path, encoder: Path, config: TwoWikiConfig, retri
     from drkit.qa.drkit_retriever import DrKITRetriever
 
     t = out / "transfer"
-    index_corpus(data / "corpus.jsonl", t / "index", config.entities, config.title_aliases, timings, "transfer-index", log)
+    index_corpus(data / "corpus.jsonl", t / "index", config.entities, config.title_aliases, timings, "transfer-index",
+                 log, config.name_parts)
     if (t / "mentions" / "manifest.json").exists():
         embedded_as(MentionIndex.load(t / "mentions"), config)
     else:

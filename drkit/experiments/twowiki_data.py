@@ -138,11 +138,15 @@ def _find_folded(text: str, name: str) -> tuple[int, int] | None:
     return None
 
 
-def index_corpus(corpus: Path, index_dir: Path, entities: tuple, title_aliases: bool, timings, step: str, log) -> None:
-    """Index `corpus` into `index_dir` with `entities` (and titles' aliases as `title_aliases` says) unless done; an
-    index made otherwise is refused (one made before titles had aliases had none)."""
+def index_corpus(corpus: Path, index_dir: Path, entities: tuple, title_aliases: bool, timings, step: str, log,
+                 name_parts: bool = False) -> None:
+    """Index `corpus` into `index_dir` with `entities` (and titles' aliases as `title_aliases` says, one-word persons
+    resolved within an article as `name_parts` says) unless done; an index made otherwise is refused (one made
+    before titles had aliases had none; an index without the setting resolved none)."""
     from drkit.index.build import build_index
+    from drkit.index.linking import LinkConfig
     from drkit.index.segments import entity_specs
+    from drkit.util.runs import as_saved
 
     if (index_dir / "manifest.json").exists():
         manifest = json.loads((index_dir / "manifest.json").read_text())
@@ -153,6 +157,10 @@ def index_corpus(corpus: Path, index_dir: Path, entities: tuple, title_aliases: 
         if "titles" in entities and inputs.get("title_aliases", False) != title_aliases:
             raise ConfigError(f"{index_dir} was indexed {'without' if title_aliases else 'with'} the titles' aliases; "
                               f"use another --out, or pass --{'no-' if title_aliases else ''}title-aliases")
+        if as_saved(LinkConfig, manifest["config"]["link"]).name_parts != name_parts:
+            raise ConfigError(f"{index_dir} was linked {'without' if name_parts else 'with'} one-word persons resolved "
+                              f"within an article; use another --out, or pass --{'no-' if name_parts else ''}name-parts")
         return
     timings.run(step, lambda: build_index(corpus, index_dir, entities=list(entities), overwrite=True, log=log,
-                                          title_aliases=title_aliases), log)
+                                          title_aliases=title_aliases, link_config=LinkConfig(name_parts=name_parts)),
+                log)

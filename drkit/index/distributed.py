@@ -27,6 +27,7 @@ from drkit.index.linking import EntityLinker, LinkConfig, LinkedCorpus, link_cor
 from drkit.index.stream import LINKED_ARRAYS, load_counts, save_counts
 from drkit.index.tfidf import NgramHasher
 from drkit.util.ray_engine import check_tiling, ray_session
+from drkit.util.runs import as_saved
 from drkit.util.warnlog import WarningLog
 
 _ARRAYS = (*LINKED_ARRAYS, "piece_offsets")
@@ -54,8 +55,8 @@ class _LinkShard:
         torch.set_num_threads(1)
         os.environ["DRKIT_PROGRESS"] = "0"  # no progress bars from the workers
         self.table = EntityTable.from_records(entity_records)
-        self.config = LinkConfig(**link_config)
-        self.linker = EntityLinker.of_table(self.table, self.config.min_name_length)
+        self.config = as_saved(LinkConfig, link_config)
+        self.linker = EntityLinker.of_table(self.table, self.config.min_name_length, self.config.name_parts)
         self.hasher = NgramHasher(hash_buckets, ngram)
         self.out = Path(out)
 

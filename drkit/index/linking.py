@@ -12,10 +12,21 @@ front of its slice of the article, with the title's mentions as they are in the 
 pieces, same characters), so TF-IDF and mention context see the title in every passage. The budget
 of later passages is `max_passage_pieces` minus the title's pieces; a title of more than half a
 passage is not carried (a counted warning, ``title_not_carried``).
+
+With ``name_parts`` (`LinkConfig`, `NameParts`), a person named by one word is the person of the article whose
+name has that word as its first or last word: in an article that has named "Leo Fong" (its title, or earlier in
+its text), a later "Fong" is Leo Fong, not an entity "Fong" of its own. Only where the recogniser labelled the
+one word a person (kind PERSON) and the longer name a person or nothing (a title it never labelled) written as a
+name (every word capitalised but particles such as "of", "von", "de": not "Shoot for the Moon"; a title's
+disambiguation suffix left out, and then of two words or more), where exactly one such longer name came before
+it in the article, and never for an honorific ("Queen", "Duke"); a last word counts only in a name without a
+comma or "of" ("Eustace III, Count of Boulogne" and "Megingoz of Guelders" are "Eustace" and "Megingoz", not
+the places).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -39,6 +50,10 @@ class LinkConfig:
     min_name_length: int = field(default=3, metadata={"help": "names shorter than this many characters are not linked"})
     max_passage_pieces: int = field(default=256, metadata={"help": "longest passage, in word pieces (without [CLS]/[SEP])"})
     encoder: str = field(default=DEFAULT_ENCODER, metadata={"help": "tokenizer whose word pieces locate mentions"})
+    name_parts: bool = field(default=False, metadata={
+        "help": "a person named by one word is the person of the article whose longer name, given earlier in it, "
+                "has that word first or last: after 'Leo Fong', 'Fong' is Leo Fong; needs the recogniser's kinds "
+                "(--entities ner), else nothing changes; off by default: no gain measured (docs/entities.md)"})
 
     def __post_init__(self):
         if self.min_name_length < 1:
@@ -51,8 +66,10 @@ class EntityLinker:
     """Find entity names in text. `keys[i]` is the folded name of entity i; `aliases`: (folded form, entity
     id) pairs of other forms to find as those entities (`EntityTable.alias_keys`)."""
 
-    def __init__(self, keys: Sequence[str], min_length: int = 3, aliases: Sequence[tuple[str, int]] = ()):
+    def __init__(self, keys: Sequence[str], min_length: int = 3, aliases: Sequence[tuple[str, int]] = (),
+                 parts: "NameParts | None" = None):
         self.min_length = min_length
+        self.parts = parts if parts is not None and parts.short else None
         self._automaton = ahocorasick.Automaton()
         self.n_linkable = 0  # entities whose name is long enough to link
         for entity_id, key in enumerate(keys):
@@ -66,9 +83,11 @@ class EntityLinker:
             self._automaton.make_automaton()
 
     @classmethod
-    def of_table(cls, table, min_length: int = 3) -> "EntityLinker":
-        """The linker of an `EntityTable`'s entities: their keys and their aliases' (`EntityTable.alias_keys`)."""
-        return cls(table.keys, min_length, table.alias_keys())
+    def of_table(cls, table, min_length: int = 3, name_parts: bool = False) -> "EntityLinker":
+        """The linker of an `EntityTable`'s entities: their keys and their aliases' (`EntityTable.alias_keys`);
+        with `name_parts`, one-word persons resolved within a text (`NameParts`)."""
+        parts = NameParts.of(table.names, table.kinds) if name_parts and table.kinds is not None else None
+        return cls(table.keys, min_length, table.alias_keys(), parts)
 
     def find(self, text: str) -> list[tuple[int, int, int]]:
         """Mentions in `text` as ``(char_start, char_end, entity_id)``, end exclusive, in text order."""
@@ -86,7 +105,55 @@ class EntityLinker:
             if start >= covered_to:
                 mentions.append((start, start - neg_length, entity_id))
                 covered_to = start - neg_length
-        return mentions
+        return self.parts.resolve(mentions) if self.parts is not None else mentions
+
+
+PARTICLES = frozenset("of von van de del della der den du da di la le the y".split())  # lower case in a name
+_DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
+HONORIFICS = frozenset(
+    "king queen prince princess duke duchess count countess earl lord lady sir dame baron baroness marquis marquess "
+    "emperor empress tsar czar sultan caliph shah khan pope saint st bishop archbishop cardinal president general "
+    "captain admiral colonel major mr mrs ms miss dr".split())
+
+
+@dataclass(frozen=True)
+class NameParts:
+    """The one-word persons of an entity table and the parts of its longer person names (module docstring):
+    `short` maps an entity named by one word to that word, folded; `parts` maps an entity of a longer name to
+    the folded words that may stand for it (its first word, and its last when the name has no comma or "of")."""
+
+    short: dict[int, str]
+    parts: dict[int, tuple[str, ...]]
+
+    @classmethod
+    def of(cls, names: Sequence[str], kinds: Sequence[str | None]) -> "NameParts":
+        short, parts = {}, {}
+        for i, (name, kind) in enumerate(zip(names, kinds)):
+            base = _DISAMBIGUATION.sub("", name)  # "Nearchos (painter)": "Nearchos", one word, no parts
+            words = [w for w in (w.strip(".,") for w in base.split()) if w]
+            if len(words) == 1 and base == name and kind == "PERSON" and fold(words[0]) not in HONORIFICS:
+                short[i] = fold(words[0])
+            elif len(words) > 1 and kind in ("PERSON", None) and all(w[0].isupper() or w in PARTICLES for w in words):
+                own = {fold(words[0])} | ({fold(words[-1])} if "," not in base and "of" not in words else set())
+                parts[i] = tuple(sorted(own - HONORIFICS))
+        return cls(short, parts)
+
+    def resolve(self, mentions: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """`mentions` ((start, end, entity), text order) with each one-word person that exactly one longer name
+        given before it in the text has as a part made that name's entity."""
+        seen: dict[str, set[int]] = {}
+        out = []
+        for start, end, entity in mentions:
+            word = self.short.get(entity)
+            if word is not None:
+                named = seen.get(word, ())
+                if len(named) == 1:
+                    entity = next(iter(named))
+            else:
+                for part in self.parts.get(entity, ()):
+                    seen.setdefault(part, set()).add(entity)
+            out.append((start, end, entity))
+        return out
 
 
 def link_question(question: str, linker: EntityLinker, entity_frequency: np.ndarray) -> tuple[int | None, list[int]]:

@@ -57,6 +57,7 @@ from drkit.index.sources import segment_corpus_name
 from drkit.index.sparse import FORMAT, FORMAT_VERSION, SparseIndex, sparse_from_counts
 from drkit.index.tfidf import NgramHasher, idf_weights
 from drkit.util.artifact import ArtifactWriter, file_checksum, load_array
+from drkit.util.runs import as_saved
 from drkit.util.warnlog import WarningLog
 
 LOCK = ".lock"
@@ -178,7 +179,7 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
         recognised = ner_entities([a.text for a in articles], nlp, log=log)
         candidates += recognised.names
         aliases, kinds_of = recognised.aliases, recognised.kinds
-    link_config = LinkConfig(**live.manifest["config"]["link"])
+    link_config = as_saved(LinkConfig, live.manifest["config"]["link"])
     if titles_are_entities(live.manifest) and live.manifest.get("inputs", {}).get("title_aliases"):
         # the added titles' aliases (drkit.index.title_aliases), forms one page's among the index's titles and theirs;
         # a form the index has already stays its entity's (an alias given before stays: a build of all may not give it)
@@ -201,7 +202,7 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
     table = EntityTable.concat([live.entities, new_table])
 
     config = live.config
-    linker = EntityLinker.of_table(table, link_config.min_name_length)
+    linker = EntityLinker.of_table(table, link_config.min_name_length, link_config.name_parts)
     linked = link_corpus(articles, linker, link_config, warnings, total=len(articles), entity_of=table.lookup)
 
     # frozen IDF: the base's document frequencies and passage count
