@@ -26,7 +26,6 @@ the places).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -37,6 +36,7 @@ from drkit.data.corpus import Article
 from drkit.data.text import fold, is_token_boundary
 from drkit.data.tokenizer import DEFAULT_ENCODER, load_tokenizer
 from drkit.errors import ConfigError
+from drkit.index.title_aliases import bare_title
 from drkit.util.progress import progress
 from drkit.util.warnlog import WarningLog
 
@@ -109,7 +109,6 @@ class EntityLinker:
 
 
 PARTICLES = frozenset("of von van de del della der den du da di la le the y".split())  # lower case in a name
-_DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
 HONORIFICS = frozenset(
     "king queen prince princess duke duchess count countess earl lord lady sir dame baron baroness marquis marquess "
     "emperor empress tsar czar sultan caliph shah khan pope saint st bishop archbishop cardinal president general "
@@ -129,9 +128,10 @@ class NameParts:
     def of(cls, names: Sequence[str], kinds: Sequence[str | None]) -> "NameParts":
         short, parts = {}, {}
         for i, (name, kind) in enumerate(zip(names, kinds)):
-            base = _DISAMBIGUATION.sub("", name)  # "Nearchos (painter)": "Nearchos", one word, no parts
+            bare = bare_title(name)  # "Nearchos (painter)": "Nearchos", one word, no parts
+            base = name if bare is None else bare
             words = [w for w in (w.strip(".,") for w in base.split()) if w]
-            if len(words) == 1 and base == name and kind == "PERSON" and fold(words[0]) not in HONORIFICS:
+            if len(words) == 1 and bare is None and kind == "PERSON" and fold(words[0]) not in HONORIFICS:
                 short[i] = fold(words[0])
             elif len(words) > 1 and kind in ("PERSON", None) and all(w[0].isupper() or w in PARTICLES for w in words):
                 own = {fold(words[0])} | ({fold(words[-1])} if "," not in base and "of" not in words else set())
