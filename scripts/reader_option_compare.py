@@ -1,7 +1,7 @@
 """A reading option off and on, side by side: each fold's reader (RUN/train-reader of a ``drkit reproduce-2wiki``
 run) reads the gold passages and drkit's top 5 of the fold's dev questions (``drkit answer``'s other defaults) with
 the option (``--option``: ``skip_bridges``, settings "own" / "skip", ``decompose``, "off" / "on", or ``reader_quantize``,
-"none" / "int8", timed as ``drkit answer`` times the reader) off and on;
+"none" / "int8", timed as ``drkit answer`` times the reader, or ``span_checks``, "off" / "on") off and on;
 EM/F1 overall and by type, pooled over the runs given (each question read by the reader that did not train on it),
 with 95% bootstrap intervals and the paired sign-flip test of on against off. Writes OUT/<fold>/<row>-<setting>/
 (predictions.jsonl, metrics.json) and OUT/<option>.json, OUT/<option>.md.
@@ -35,6 +35,7 @@ from drkit.util.hardware import configure_threads
 
 ROWS = ("gold", "drkit")
 OPTIONS = {"skip_bridges": ("own", "skip"), "decompose": ("off", "on"),  # option -> names of its settings off, on
+           "span_checks": ("off", "on"),
            "reader_quantize": ("none", "int8")}
 VALUES = {"reader_quantize": ("none", "int8")}  # an option whose settings are not False / True
 TIMED = ("reader_quantize",)  # options read with the reader's ms a question at batch 1 (drkit answer's sample of 50)
@@ -60,10 +61,15 @@ def read_fold(reader, run: Path, corpus: dict, out: Path, option: str) -> dict:
 
 def read_transfer(reader, run: Path, corpus: dict, records: list[dict], out: Path, option: str) -> list[str]:
     """The transfer corpus's questions (`records`, passages `corpus`) read from drkit's and BM25's top 5 (the fold's
-    runs on it), each setting; one markdown table line each."""
+    runs on it; a ranking the run lacks, made with --no-peers, is said and left out), each setting; one markdown
+    table line each."""
     lines = []
     for row, ranking in (("drkit", "retrieve-drkit"), ("bm25", "peer-bm25")):
-        top = passages_from_predictions(run / "transfer" / ranking / "predictions.jsonl", corpus, 5)
+        predictions = run / "transfer" / ranking / "predictions.jsonl"
+        if not predictions.is_file():
+            print(f"{row} top 5 on the transfer corpus: left out, {predictions} is missing")
+            continue
+        top = passages_from_predictions(predictions, corpus, 5)
         for setting, config in settings(option):
             m = read_and_score(reader, records, [top[r["id"]] for r in records], out / f"transfer-{row}-{setting}",
                                config, log=print)

@@ -248,7 +248,8 @@ def test_index_with_recognised_entities(tmp_path):
 
 
 def test_the_kind_a_question_asks_for():
-    from drkit.qa.answer_kinds import asked_kinds, prefer_kinds
+    from drkit.data.asked import asked_kinds
+    from drkit.qa.answer_kinds import prefer_kinds
 
     assert asked_kinds("When did the director of Kismet die?") == {"DATE"}
     assert asked_kinds("What is the date of birth of Lee Hall's father?") == {"DATE"}

@@ -190,13 +190,18 @@ def test_bridge_names_are_the_titles_read_that_the_question_does_not_name():
     assert bridge_names(e) == set()  # named, with a possessive
 
 
+def random_spans(reader, e, seed: int):
+    """`e`'s features, their length, the longest answer and seeded random start and end logits."""
+    f = reader.featurize(e)
+    n = len(f.ids)
+    g = torch.Generator().manual_seed(seed)
+    return f, n, reader.config.max_answer_pieces, torch.randn(n, generator=g), torch.randn(n, generator=g)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_skip_bridges_takes_the_best_span_that_is_not_a_bridge_name(tiny_reader, seed):
     e = example()
-    f = tiny_reader.featurize(e)
-    n, longest = len(f.ids), tiny_reader.config.max_answer_pieces
-    g = torch.Generator().manual_seed(seed)
-    start, end = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    f, n, longest, start, end = random_spans(tiny_reader, e, seed)
     walter = [int(i) for i in np.flatnonzero(f.segment >= 0) if e.passages[0].text[f.chars[i, 0]:].startswith("Walter")
               and f.segments[int(f.segment[i])][1] != TITLE][0]
     last = walter + next(d for d in range(longest) if e.passages[0].text[f.chars[walter, 0]: f.chars[walter + d, 1]]
@@ -204,16 +209,74 @@ def test_skip_bridges_takes_the_best_span_that_is_not_a_bridge_name(tiny_reader,
     start[walter], end[last] = 9.0, 9.0  # "Walter Lang", a bridge's name, is the best span by far
     logits = {"type": torch.tensor([3.0, 0.0, 0.0]), "start": start, "end": end, "support": torch.zeros(n)}
     assert decode(e, f, logits, 0.5, longest).answer == "Walter Lang"
+    want = max((x for x in every_span(e, f, start, end, longest) if normalize_answer(x[1]) not in bridge_names(e)),
+               key=lambda x: x[0])
+    r = decode(e, f, logits, 0.5, longest, skip_bridges=True)
+    assert (r.answer, r.span.score) == (want[1], pytest.approx(want[0], abs=1e-5))
+
+
+def every_span(e, f, start, end, longest) -> list[tuple[float, str]]:
+    """(score, text) of every span decoding may answer, by brute force."""
     spans = []
-    for i in range(n):
-        for j in range(i, min(n, i + longest)):
+    for i in range(len(f.ids)):
+        for j in range(i, min(len(f.ids), i + longest)):
             if f.segment[i] >= 0 and f.segment[i] == f.segment[j]:
                 p, s = f.segments[int(f.segment[i])]
                 text = (e.passages[p].title if s == TITLE else e.passages[p].text)[f.chars[i, 0]: f.chars[j, 1]]
                 spans.append((float(start[i] + end[j]), text))
-    want = max((x for x in spans if normalize_answer(x[1]) not in bridge_names(e)), key=lambda x: x[0])
-    r = decode(e, f, logits, 0.5, longest, skip_bridges=True)
-    assert (r.answer, r.span.score) == (want[1], pytest.approx(want[0], abs=1e-5))
+    return spans
+
+
+def piece_at(e, f, passage: int, word: str) -> int:
+    """The piece where `word` starts in passage `passage`'s text."""
+    at = e.passages[passage].text.index(word)
+    return next(int(i) for i in np.flatnonzero(f.segment >= 0) if f.segments[int(f.segment[i])][0] == passage
+                and f.segments[int(f.segment[i])][1] != TITLE and int(f.chars[i, 0]) == at)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_span_checks_takes_the_best_span_of_the_kind_asked_for(tiny_reader, seed):
+    from drkit.reader.dates import is_date
+    from drkit.reader.decode import CANDIDATES
+
+    e = example()
+    f, n, longest, start, end = random_spans(tiny_reader, e, seed)
+    memphis, year = piece_at(e, f, 1, "Memphis"), piece_at(e, f, 2, "1944")
+    start[memphis], end[memphis] = 9.0, 9.0  # "Memphis" the best span by far, "1944" (a date) well placed
+    start[year], end[year] = 4.0, 4.0
+    spans = sorted(every_span(e, f, start, end, longest), key=lambda x: -x[0])
+    logits = {"type": torch.tensor([3.0, 0.0, 0.0]), "start": start, "end": end, "support": torch.zeros(n)}
+    date = next(x for x in spans[:CANDIDATES] if is_date(x[1]))
+    assert spans[0][1] == "Memphis" and date[1] == "1944"
+    for question, want in (("When was Kismet made?", date), ("Where was Walter Lang born?", spans[0]),
+                           ("What is Kismet?", spans[0])):
+        q = dataclasses.replace(e, question=question)
+        r = decode(q, f, logits, 0.5, longest, span_checks=True)
+        assert (r.answer, r.span.score) == (want[1], pytest.approx(want[0], abs=1e-5))
+        assert decode(q, f, logits, 0.5, longest).answer == "Memphis"  # off: the best span
+    start[year], end[year] = 12.0, 12.0  # now the date is best: a place, a person or a nationality is not a date
+    spans = sorted(every_span(e, f, start, end, longest), key=lambda x: -x[0])
+    other = next(x for x in spans[:CANDIDATES] if not is_date(x[1]))
+    assert spans[0][1] == "1944" and other[1] == "Memphis"
+    for question in ("Where was Walter Lang born?", "Who directed Kismet?", "What nationality is William Dieterle?"):
+        r = decode(dataclasses.replace(e, question=question), f, logits, 0.5, longest, span_checks=True)
+        assert (r.answer, r.span.score) == (other[1], pytest.approx(other[0], abs=1e-5))
+    no_date = {"a": ReaderPassage("a", "Moon Over Miami", "It was directed by Walter Lang."), "b": e.passages[1]}
+    plain = dataclasses.replace(e, question="When was Walter Lang born?", passages=tuple(no_date.values()))
+    fp = tiny_reader.featurize(plain)
+    m = len(fp.ids)
+    got = decode(plain, fp, {"type": torch.tensor([3.0, 0.0, 0.0]), "start": start[:m], "end": end[:m],
+                             "support": torch.zeros(m)}, 0.5, longest, span_checks=True)
+    assert got.answer == max(every_span(plain, fp, start[:m], end[:m], longest), key=lambda x: x[0])[1]  # no date read: the best
+
+
+def test_is_date_is_a_date_and_nothing_more():
+    from drkit.reader.dates import is_date
+
+    for text in ("12 January 1968", "January 12, 1968", "1968", "c. 1900", "circa 1900", "March 1908", "1849-1916"):
+        assert is_date(text), text
+    for text in ("Paris, 1968", "1968 Summer Olympics", "in 1968", "a 1944", "London", "1,200", "", "875"):
+        assert not is_date(text), text
 
 
 def test_loss_by_hand(tiny_reader):
@@ -703,3 +766,15 @@ def test_the_commands_reading_settings_are_their_readconfig():
     assert got == ReadConfig(3, 0.4, 300, compare=False, skip_bridges=True, decompose=False)
     assert AnswerConfig().reading() == ReadConfig() == ServeConfig().reading()
     assert ServeConfig(compare=False, decompose=False).reading() == ReadConfig(compare=False, decompose=False)
+
+
+def test_fits_wants_balanced_brackets_and_the_kind_asked_for():
+    from drkit.data.asked import asked_kinds
+    from drkit.reader.decode import fits
+
+    assert fits("Leo Fong", None) and fits("Leo Fong (actor)", None) and fits("", None)
+    for text in ("Mladá Boleslav) is a Czech", "Constantin J. David (18 February 1886", "a] b [c", ")("):
+        assert not fits(text, None), text
+    when, where = asked_kinds("When was Leo Fong born?"), asked_kinds("Where was Leo Fong born?")
+    assert fits("1968", when) and not fits("Canton", when) and fits("Canton", where) and not fits("1968", where)
+    assert not fits("1143 – 1193), also", when)  # a date, but a bracket closes that never opened

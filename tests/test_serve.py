@@ -331,6 +331,7 @@ def test_serve_flags_set_how_the_reader_reads():
     assert reading() == ReadConfig(compare=True, skip_bridges=False)
     assert reading("--skip-bridges", "--no-compare") == ReadConfig(compare=False, skip_bridges=True)
     assert reading() == ReadConfig(decompose=True) and reading("--no-decompose") == ReadConfig(decompose=False)
+    assert reading() == ReadConfig(span_checks=True) and reading("--no-span-checks") == ReadConfig(span_checks=False)
 
 
 def test_serve_config_refuses_remote_hosts_without_the_flag():

@@ -57,6 +57,7 @@ class AnswerConfig:
     compare: bool = read_field("compare")
     skip_bridges: bool = read_field("skip_bridges")
     decompose: bool = read_field("decompose")
+    span_checks: bool = read_field("span_checks")
     reader_quantize: str = read_field("reader_quantize")
 
     def __post_init__(self):

@@ -1,14 +1,6 @@
-"""The kind of entity a question asks for, from its wording, so that the entity answer prefers entities of
-that kind where the index knows them (`drkit index --entities ner` gives each entity it recognised the
-recogniser's label: `drkit.index.ner`).
-
-Plain rules on English question words, the first that matches deciding:
-
-* "when", "what year", "which year", "date", "birthday": a date (DATE);
-* "nationality": a nationality or a country (NORP, GPE);
-* "where", "place", "city", "country", "town": a place (GPE, LOC, FAC);
-* "who" or "whom": a person (PERSON);
-* anything else ("which award", "why", "what is"): no kind, the answer as the hops rank it.
+"""The entity answer's preference for the kind of entity a question asks for (`drkit.data.asked`: "when" a
+date, "where" a place, "who" a person, ...), where the index knows its entities' kinds (`drkit index --entities
+ner` gives each entity it recognised the recogniser's label: `drkit.index.ner`).
 
 Among the last hop's best entities the question does not name (`KIND_POOL` of them), those that may be of
 the kind asked for (of that kind, or of no known kind: a title the recogniser did not label) keep the hops'
@@ -18,16 +10,9 @@ alone), the order is the hops'.
 
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
 KIND_POOL = 50  # the last hop's best entities among which one of the kind asked for is looked for
-RULES: tuple[tuple[re.Pattern, frozenset], ...] = tuple((re.compile(p, re.IGNORECASE), frozenset(k)) for p, k in (
-    (r"\b(when|what year|which year|date|birthday)\b", {"DATE"}),
-    (r"\bnationality\b", {"NORP", "GPE"}),
-    (r"\b(where|place|city|country|town)\b", {"GPE", "LOC", "FAC"}),
-    (r"\b(who|whom)\b", {"PERSON"}),
-))
 
 
 def kinds_lost(index) -> bool:
@@ -36,11 +21,6 @@ def kinds_lost(index) -> bool:
     until the index is built again."""
     entities = (index.manifest.get("inputs") or {}).get("entities") or []
     return index.entities.kinds is None and "ner" in map(str, entities)
-
-
-def asked_kinds(question: str) -> frozenset | None:
-    """The kinds of entity `question` asks for (module docstring), or None when its words do not say."""
-    return next((kinds for pattern, kinds in RULES if pattern.search(question)), None)
 
 
 def prefer_kinds(found: Sequence[tuple[int, float]], kinds: Sequence[str | None] | None,

@@ -10,8 +10,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from drkit.data.asked import asked_kinds
 from drkit.errors import ConfigError
-from drkit.qa.answer_kinds import KIND_POOL, asked_kinds, kinds_lost, prefer_kinds
+from drkit.qa.answer_kinds import KIND_POOL, kinds_lost, prefer_kinds
 from drkit.qa.retrieve import Retrieved
 from drkit.reason.passages import ENTITIES, rank_passages
 from drkit.util.runs import as_saved

@@ -76,6 +76,24 @@ def find_dates(text: str, short_years: bool = False) -> list[Date]:
     return sorted(found, key=lambda x: x.start)
 
 
+_CIRCA = ("c", "ca", "circa")
+
+
+def is_date(text: str) -> bool:
+    """Whether `text` is a date and nothing more: it holds one (`find_dates`) and, the dates taken out, no word but
+    "c.", "ca." or "circa" ("12 January 1968", "1968", "c. 1900"; not "Paris, 1968", "in 1968" nor "1968 Summer
+    Olympics")."""
+    dates = find_dates(text)
+    if not dates:
+        return False
+    rest, at = [], 0
+    for d in dates:
+        rest.append(text[at:d.start])
+        at = d.end
+    rest.append(text[at:])
+    return all(w.lower() in _CIRCA for w in re.findall(r"[^\W\d_]+", _BC.sub(" ", " ".join(rest))))
+
+
 _GLUED = re.compile(rf"\b(\d{{4}})(\d{{1,2}})(?=\s+{_MONTH})", re.I)  # "17 September 190030 April 1985": a lost dash
 _DASH = re.compile(r"\s*(?:[\u2013\u2014-]|\bto\b)\s*")
 

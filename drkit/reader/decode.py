@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from drkit.data.asked import DATE, asked_kinds
 from drkit.reader.clues import bare, held_title, title_key
+from drkit.reader.dates import is_date
 from drkit.reader.examples import ANSWER_TYPES, SPAN, ReaderExample
 from drkit.reader.reading import TITLE, Reading, Span, Supporting
 from drkit.reader.text import normalize_answer
@@ -19,26 +21,28 @@ if TYPE_CHECKING:
     from drkit.reader.model import Features
 
 
-# spans looked at, best first, for one that is not a bridge's name (`skip_bridges`) nor one of `not_answers`, and
-# is one of `answer_among` when given
+# spans looked at, best first, for one that is not a bridge's name (`skip_bridges`) nor one of `not_answers`, is
+# one of `answer_among` when given, and `fits` the question (`span_checks`)
 CANDIDATES = 64
 
 
 def decode(example: ReaderExample, f: Features, logits: dict, support_threshold: float,
-           max_answer_pieces: int, skip_bridges: bool = False) -> Reading:
+           max_answer_pieces: int, skip_bridges: bool = False, span_checks: bool = False) -> Reading:
     """The `Reading` of `example` from its features `f` and its row of the reader's `logits` (type (3,); start,
     end and support (L,)). `skip_bridges`: the span is the best one that is not the title of a passage read
     which the question does not name (`bridge_names`), where one of the best `CANDIDATES` is not; likewise never
     one of ``example.not_answers`` (a hop's own start, `drkit.reader.decompose`); with ``example.answer_among``, the
-    best of them that holds one of those names or is held by one (`drkit.reader.clues.held_title`), where one does."""
+    best of them that holds one of those names or is held by one (`drkit.reader.clues.held_title`), where one does;
+    with `span_checks`, the best of those that `fits` the question, where one does."""
     type_probs = torch.softmax(logits["type"], 0)
     kind = ANSWER_TYPES[int(type_probs.argmax())]
     n = len(f.ids)
     seg = torch.from_numpy(f.segment)
     scores = span_scores(logits["start"][:n], logits["end"][:n], seg, max_answer_pieces)
-    span = allowed = best = None
+    span = among = allowed = best = None
     skipped = bridge_names(example) if skip_bridges else set()
     skipped |= {key for name in example.not_answers for key in (normalize_answer(name), bare(name))}
+    asked = asked_kinds(example.question)
     for flat in scores.flatten().argsort(descending=True, stable=True)[:CANDIDATES].tolist():
         d, i = divmod(flat, n)
         score = float(scores[d, i])
@@ -53,10 +57,13 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
         if normalize_answer(text) in skipped:
             continue
         allowed = allowed or candidate  # should none be among `answer_among`
-        if not example.answer_among or held_title(text, example.answer_among) is not None:
+        if example.answer_among and held_title(text, example.answer_among) is None:
+            continue
+        among = among or candidate  # should none fit (`span_checks`)
+        if not span_checks or fits(text, asked):
             span = candidate
             break
-    span = span or allowed or best
+    span = span or among or allowed or best
     if kind == SPAN:
         answer = span.text if span is not None else ""
     else:
@@ -66,6 +73,18 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
                     for (p, s), prob in zip(f.marker_of, probs) if prob > support_threshold)
     return Reading(answer, kind, float(type_probs.max()), span, support,
                    {t: float(x) for t, x in zip(ANSWER_TYPES, type_probs)})
+
+
+def fits(text: str, asked: frozenset | None) -> bool:
+    """Whether a span `text` may answer a question that asks for `asked` (`drkit.data.asked.asked_kinds`): its
+    brackets balanced ("Mladá Boleslav) is a Czech" is not an answer), and a date (`drkit.reader.dates.is_date`)
+    where a date is asked for, not one where another kind is ("where", "who", a nationality)."""
+    depth = 0
+    for ch in text:
+        depth += (ch in "([") - (ch in ")]")
+        if depth < 0:
+            return False
+    return depth == 0 and (asked is None or is_date(text) == (asked == DATE))
 
 
 def span_scores(start: torch.Tensor, end: torch.Tensor, seg: torch.Tensor, max_answer_pieces: int) -> torch.Tensor:

@@ -22,6 +22,10 @@ DECOMPOSE_HELP = ("read a two-hop question (\"Where was the director of film X b
                   "inner one in the named entity's passage, its answer (the bridge) put in the outer one, read in the "
                   "bridge's passage (drkit.reader.decompose; needs spaCy's English pipeline); --no-decompose: read "
                   "every question whole")
+SPAN_CHECKS_HELP = ("a span answer is the reader's best of its 64 best spans that has its brackets balanced and is a date "
+                    "where the question asks \"when\" and not one where it asks \"where\", \"who\" or a nationality, where "
+                    "one does (drkit.reader.decode.fits; on 2Wiki answer EM 0.638 -> 0.644, docs/reader.md); "
+                    "--no-span-checks: the best span as it is")
 
 
 @dataclass(frozen=True)
@@ -30,8 +34,9 @@ class ReadConfig:
     `drkit.DrKIT`), the supporting-sentence threshold, the word pieces read (None: what the reader was trained
     with), whether the comparison rules settle a which-of-two or same-country question before the reader
     (`drkit.reader.compare`; False: the reader's answer alone), whether a span answer skips the titles of the
-    passages read that the question does not name (`drkit.reader.decode.bridge_names`) and whether a two-hop
-    question is read as two one-hop questions (`drkit.reader.decompose`), and the reader's transformer as int8
+    passages read that the question does not name (`drkit.reader.decode.bridge_names`), whether a two-hop
+    question is read as two one-hop questions (`drkit.reader.decompose`), whether a span answer is checked
+    for its form (`span_checks`: brackets balanced, a date or not as the question asks), and the reader's transformer as int8
     (`reader_quantize`; applied where a reader is bound to its reading settings: `drkit.reader.model.Reader.quantized`)."""
 
     passages: int = field(default=5, metadata={"help": "passages the reader reads (N), the top ones"})
@@ -43,6 +48,7 @@ class ReadConfig:
     compare: bool = field(default=True, metadata={"help": COMPARE_HELP})
     skip_bridges: bool = field(default=False, metadata={"help": SKIP_BRIDGES_HELP})
     decompose: bool = field(default=True, metadata={"help": DECOMPOSE_HELP})
+    span_checks: bool = field(default=True, metadata={"help": SPAN_CHECKS_HELP})
     reader_quantize: str = field(default="none", metadata={"help": READER_QUANTIZE_HELP, "choices": QUANTIZE})
 
     def __post_init__(self):

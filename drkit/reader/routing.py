@@ -56,6 +56,6 @@ def read_whole(reader, examples: Sequence[ReaderExample], batch_size: int, compu
             logits = reader(**reader.batch(features))
         logits = {k: v.float().cpu() for k, v in logits.items()}
         out += [decode(e, f, {k: v[r] for k, v in logits.items()}, config.support_threshold,
-                       reader.config.max_answer_pieces, config.skip_bridges)
+                       reader.config.max_answer_pieces, config.skip_bridges, config.span_checks)
                 for r, (e, f) in enumerate(zip(chunk, features))]
     return out

@@ -33,6 +33,7 @@ class ServeConfig:
                                                           "where they can (--no-compare: the reader's answer alone)"})
     skip_bridges: bool = read_field("skip_bridges", "with --reader: ")
     decompose: bool = read_field("decompose", "with --reader: ")
+    span_checks: bool = read_field("span_checks", "with --reader: ")
     reader_quantize: str = read_field("reader_quantize", "with --reader: ")
     threads: int = field(default=0, metadata={"help": "torch threads for the model (0: every CPU the process may use)"})
     model_process: bool = field(default=True, metadata={"help": "compute the model in a process of its own, so that "
