@@ -778,3 +778,19 @@ def test_fits_wants_balanced_brackets_and_the_kind_asked_for():
     when, where = asked_kinds("When was Leo Fong born?"), asked_kinds("Where was Leo Fong born?")
     assert fits("1968", when) and not fits("Canton", when) and fits("Canton", where) and not fits("1968", where)
     assert not fits("1143 – 1193), also", when)  # a date, but a bracket closes that never opened
+
+
+def test_a_reading_row_read_with_other_settings_is_read_again(tmp_path):
+    from drkit.experiments.steps import made_again
+    from drkit.experiments.twowiki_reader import row_made_with
+    from drkit.qa.answer import AnswerConfig
+
+    questions = tmp_path / "dev.jsonl"
+    questions.write_text('{"id": "q", "question": "When?"}\n')
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"em": 0.5, "made_with": row_made_with("sha", questions, None, AnswerConfig())}))
+    assert not made_again(metrics, row_made_with("sha", questions, None, AnswerConfig()), log=lambda m: None)
+    said = []
+    assert made_again(metrics, row_made_with("sha", questions, None, AnswerConfig(span_checks=False)), log=said.append)
+    assert "span_checks" in said[0]
+    assert made_again(metrics, row_made_with("sha", questions, None, AnswerConfig(decompose=False)), log=lambda m: None)

@@ -91,10 +91,7 @@ def _rows(reader, passages, questions: Path, retrieved: Path, out: Path, config,
             log(f"{ev}: skipped, {source} is missing")
             continue
         row_config = no_compare if name in NO_COMPARE else answer_config
-        made_with = {"reader": reader_sha, "questions_sha256": file_checksum(questions)["sha256"],
-                     "passages_sha256": file_checksum(source)["sha256"] if source else "gold",
-                     "passages": answer_config.passages, "compare": row_config.compare,
-                     **({"reading": READING} if row_config.compare else {})}
+        made_with = row_made_with(reader_sha, questions, source, row_config)
         if made_again(ev / "metrics.json", made_with, log):
             def run(name=name, source=source, ev=ev, made_with=made_with, row_config=row_config):
                 if source is None:
@@ -114,6 +111,17 @@ def _rows(reader, passages, questions: Path, retrieved: Path, out: Path, config,
             timings.run(f"{step}-{name}", run, log)
         found[name] = json.loads((ev / "metrics.json").read_text())
     return found
+
+
+def row_made_with(reader_sha: str, questions: Path, source: Path | None, row_config) -> dict:
+    """What a reading row (`row_config`, a `drkit.qa.answer.AnswerConfig`) is made from: the reader, the questions,
+    the passages read (`source`: a ranking's predictions, None: the gold ones) and every reading setting (span
+    checks, two-step reading, ...), so that a row read otherwise is read again."""
+    return {"reader": reader_sha, "questions_sha256": file_checksum(questions)["sha256"],
+            "passages_sha256": file_checksum(source)["sha256"] if source else "gold",
+            "passages": row_config.passages, "compare": row_config.compare,
+            **({"reading": READING} if row_config.compare else {}),
+            "settings": dataclasses.asdict(row_config.reading())}
 
 
 def _gold(record: dict, corpus: dict, questions: Path) -> list:
