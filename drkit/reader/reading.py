@@ -35,9 +35,10 @@ class ReadConfig:
     with), whether the comparison rules settle a which-of-two or same-country question before the reader
     (`drkit.reader.compare`; False: the reader's answer alone), whether a span answer skips the titles of the
     passages read that the question does not name (`drkit.reader.decode.bridge_names`), whether a two-hop
-    question is read as two one-hop questions (`drkit.reader.decompose`), whether a span answer is checked
-    for its form (`span_checks`: brackets balanced, a date or not as the question asks), and the reader's transformer as int8
-    (`reader_quantize`; applied where a reader is bound to its reading settings: `drkit.reader.model.Reader.quantized`)."""
+    question is read as two one-hop questions (`drkit.reader.decompose`), whether a span answer is checked for
+    its form (`span_checks`: brackets balanced, a date or not as the question asks), and the reader's transformer
+    as int8 (`reader_quantize`; applied where a reader is bound to its reading settings:
+    `drkit.reader.model.Reader.quantized`)."""
 
     passages: int = field(default=5, metadata={"help": "passages the reader reads (N), the top ones"})
     support_threshold: float = field(default=0.5, metadata={"help": "a sentence whose supporting probability is "

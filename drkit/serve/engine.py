@@ -362,7 +362,7 @@ class Engine:
                                                "device": kit.read_compute.device.type, "reason": kit.read_compute.reason},
                                    "compare": kit.reading.compare,  # the comparison rules on (drkit serve --no-compare: off)
                                    "skip_bridges": kit.reading.skip_bridges,  # drkit serve --skip-bridges
-                                   "span_checks": kit.reading.span_checks,  # drkit serve --span-checks
+                                   "span_checks": kit.reading.span_checks,  # on unless drkit serve --no-span-checks
                                    "decompose": kit.reading.decompose and Decomposer.shared() is not None}  # no spaCy: off
         return {"drkit_version": __version__, "kind": self.kind, "max_hops": self.max_hops,
                 "index_version": served.version, "reloads": self.reloads, "reload_failures": self.reload_failures,
