@@ -219,11 +219,12 @@ def _compact(index_dir: Path, out, mentions, mentions_out, base_corpus, overwrit
     t = time.perf_counter()
     articles, sources = live_articles(live, base_corpus)
     manifest = live.manifest
+    link_config = as_saved(LinkConfig, manifest["config"]["link"])
     lists_added = any(_added_lists(index_dir / SEGMENTS / seg) for seg in state["segments"])
     if manifest.get("inputs", {}).get("entities") == "titles" and not lists_added:  # as build_index makes it
         titles = [a.title for a in articles if a.title.strip()]
-        shortest = as_saved(LinkConfig, manifest["config"]["link"]).min_name_length
-        aliases = with_title_aliases(list(titles), {}, {}, titles, shortest) if manifest["inputs"].get("title_aliases") else {}
+        aliases = (with_title_aliases(list(titles), {}, {}, titles, link_config.min_name_length)
+                   if manifest["inputs"].get("title_aliases") else {})
         table = EntityTable.from_names(titles).with_aliases(aliases)
     else:  # a KB's entities, or lists beside the titles: every entity kept, ids unchanged
         table = live.entities
@@ -232,7 +233,7 @@ def _compact(index_dir: Path, out, mentions, mentions_out, base_corpus, overwrit
                     "key_prefix": s["key_prefix"]}
                    for s, (_, name) in zip(sources, copies)]
     config = manifest["config"]
-    new = write_index(articles, table, out, link_config=as_saved(LinkConfig, config["link"]), sparse_config=live.config,
+    new = write_index(articles, table, out, link_config=link_config, sparse_config=live.config,
                       corpus_format=config.get("corpus_format", "jsonl"), inputs=manifest.get("inputs", {}),
                       sources=new_sources, overwrite=overwrite, log=log, label=str(index_dir),
                       extra_manifest={"compacted_from": {"path": str(index_dir), "version": state["version"]},

@@ -238,7 +238,7 @@ def write_index(articles: Iterable[Article], table: EntityTable, out: str | Path
     warnings = warnings if warnings is not None else WarningLog()
     timings = timings if timings is not None else {}
     t0 = started if started is not None else time.perf_counter()
-    linker = EntityLinker.of_table(table, link_config.min_name_length, link_config.name_parts)
+    linker = EntityLinker.of_config(table, link_config)
     too_short = [n for n, k in zip(table.names, table.keys) if len(k) < link_config.min_name_length]
     if too_short:
         warnings.add("entity_name_too_short", f"{len(too_short)} names shorter than {link_config.min_name_length} "

@@ -56,7 +56,7 @@ class _LinkShard:
         os.environ["DRKIT_PROGRESS"] = "0"  # no progress bars from the workers
         self.table = EntityTable.from_records(entity_records)
         self.config = as_saved(LinkConfig, link_config)
-        self.linker = EntityLinker.of_table(self.table, self.config.min_name_length, self.config.name_parts)
+        self.linker = EntityLinker.of_config(self.table, self.config)
         self.hasher = NgramHasher(hash_buckets, ngram)
         self.out = Path(out)
 

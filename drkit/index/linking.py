@@ -89,6 +89,12 @@ class EntityLinker:
         parts = NameParts.of(table.names, table.kinds) if name_parts and table.kinds is not None else None
         return cls(table.keys, min_length, table.alias_keys(), parts)
 
+    @classmethod
+    def of_config(cls, table, config: LinkConfig) -> "EntityLinker":
+        """The linker that links a corpus as `config` says (its shortest name, one-word persons): the one of
+        `drkit index`, `drkit add` and Ray linking alike."""
+        return cls.of_table(table, config.min_name_length, config.name_parts)
+
     def find(self, text: str) -> list[tuple[int, int, int]]:
         """Mentions in `text` as ``(char_start, char_end, entity_id)``, end exclusive, in text order."""
         if not len(self._automaton):

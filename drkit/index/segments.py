@@ -202,7 +202,7 @@ def write_segment(index_path: str | Path, corpus: str | Path, corpus_format: str
     table = EntityTable.concat([live.entities, new_table])
 
     config = live.config
-    linker = EntityLinker.of_table(table, link_config.min_name_length, link_config.name_parts)
+    linker = EntityLinker.of_config(table, link_config)
     linked = link_corpus(articles, linker, link_config, warnings, total=len(articles), entity_of=table.lookup)
 
     # frozen IDF: the base's document frequencies and passage count

@@ -42,7 +42,7 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
     span = among = allowed = best = None
     skipped = bridge_names(example) if skip_bridges else set()
     skipped |= {key for name in example.not_answers for key in (normalize_answer(name), bare(name))}
-    asked = asked_kinds(example.question)
+    asked = asked_kinds(example.question) if span_checks else None
     for flat in scores.flatten().argsort(descending=True, stable=True)[:CANDIDATES].tolist():
         d, i = divmod(flat, n)
         score = float(scores[d, i])
