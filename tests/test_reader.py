@@ -237,7 +237,7 @@ def piece_at(e, f, passage: int, word: str) -> int:
 @pytest.mark.parametrize("seed", range(5))
 def test_span_checks_takes_the_best_span_of_the_kind_asked_for(tiny_reader, seed):
     from drkit.reader.dates import is_date
-    from drkit.reader.decode import CANDIDATES
+    from drkit.reader.decode import CANDIDATES, is_name
 
     e = example()
     f, n, longest, start, end = random_spans(tiny_reader, e, seed)
@@ -256,11 +256,19 @@ def test_span_checks_takes_the_best_span_of_the_kind_asked_for(tiny_reader, seed
         assert decode(q, f, logits, 0.5, longest).answer == "Memphis"  # off: the best span
     start[year], end[year] = 12.0, 12.0  # now the date is best: a place, a person or a nationality is not a date
     spans = sorted(every_span(e, f, start, end, longest), key=lambda x: -x[0])
-    other = next(x for x in spans[:CANDIDATES] if not is_date(x[1]))
+    other = next(x for x in spans[:CANDIDATES] if not is_date(x[1]) and is_name(x[1]))
     assert spans[0][1] == "1944" and other[1] == "Memphis"
     for question in ("Where was Walter Lang born?", "Who directed Kismet?", "What nationality is William Dieterle?"):
         r = decode(dataclasses.replace(e, question=question), f, logits, 0.5, longest, span_checks=True)
         assert (r.answer, r.span.score) == (other[1], pytest.approx(other[0], abs=1e-5))
+    born = piece_at(e, f, 1, "born")
+    start[born], end[memphis] = 15.0, 15.0  # "born in Memphis" now the best: no name, so not a place's
+    spans = sorted(every_span(e, f, start, end, longest), key=lambda x: -x[0])
+    name = next(x for x in spans[:CANDIDATES] if not is_date(x[1]) and is_name(x[1]))
+    assert spans[0][1] == "born in Memphis" and name[1] != spans[0][1]
+    for question, want in (("Where was Walter Lang born?", name), ("What is Kismet?", spans[0])):
+        r = decode(dataclasses.replace(e, question=question), f, logits, 0.5, longest, span_checks=True)
+        assert (r.answer, r.span.score) == (want[1], pytest.approx(want[0], abs=1e-5))
     no_date = {"a": ReaderPassage("a", "Moon Over Miami", "It was directed by Walter Lang."), "b": e.passages[1]}
     plain = dataclasses.replace(e, question="When was Walter Lang born?", passages=tuple(no_date.values()))
     fp = tiny_reader.featurize(plain)
@@ -778,6 +786,24 @@ def test_fits_wants_balanced_brackets_and_the_kind_asked_for():
     when, where = asked_kinds("When was Leo Fong born?"), asked_kinds("Where was Leo Fong born?")
     assert fits("1968", when) and not fits("Canton", when) and fits("Canton", where) and not fits("1968", where)
     assert not fits("1143 – 1193), also", when)  # a date, but a bracket closes that never opened
+    who = asked_kinds("Who is the father of Leo Fong?")
+    assert fits("Leo Fong", who) and not fits("Leo Fong (actor)", who) and fits("Leo Fong (actor)", None)
+    assert fits("Rockland, California", where) and not fits("Rockland, California, and died in Los Angeles", where)
+    assert fits("1968 in film", None) and not fits("1968 in film", when)  # a date and more is not a date
+
+
+def test_is_name_takes_capitals_numbers_and_particles_not_a_clause():
+    from drkit.reader.decode import is_name
+
+    for text in ("Edmund Grey, 1st Earl of Kent", "Prince Arthur, Duke of Connaught and Strathearn", "Stoke-on-Trent",
+                 "d'Este", "Bishop's Stortford", "University of North Carolina at Chapel Hill", "Otto von Habsburg",
+                 "la Riera de Gaià, Catalonia", "Hungarian- Australian", "北京", '"Weird Al" Yankovic', "Frankfurt am Main",
+                 "Saint-Martin-de-Ré", "", "1968", "God's Gift to Women", "Return to Cabin by the Lake", "It'll Be Me"):
+        assert is_name(text), text
+    for text in ("Silvia Pinal and singer Enrique Guzmán", "Halton Region, just northwest of Toronto", "actor",
+                 "Australian-American professional racing driver from Sydney", "Leo Fong (actor)",
+                 "Carlos, Duke of Madrid, Carlist claimant to the throne of Spain", "Bosnia and herzegovina"):
+        assert not is_name(text), text
 
 
 def test_a_reading_row_read_with_other_settings_is_read_again(tmp_path):
@@ -794,3 +820,7 @@ def test_a_reading_row_read_with_other_settings_is_read_again(tmp_path):
     assert made_again(metrics, row_made_with("sha", questions, None, AnswerConfig(span_checks=False)), log=said.append)
     assert "span_checks" in said[0]
     assert made_again(metrics, row_made_with("sha", questions, None, AnswerConfig(decompose=False)), log=lambda m: None)
+    earlier = row_made_with("sha", questions, None, AnswerConfig())
+    earlier["span_checks_rules"] = 1  # read with the first rules (brackets and dates, no names)
+    metrics.write_text(json.dumps({"em": 0.5, "made_with": earlier}))
+    assert made_again(metrics, row_made_with("sha", questions, None, AnswerConfig()), log=lambda m: None)

@@ -53,7 +53,7 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     other = tiny_2wiki(tmp_path / "other", seed=1)  # the transfer corpus: corpus.jsonl and questions.jsonl
     (other / "train.jsonl").rename(other / "questions.jsonl")
     args = ["reproduce-2wiki", "--data", str(data), "--out", str(out), "--steps", "2", "--pretrain-steps", "2",
-            "--answer-steps", "2", "--rows", "fixed_1", "no_pretraining", "kb_qa_pretrained", "--qps-sample", "2",
+            "--answers", "--answer-steps", "2", "--rows", "fixed_1", "no_pretraining", "kb_qa_pretrained", "--qps-sample", "2",
             "--transfer", str(other), "--reader-epochs", "1"]
     assert main(args) == 0
     results = json.loads((out / "results.json").read_text())

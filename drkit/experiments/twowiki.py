@@ -18,7 +18,8 @@ evaluation made with other settings is refused, naming the setting, or made agai
 DrKIT's encoder (``--encoder``, default ``kb_qa``) is pretrained as the paper does, here on both the KB of
 the train split's evidence triples (distant supervision) and the train split's questions with their gold
 passages (BM25-retrieved negatives, `drkit.dense.qa_supervision`): `pretrain_steps` steps alternating between the two.
-Rows (``--rows``), each a hop-mixing model trained and scored like the main one but for one change:
+Ablation rows (``--rows``, none by default), each a hop-mixing model trained and scored like the main one but for
+one change:
 
 * ``fixed_0``, ``fixed_1``, ``fixed_2``: no mixing, Z_0 (rescored) / Z_1 / Z_2 alone;
 * ``remove_named``: the entities the question names verbatim removed from every hop's output, as MetaQA's
@@ -62,7 +63,7 @@ class Row:
 
 
 ENCODERS = ("base", "kb", "qa", "kb_qa")
-DEFAULT_ROWS = ("fixed_0", "fixed_1", "fixed_2", "remove_named", "links", "both")
+SHARED_ROWS = ("fixed_0", "fixed_1", "fixed_2", "remove_named", "links", "both")  # the rows of DrKIT's own encoder
 DRKIT = Row("DrKIT: hop mixing over 0..2 hops, TF-IDF A")
 ROWS = {
     "fixed_0": Row("no mixing: Z_0 alone (the linked entities, rescored)", mix={"fixed": 0}),
@@ -108,16 +109,19 @@ class TwoWikiConfig:
                                                                 "alternates KB and QA steps)"})
     answer_steps: int = field(default=300, metadata={"help": "training steps of the fixed 2-hop bracketed model "
                                                              "(DrKIT's encoder)"})
-    rows: tuple = field(default=DEFAULT_ROWS, metadata={
-        "help": f"rows beside DrKIT, of {', '.join(ROWS)} (default: those that share DrKIT's encoder; each encoder "
-                "row pretrains and embeds an encoder of its own, about 8 minutes on 2 cores)", "nargs": "*", "type": str})
+    rows: tuple = field(default=(), metadata={
+        "help": f"ablation rows beside DrKIT, of {', '.join(ROWS)} (default: none; each row trains and scores a "
+                f"model of its own, 2 to 4 minutes on 2 cores, {' '.join(SHARED_ROWS)} all of them about 18; an "
+                "encoder row also pretrains and embeds an encoder of its own, about 8 minutes more)",
+        "nargs": "*", "type": str})
     peers: bool = field(default=True, metadata={"help": "run BM25 and dense MiniLM on the same dev questions"})
     controls: bool = field(default=True, metadata={"help": "run the controls: DrKIT's pretrained encoder as a "
                                                            "single-step dense retriever, and personalised PageRank"})
     transfer: str = field(default="auto", metadata={
         "help": "a second corpus folder (corpus.jsonl, questions.jsonl) the trained model is run on without "
                 "retraining; auto: musique100 beside --data when it is there; none: skip"})
-    answers: bool = field(default=True, metadata={"help": "compare entity answers with a fixed 2-hop bracketed model"})
+    answers: bool = field(default=False, metadata={"help": "compare the entity answers with those of a fixed 2-hop model "
+                                                           "given the bracketed question entity (about 4 minutes)"})
     embed_quantize: str = field(default="int8", metadata={
         "help": "how the mention encoder embeds both corpora: int8 (its transformer's Linear layers as int8 dynamic "
                 "quantisation, on the CPU: about 1.5x faster, retrieval unchanged on both folds, docs/precision.md) "

@@ -116,11 +116,14 @@ def _rows(reader, passages, questions: Path, retrieved: Path, out: Path, config,
 def row_made_with(reader_sha: str, questions: Path, source: Path | None, row_config) -> dict:
     """What a reading row (`row_config`, a `drkit.qa.answer.AnswerConfig`) is made from: the reader, the questions,
     the passages read (`source`: a ranking's predictions, None: the gold ones) and every reading setting (span
-    checks, two-step reading, ...), so that a row read otherwise is read again."""
+    checks and the version of their rules, two-step reading, ...), so that a row read otherwise is read again."""
+    from drkit.reader.decode import SPAN_CHECKS
+
     return {"reader": reader_sha, "questions_sha256": file_checksum(questions)["sha256"],
             "passages_sha256": file_checksum(source)["sha256"] if source else "gold",
             "passages": row_config.passages, "compare": row_config.compare,
             **({"reading": READING} if row_config.compare else {}),
+            **({"span_checks_rules": SPAN_CHECKS} if row_config.span_checks else {}),
             "settings": dataclasses.asdict(row_config.reading())}
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from drkit.reader.model import Features
 
 
+SPAN_CHECKS = 2  # the span checks' rules: 1 brackets and dates (2026-11-29), 2 names too; a row records it
 # spans looked at, best first, for one that is not a bridge's name (`skip_bridges`) nor one of `not_answers`, is
 # one of `answer_among` when given, and `fits` the question (`span_checks`)
 CANDIDATES = 64
@@ -77,14 +78,35 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
 
 def fits(text: str, asked: frozenset | None) -> bool:
     """Whether a span `text` may answer a question that asks for `asked` (`drkit.data.asked.asked_kinds`): its
-    brackets balanced ("Mladá Boleslav) is a Czech" is not an answer), and a date (`drkit.reader.dates.is_date`)
-    where a date is asked for, not one where another kind is ("where", "who", a nationality)."""
+    brackets balanced ("Mladá Boleslav) is a Czech" is not an answer), a date (`drkit.reader.dates.is_date`)
+    where a date is asked for, and where another kind is ("where", "who", a nationality) not a date but a name
+    (`is_name`: "Rockland, California, and died in Los Angeles" is not one)."""
     depth = 0
     for ch in text:
         depth += (ch in "([") - (ch in ")]")
         if depth < 0:
             return False
-    return depth == 0 and (asked is None or is_date(text) == (asked == DATE))
+    if depth or asked is None:
+        return depth == 0
+    return is_date(text) if asked == DATE else not is_date(text) and is_name(text)
+
+
+# lower-case words a name may hold: English articles, prepositions and conjunctions, as the titles of works have
+# them ("Gone with the Wind", "Return to Cabin by the Lake", "Duke of Connaught and Strathearn", "Stoke-on-Trent",
+# "University of North Carolina at Chapel Hill"), and the particles of other languages' names ("Otto von Habsburg",
+# "d'Este", "Frankfurt am Main"); the "s" of "Bishop's Stortford", the "ll" of "It'll Be Me"
+NAME_PARTICLES = frozenset(
+    "a an the of in on at to by for from with without into onto upon over under as and or nor but vs "
+    "am im ob bei sur sous en aux au de del della delle dei degli di da das dos do du des la le les lo los las el al "
+    "von vom van der den ten ter te het zu zur und y i e bin ibn bint ben ap af av d l o s t ll re ve m".split())
+_WORD = re.compile(r"[^\W_][^\s\-–—'’]*")  # a word from its first letter or digit; spaces, dashes, apostrophes part words
+
+
+def is_name(text: str) -> bool:
+    """Whether `text` reads as a name: each of its words begins with a capital, a letter without case or a digit
+    ("1st Earl of Kent"), or is one of `NAME_PARTICLES`. "Silvia Pinal and singer Enrique Guzmán", "Halton Region,
+    just northwest of Toronto" and "Australian-American professional racing driver" are not names."""
+    return all(not w[0].islower() or w.rstrip(".,;:!?)]\"") in NAME_PARTICLES for w in _WORD.findall(text))
 
 
 def span_scores(start: torch.Tensor, end: torch.Tensor, seg: torch.Tensor, max_answer_pieces: int) -> torch.Tensor:
