@@ -257,6 +257,10 @@ def test_the_kind_a_question_asks_for():
     assert asked_kinds("Where was the composer of film Amarajeevi born?") == {"GPE", "LOC", "FAC"}
     assert asked_kinds("Who is the spouse of the director of film The Glass Boat?") == {"PERSON"}
     assert asked_kinds("Which award did the director of film Edelweiss Pirates receive?") is None
+    assert asked_kinds("Which film has the director who was born first, Kismet or Airheads?") is None  # a film
+    assert asked_kinds("What is the native language of the person who broke the salt law?") is None
+    assert asked_kinds("To whom was Leo Fong married?") == asked_kinds('"Who directed Kismet?"') == {"PERSON"}
+    assert asked_kinds("Kismet is a film. Who directed it?") == {"PERSON"}
     found = [(3, 0.5), (1, 0.3), (0, 0.1), (2, 0.05)]
     kinds = ["PERSON", "GPE", None, "PERSON"]
     # entity 2 has no known kind: it may be a person or a place, so it keeps its place among them

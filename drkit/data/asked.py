@@ -4,7 +4,8 @@ that matches deciding (kinds are spaCy's entity labels, as `drkit index --entiti
 * "when", "what year", "which year", "date", "birthday": a date (DATE);
 * "nationality": a nationality or a country (NORP, GPE);
 * "where", "place", "city", "country", "town": a place (GPE, LOC, FAC);
-* "who" or "whom": a person (PERSON);
+* "who" or "whom" opening the question or one of its sentences ("To whom ...?" too): a person (PERSON); not the
+  relative "who" of "Which film has the director who was born first?", which asks for a film;
 * anything else ("which award", "why", "what is"): no kind.
 
 The entity answer prefers entities of that kind (`drkit.qa.answer_kinds`), the reader spans of it
@@ -20,7 +21,7 @@ RULES: tuple[tuple[re.Pattern, frozenset], ...] = tuple((re.compile(p, re.IGNORE
     (r"\b(when|what year|which year|date|birthday)\b", DATE),
     (r"\bnationality\b", {"NORP", "GPE"}),
     (r"\b(where|place|city|country|town)\b", {"GPE", "LOC", "FAC"}),
-    (r"\b(who|whom)\b", {"PERSON"}),
+    (r"(?:^\W*|[.?!]\s+)(?:(?:to|with|by|for|from|of)\s+)?(?:who|whom)\b", {"PERSON"}),
 ))
 
 

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from drkit.reader.model import Features
 
 
-SPAN_CHECKS = 2  # the span checks' rules: 1 brackets and dates (2026-11-29), 2 names too; a row records it
+# the span checks' rules: 1 brackets and dates (2026-11-29); 2 names too; 3 a relative "who" ("the director who
+# ...") asks for no person (drkit.data.asked); a reader row records it
+SPAN_CHECKS = 3
 # spans looked at, best first, for one that is not a bridge's name (`skip_bridges`) nor one of `not_answers`, is
 # one of `answer_among` when given, and `fits` the question (`span_checks`)
 CANDIDATES = 64

@@ -23,8 +23,8 @@ DECOMPOSE_HELP = ("read a two-hop question (\"Where was the director of film X b
                   "bridge's passage (drkit.reader.decompose; needs spaCy's English pipeline); --no-decompose: read "
                   "every question whole")
 SPAN_CHECKS_HELP = ("a span answer is the reader's best of its 64 best spans that has its brackets balanced and is a date "
-                    "where the question asks \"when\" and not one where it asks \"where\", \"who\" or a nationality, where "
-                    "one does (drkit.reader.decode.fits; on 2Wiki answer EM 0.638 -> 0.644, docs/reader.md); "
+                    "where the question asks \"when\", and a name, not a date, where it asks \"where\", \"who\" or a "
+                    "nationality, where one does (drkit.reader.decode.fits; its effect on 2Wiki: docs/reader.md); "
                     "--no-span-checks: the best span as it is")
 
 
@@ -36,7 +36,7 @@ class ReadConfig:
     (`drkit.reader.compare`; False: the reader's answer alone), whether a span answer skips the titles of the
     passages read that the question does not name (`drkit.reader.decode.bridge_names`), whether a two-hop
     question is read as two one-hop questions (`drkit.reader.decompose`), whether a span answer is checked for
-    its form (`span_checks`: brackets balanced, a date or not as the question asks), and the reader's transformer
+    its form (`span_checks`: brackets balanced, a date or a name as the question asks), and the reader's transformer
     as int8 (`reader_quantize`; applied where a reader is bound to its reading settings:
     `drkit.reader.model.Reader.quantized`)."""
 
