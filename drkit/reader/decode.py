@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 
 # the span checks' rules: 1 brackets and dates (2026-11-29); 2 names too; 3 a relative "who" ("the director who
-# ...") asks for no person (drkit.data.asked); a reader row records it
-SPAN_CHECKS = 3
+# ...") asks for no person (drkit.data.asked); 4 where no span is among the names given, the best that fits (not the
+# best); a reader row records it
+SPAN_CHECKS = 4
 # spans looked at, best first, for one that is not a bridge's name (`skip_bridges`) nor one of `not_answers`, is
 # one of `answer_among` when given, and `fits` the question (`span_checks`)
 CANDIDATES = 64
@@ -36,13 +37,14 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
     which the question does not name (`bridge_names`), where one of the best `CANDIDATES` is not; likewise never
     one of ``example.not_answers`` (a hop's own start, `drkit.reader.decompose`); with ``example.answer_among``, the
     best of them that holds one of those names or is held by one (`drkit.reader.clues.held_title`), where one does;
-    with `span_checks`, the best of those that `fits` the question, where one does."""
+    with `span_checks`, the best of those (of all allowed, where none is among the names) that `fits` the
+    question, where one does."""
     type_probs = torch.softmax(logits["type"], 0)
     kind = ANSWER_TYPES[int(type_probs.argmax())]
     n = len(f.ids)
     seg = torch.from_numpy(f.segment)
     scores = span_scores(logits["start"][:n], logits["end"][:n], seg, max_answer_pieces)
-    span = among = allowed = best = None
+    span = among = fitting = allowed = best = None
     skipped = bridge_names(example) if skip_bridges else set()
     skipped |= {key for name in example.not_answers for key in (normalize_answer(name), bare(name))}
     asked = asked_kinds(example.question) if span_checks else None
@@ -59,14 +61,16 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
         best = best or candidate  # should each candidate be a bridge's name
         if normalize_answer(text) in skipped:
             continue
-        allowed = allowed or candidate  # should none be among `answer_among`
+        allowed = allowed or candidate  # should none be among `answer_among`, nor fit
+        ok = not span_checks or fits(text, asked)
+        fitting = fitting or (candidate if ok else None)  # should none be among `answer_among`
         if example.answer_among and held_title(text, example.answer_among) is None:
             continue
-        among = among or candidate  # should none fit (`span_checks`)
-        if not span_checks or fits(text, asked):
+        among = among or candidate  # should none among them fit (`span_checks`)
+        if ok:
             span = candidate
             break
-    span = span or among or allowed or best
+    span = span or among or fitting or allowed or best
     if kind == SPAN:
         answer = span.text if span is not None else ""
     else:
