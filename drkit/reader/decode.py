@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from drkit.data.asked import DATE, asked_kinds
+from drkit.index.found import CONNECTORS
 from drkit.reader.clues import bare, held_title, title_key
 from drkit.reader.dates import is_date
 from drkit.reader.examples import ANSWER_TYPES, SPAN, ReaderExample
@@ -97,14 +98,15 @@ def fits(text: str, asked: frozenset | None) -> bool:
     return is_date(text) if asked == DATE else not is_date(text) and is_name(text)
 
 
-# lower-case words a name may hold: English articles, prepositions and conjunctions, as the titles of works have
-# them ("Gone with the Wind", "Return to Cabin by the Lake", "Duke of Connaught and Strathearn", "Stoke-on-Trent",
-# "University of North Carolina at Chapel Hill"), and the particles of other languages' names ("Otto von Habsburg",
-# "d'Este", "Frankfurt am Main"); the "s" of "Bishop's Stortford", the "ll" of "It'll Be Me"
-NAME_PARTICLES = frozenset(
-    "a an the of in on at to by for from with without into onto upon over under as and or nor but vs "
-    "am im ob bei sur sous en aux au de del della delle dei degli di da das dos do du des la le les lo los las el al "
-    "von vom van der den ten ter te het zu zur und y i e bin ibn bint ben ap af av d l o s t ll re ve m".split())
+# lower-case words a name may hold: the connectors of names the recogniser's rules join on (`drkit.index.found`:
+# "Otto von Habsburg", "Duke of Connaught"), other languages' particles ("d'Este", "Frankfurt am Main"), English
+# articles, prepositions and conjunctions, as the titles of works have them ("Gone with the Wind", "Return to Cabin
+# by the Lake", "University of North Carolina at Chapel Hill"), and the "s" of "Bishop's Stortford", the "ll" of
+# "It'll Be Me"
+NAME_PARTICLES = CONNECTORS | frozenset(
+    "a an the in on at to by for from with without into onto upon over under as and or nor but vs "
+    "am im ob bei sur sous en aux au degli dei delle des lo los las el les vom ten te het zur und i e bint ben ap af av "
+    "d l o s t ll re ve m".split())
 _WORD = re.compile(r"[^\W_][^\s\-–—'’]*")  # a word from its first letter or digit; spaces, dashes, apostrophes part words
 
 
