@@ -3,6 +3,7 @@ of each stage): every output is written, the figures are the retrievers' own met
 everything done, and a run with other settings is refused, naming the setting."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -95,12 +96,13 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     assert reader["rows"]["drkit"]["compared"] == sum("comparison" in r for r in with_)
     for a, b in zip(with_, without):
         assert a["answer"] == b["answer"] or "comparison" in a
-    assert set(reader["transfer"]["rows"]) == {"drkit", "bm25"} and reader["transfer"]["rows"]["drkit"]["questions"] == 16
+    assert set(reader["transfer"]["rows"]) == {"gold", "drkit", "bm25"} and reader["transfer"]["rows"]["drkit"]["questions"] == 16
+    assert reader["transfer"]["rows"]["gold"]["passage_recall_read"] == 1.0  # the transfer questions' own passages
     md = (out / "results.md").read_text()
     assert "| **drkit** (hop mixing) |" in md and "BM25" in md and "Entity answers" in md
     ir = drkit["ir_measures"]
     assert f"| {drkit['overall']['AR@20']:.3f} | {ir['nDCG@10']:.3f} | {ir['RR']:.3f} |" in md
-    assert "| **drkit** top N + reader |" in md
+    assert "| **drkit** top N + reader |" in md and "not trained on): gold passages + reader EM" in md
     assert (out / "recall_at_k.png").stat().st_size > 0
     timings = json.loads((out / "timings.json").read_text())
     assert {"index", "pretrain-kb_qa", "embed-kb_qa", "train-drkit", "retrieve-drkit", "peer-bm25"} <= set(timings)
@@ -130,6 +132,17 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     assert "both folds pooled (16 questions" in (tmp_path / "pooled" / "results.md").read_text()
     assert pooled["reader"]["rows"]["drkit"]["questions"] == 16 and len(pooled["reader"]["transfer"]) == 2
     assert main(["pool-2wiki", "--runs", str(out), str(out), "--out", str(tmp_path / "bad")]) == 2
+    # transfer questions that do not all name their gold passages: no gold row there, said, the other rows read
+    lines = (other / "questions.jsonl").read_text().splitlines()
+    (other / "questions.jsonl").write_text("".join(json.dumps({k: v for k, v in json.loads(x).items() if i or k != "supporting"})
+                                                   + "\n" for i, x in enumerate(lines)))
+    for row in ("gold", "drkit", "bm25"):
+        shutil.rmtree(out / "transfer" / f"read-{row}")
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "not every question of" in capsys.readouterr().err
+    transfer = json.loads((out / "results.json").read_text())["reader"]["transfer"]["rows"]
+    assert set(transfer) == {"drkit", "bm25"} and not (out / "transfer" / "read-gold").exists()
 
 
 def test_the_reader_settings_are_the_readers_and_checked_by_it():

@@ -107,13 +107,17 @@ def _run_retrieve(args) -> int:
 
 @command(
     "reproduce-2wiki",
-    help="the HotpotQA-style setting on 2WikiMultiHopQA: index, encoder, embed, train hop mixing, retrieve, peers",
+    help="the HotpotQA-style setting on 2WikiMultiHopQA: index, encoder, embed, train hop mixing, retrieve, peers, "
+    "controls, transfer, reader",
     description="Run the paper's HotpotQA setting on a 2WikiMultiHopQA folder (corpus.jsonl, train.jsonl, "
     "kb.txt): split the questions into train and dev (seeded, by type), index the corpus with every title "
-    "an entity (no entity list from the benchmark), embed the mentions, train the hop-mixing model and its comparison rows, retrieve on dev, run the "
-    "BM25 and dense peers on the same questions, and compare entity answers with a fixed 2-hop bracketed model. "
-    "Each step is skipped when done. Writes OUT/results.md, OUT/results.json, OUT/recall_at_k.png, "
-    "OUT/timings.json.",
+    "an entity and the names a recogniser finds (no entity list from the benchmark), pretrain the encoder, embed "
+    "the mentions, train the hop-mixing model, retrieve on dev; run the BM25 and dense peers and the two controls "
+    "(one step, no hops; PageRank without training) on the same questions; the same model, not retrained, on a "
+    "second corpus (--transfer, musique100 by default); train the reader and score answers reading the gold "
+    "passages, drkit's and BM25's top N. Ablation rows (--rows) and the bracketed 2-hop entity-answer comparison "
+    "(--answers) run only when asked for. Each step is skipped when done. Writes OUT/results.md, OUT/results.json, "
+    "OUT/recall_at_k.png, OUT/timings.json.",
 )
 def _reproduce_2wiki_parser(p) -> None:
     from drkit.experiments.twowiki import TwoWikiConfig

@@ -8,8 +8,9 @@ evaluation made with other settings is refused, naming the setting, or made agai
     recogniser finds in the text; no list made from the benchmark) -> encoders
     (pretrained as DrKIT and the rows need) -> embed -> train the hop-mixing model (and each row) -> retrieve
     on dev -> peers (BM25, dense MiniLM) -> controls (`drkit.qa.controls`: the same pretrained encoder as a
-    single-step dense retriever; personalised PageRank from the linked Z_0) -> entity answers: Hits@1 of the
-    last hop's top entity against a fixed 2-hop model given the bracketed question entity (same encoder) ->
+    single-step dense retriever; personalised PageRank from the linked Z_0) -> with ``--answers``, entity
+    answers: Hits@1 of the last hop's top entity against a fixed 2-hop model given the bracketed question entity
+    (same encoder) ->
     transfer: the trained model, not retrained, on a second corpus (``--transfer``, musique100 beside the
     data by default: index, embed with DrKIT's encoder, retrieve), with the peers and controls on it -> reader:
     trained on the train part, answer EM/F1 reading the gold passages, drkit's and BM25's top N, on dev and on

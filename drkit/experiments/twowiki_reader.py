@@ -13,8 +13,9 @@ Rows, all the same reader on the same dev questions, each reading N passages:
 Every row but ``drkit_reader_only`` settles which-of-two date questions and same-country questions by
 comparing the dates or countries read (`drkit.reader.compare`, the default of ``drkit answer``).
 
-On the transfer corpus (musique100, not trained on) the same reader reads drkit's and BM25's top N of the
-transfer step. Each row's predictions and metrics are in OUT/read-{row} (OUT/transfer/read-{row}).
+On the transfer corpus (musique100, not trained on) the same reader reads its questions' gold passages (where
+every question names them, `supporting`: what the reader alone does on a corpus it never saw) and drkit's and BM25's
+top N of the transfer step. Each row's predictions and metrics are in OUT/read-{row} (OUT/transfer/read-{row}).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from drkit.util.artifact import file_checksum
 
 ROWS = {"gold": None, "drkit": "retrieve-drkit", "drkit_reader_only": "retrieve-drkit", "bm25": "peer-bm25"}
 NO_COMPARE = ("drkit_reader_only",)  # rows read without comparing dates or countries
+TRANSFER_ROWS = ("gold", "drkit", "bm25")  # rows read on the transfer corpus
 # how a row with the comparison rules is read; one made otherwise is read again. 2: the questions the rules settle
 # are not read by the transformer (their supporting sentences are those compared); 3: with, for "the director of
 # A", the sentence of A's passage that names the director
@@ -54,7 +56,7 @@ def reader_train_config(run: Path, epochs: int):
 
 def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, config, timings, log) -> dict:
     """Train the reader unless done, read each row (module docstring), return the rows' metrics."""
-    from drkit.reader.examples import read_passages
+    from drkit.reader.examples import read_passages, read_questions
     from drkit.reader.model import Reader
     from drkit.reader.train import train_reader
 
@@ -68,9 +70,14 @@ def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, confi
              "rows": _rows(reader, read_passages(data / "corpus.jsonl"), split / "dev.jsonl", out, out, config,
                            tuple(ROWS), timings, "read", log)}
     if transfer is not None and (out / "transfer" / "retrieve-drkit" / "predictions.jsonl").exists():
+        questions = transfer / "questions.jsonl"
+        rows = TRANSFER_ROWS if all(r.get("supporting") for r in read_questions(questions)) else TRANSFER_ROWS[1:]
+        if rows != TRANSFER_ROWS:
+            log(f"{out / 'transfer' / 'read-gold'}: skipped, not every question of {questions} names its gold passages "
+                "(supporting)")
         found["transfer"] = {"data": str(transfer), "rows": _rows(
-            reader, read_passages(transfer / "corpus.jsonl"), transfer / "questions.jsonl", out / "transfer",
-            out / "transfer", config, ("drkit", "bm25"), timings, "transfer-read", log)}
+            reader, read_passages(transfer / "corpus.jsonl"), questions, out / "transfer", out / "transfer", config,
+            rows, timings, "transfer-read", log)}
     return found
 
 
@@ -170,7 +177,7 @@ def pool_reader(runs: list[Path]) -> dict | None:
             out["rows"][name][key] = [m.get(key) for m in metrics]
     transfer = [r / "transfer" for r in runs if (r / "transfer" / "read-drkit" / "metrics.json").exists()]
     out["transfer"] = {str(t): {n: json.loads((t / f"read-{n}" / "metrics.json").read_text())
-                                for n in ("drkit", "bm25") if (t / f"read-{n}" / "metrics.json").exists()}
+                                for n in TRANSFER_ROWS if (t / f"read-{n}" / "metrics.json").exists()}
                        for t in transfer}
     return out
 

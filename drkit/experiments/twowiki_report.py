@@ -134,6 +134,11 @@ def pool_folds(runs: list[Path], out: Path, absent: dict | None = None) -> dict:
     return pooled
 
 
+def transfer_row(name: str) -> str:
+    """How a reading row on the transfer corpus is named in results.md."""
+    return "gold passages + reader" if name == "gold" else f"{name} top N + reader"
+
+
 def pooled_markdown(pooled: dict) -> list[str]:
     n = pooled["intervals"]["drkit"]["R@2"]["questions"]
     cols = [f"R@{k}" for k in KS] + [f"AR@{k}" for k in KS]
@@ -154,7 +159,7 @@ def pooled_markdown(pooled: dict) -> list[str]:
         lines += [""] + reader_markdown(pooled["reader"], "## Answers: the reader (answer EM / F1, every question type)")
         for where, rows in pooled["reader"]["transfer"].items():
             lines += ["", f"Transfer ({where}, not trained on): " + "; ".join(
-                f"{n} top N + reader EM {m['em']:.3f} F1 {m['f1']:.3f}" for n, m in rows.items() if "em" in m) + "."]
+                f"{transfer_row(n)} EM {m['em']:.3f} F1 {m['f1']:.3f}" for n, m in rows.items() if "em" in m) + "."]
     for t in pooled["transfer"]:
         lines += ["", f"## Transfer: the fold {t['fold']} model, not retrained, on {t['data']}", ""]
         lines += interval_lines(t["intervals"], "")[2:]
@@ -252,7 +257,7 @@ def results_markdown(results: dict) -> list[str]:
         lines += [""] + reader_markdown(results["reader"], "## Answers: the reader (answer EM / F1, every question type)")
         lines.append("")
         for name, m in results["reader"].get("transfer", {}).get("rows", {}).items():
-            lines.append(f"* transfer ({results['reader']['transfer']['data']}, not trained on): {name} top N + reader "
+            lines.append(f"* transfer ({results['reader']['transfer']['data']}, not trained on): {transfer_row(name)} "
                          f"EM {m['em']:.3f} F1 {m['f1']:.3f}")
     lines += ["", "## Wall time (s)", "", "| step | s |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in results["timings_s"].items()]
