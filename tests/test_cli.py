@@ -127,6 +127,7 @@ def test_flags_follow_the_config_dataclasses():
 
 
 def test_every_command_has_a_flag_for_every_field_of_its_settings():
+    from drkit.data.documents import DocumentsConfig
     from drkit.dense.distant import DistantConfig
     from drkit.dense.encoder import EncoderConfig
     from drkit.dense.mentions import EmbedConfig
@@ -151,7 +152,7 @@ def test_every_command_has_a_flag_for_every_field_of_its_settings():
     from drkit.serve.app import ServeConfig
 
     expected = {  # command -> its settings dataclasses, and fields deliberately without a flag
-        "index": [LinkConfig, SparseConfig], "pretrain": [DistantConfig, EncoderConfig, PretrainConfig],
+        "corpus": [DocumentsConfig], "index": [LinkConfig, SparseConfig], "pretrain": [DistantConfig, EncoderConfig, PretrainConfig],
         "embed": [EmbedConfig], "ann": [], "slot-fill": [], "train": [FollowConfig, ModelConfig, TrainConfig],
         "evaluate": [EvaluateConfig, LoadConfig, QueryConfig], "ask": [AskConfig, LoadConfig, QueryConfig, ReadConfig],
         "reproduce-metaqa": [ReproduceConfig], "retrieve": [RetrieveConfig], "reproduce-2wiki": [TwoWikiConfig],

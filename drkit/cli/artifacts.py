@@ -1,4 +1,5 @@
-"""The ``drkit`` commands that build artifacts before any question: ``index`` (the sparse index),
+"""The ``drkit`` commands that build artifacts before any question: ``corpus`` (a folder of documents as a JSONL
+corpus), ``index`` (the sparse index),
 ``pretrain`` (the mention encoder), ``embed`` (the dense mention index), ``ann`` (a saved IVF-PQ index) and
 ``slot-fill`` (the encoder's single-hop evaluation)."""
 
@@ -9,6 +10,39 @@ import sys
 
 from drkit.cli.flags import add_config_flags, command, config_from_args
 from drkit.data.corpus import CORPUS_FORMATS
+
+
+@command(
+    "corpus",
+    help="turn a folder of .txt / .md documents into the JSONL corpus that drkit index reads",
+    description="Write every plain-text (.txt) or Markdown (.md, .markdown) file below --docs as passages of a JSONL "
+    "corpus ({\"id\", \"title\", \"text\"} a line) for drkit index and drkit add: each file is a page whose title "
+    "(its entity with --entities titles) is its first '# heading', else its front matter's title, else its file name; "
+    "its paragraphs are joined into passages of at most --passage-words words, a longer one cut between sentences, a "
+    "Markdown heading opening a new passage; ids are '<path below --docs>#<n>'. Nothing of the text is dropped but "
+    "the title's heading and the front matter. Files that are not UTF-8 are an error naming the file and line; "
+    "hidden files and other suffixes are left out and counted.",
+)
+def _corpus_parser(p) -> None:
+    from drkit.data.documents import DocumentsConfig
+
+    p.add_argument("--docs", required=True, metavar="DIR", help="the folder of documents (read recursively)")
+    p.add_argument("--out", required=True, metavar="FILE", help="the JSONL corpus to write, e.g. corpus.jsonl")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    add_config_flags(p, DocumentsConfig, "passages")
+    p.set_defaults(run=_run_corpus)
+
+
+def _run_corpus(args) -> int:
+    from drkit.data.documents import DocumentsConfig, documents_corpus
+
+    log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    done = documents_corpus(args.docs, args.out, config_from_args(args, DocumentsConfig), args.overwrite, log=log)
+    left = ", ".join(f"{n} {k}" for k, n in sorted(done["left_out"].items()))
+    print(f"wrote {args.out}: {done['passages']:,} passages of {done['documents']:,} documents ({done['pages']:,} "
+          f"pages){f'; left out: {left}' if left else ''}. Next: drkit index --corpus {args.out} --entities titles "
+          f"--entities ner --out DIR")
+    return 0
 
 
 @command(

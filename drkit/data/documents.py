@@ -1,0 +1,206 @@
+"""A folder of documents as the JSONL corpus `drkit index` and `drkit add` read (``drkit corpus``).
+
+Each plain-text (``.txt``) or Markdown (``.md``, ``.markdown``) file below the folder is a page, cut into passages:
+
+* **Title** (the page's entity with ``--entities titles``): a Markdown file's first level-1 heading ("# Marie
+  Curie"), else the ``title:`` of its front matter, else the file name without its suffix, underscores and hyphens
+  read as spaces ("marie_curie.txt": "marie curie"; the linker finds names whatever their case). Files with one
+  title are one page of several passages (a counted warning names them).
+* **Passages**: paragraphs (runs of non-blank lines, each run's lines joined by a space) joined in order, each a line
+  of the passage's text, while the passage keeps to `DocumentsConfig.passage_words` words; a longer paragraph is cut between sentences
+  (`drkit.reader.text.split_sentences`; a sentence longer than that is a passage of its own). In Markdown, a
+  heading ends the passage before it and its text opens the next one; the title's heading and the front matter
+  are not text. Nothing else is changed: every word of a document's text is in its passages, in order.
+* **Ids**: ``<path below the folder>#<n>``, n counting the file's passages from 1.
+* UTF-8 (a byte-order mark allowed, Windows line endings too): a file that is not is an `InputFormatError`
+  naming it, the line and the byte (`drkit.data.lines`). A file with no text is a counted warning; hidden files
+  and folders (names starting with ".") and other suffixes are left out and counted by suffix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from drkit.data.lines import read_lines
+from drkit.errors import ConfigError
+from drkit.util.warnlog import WarningLog
+
+SUFFIXES = (".txt", ".md", ".markdown")
+MARKDOWN = (".md", ".markdown")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_FRONT_TITLE = re.compile(r"^title\s*:\s*(.*?)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class DocumentsConfig:
+    """Settings of ``drkit corpus``."""
+
+    passage_words: int = field(default=120, metadata={
+        "help": "paragraphs are joined into passages of at most this many words (whitespace-separated); a longer "
+                "paragraph is cut between sentences (2Wiki's passages: 44 words at the median, MuSiQue's 65)"})
+
+    def __post_init__(self):
+        if self.passage_words < 1:
+            raise ConfigError(f"passage_words must be at least 1, got {self.passage_words}")
+
+
+@dataclass(frozen=True)
+class Passage:
+    id: str
+    title: str
+    text: str
+    line: int  # the line of the document where the passage's text starts
+
+
+def document_files(folder: Path) -> tuple[list[Path], Counter]:
+    """The documents below `folder` in path order, and what was left out, counted by suffix ("hidden": names
+    starting with ".", with what is below them)."""
+    found, left_out = [], Counter()
+    for root, dirs, files in os.walk(folder):
+        hidden = [d for d in dirs if d.startswith(".")]
+        left_out["hidden"] += sum(len(fs) for d in hidden for _, _, fs in os.walk(Path(root) / d))
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in files:
+            path = Path(root) / name
+            if name.startswith("."):
+                left_out["hidden"] += 1
+            elif path.suffix.lower() in SUFFIXES:
+                found.append(path)
+            else:
+                left_out[path.suffix.lower() or "(no suffix)"] += 1
+    return sorted(found, key=lambda p: p.relative_to(folder).as_posix()), Counter({k: v for k, v in left_out.items() if v})
+
+
+def _front_matter(lines: list[tuple[int, str]]) -> tuple[int, str | None]:
+    """Where a Markdown file's text starts after its front matter ("---" ... "---" or "...") and the title it
+    gives; (0, None) without one."""
+    if not lines or lines[0][1].strip() != "---":
+        return 0, None
+    for i in range(1, len(lines)):
+        if lines[i][1].strip() in ("---", "..."):
+            titles = [m.group(1).strip("\"'") for _, t in lines[1:i] if (m := _FRONT_TITLE.match(t))]
+            return i + 1, titles[0] if titles and titles[0] else None
+    return 0, None  # no closing line: not front matter
+
+
+def _blocks(lines: list[tuple[int, str]], markdown: bool) -> list[tuple[int, str, int]]:
+    """(first line, text, heading level: 0 for a paragraph) of each paragraph and Markdown heading."""
+    out, run = [], []
+
+    def close():
+        if run:
+            out.append((run[0][0], " ".join(t.strip() for _, t in run), 0))
+            run.clear()
+
+    for line_no, text in lines:
+        heading = _HEADING.match(text) if markdown else None
+        if heading:
+            close()
+            out.append((line_no, (heading.group(2) or "").strip(), len(heading.group(1))))
+        elif text.strip():
+            run.append((line_no, text))
+        else:
+            close()
+    close()
+    return out
+
+
+def _pieces(text: str, limit: int) -> list[str]:
+    """`text` cut between sentences into pieces of at most `limit` words (a longer sentence is a piece alone)."""
+    from drkit.reader.text import split_sentences
+
+    pieces, current = [], []
+    for a, b in split_sentences(text):
+        sentence = text[a:b]
+        if current and len(" ".join(current + [sentence]).split()) > limit:
+            pieces.append(" ".join(current))
+            current = []
+        current.append(sentence)
+    if current:
+        pieces.append(" ".join(current))
+    return pieces
+
+
+def read_document(path: Path, name: str, config: DocumentsConfig = DocumentsConfig()) -> list[Passage]:
+    """The passages of one document (module docstring); `name` is its path below the folder, for the ids."""
+    lines = list(read_lines(path, "document"))
+    markdown = path.suffix.lower() in MARKDOWN
+    start, front_title = _front_matter(lines) if markdown else (0, None)
+    blocks = _blocks(lines[start:], markdown)
+    h1 = next((i for i, (_, text, level) in enumerate(blocks) if level == 1 and text), None)
+    title = blocks[h1][1] if h1 is not None else front_title
+    if not title:
+        title = " ".join(re.sub(r"[_-]+", " ", path.stem).split()) or path.stem
+    limit, passages = config.passage_words, []
+    current = ""  # the passage being made: its heading (if it opens with one) and paragraphs, one a line
+    first_line, headed = 0, False  # where it starts; whether it holds a heading alone so far
+
+    def flush():
+        nonlocal current
+        if current:
+            passages.append(Passage(f"{name}#{len(passages) + 1}", title, current, first_line))
+        current = ""
+
+    for i, (line_no, text, level) in enumerate(blocks):
+        if i == h1 or not text:
+            continue
+        if level:  # a heading ends the passage before it and opens the next
+            flush()
+            current, first_line, headed = text, line_no, True
+            continue
+        for k, piece in enumerate(_pieces(text, limit) if len(text.split()) > limit else [text]):
+            if current and not headed and len(current.split()) + len(piece.split()) > limit:
+                flush()  # (a heading alone is never a passage: it stays with what follows it)
+            if not current:
+                first_line = line_no
+            current = f"{current}{' ' if k else chr(10)}{piece}" if current else piece  # a paragraph starts a line
+            headed = False
+    flush()
+    return passages
+
+
+def documents_corpus(folder: str | Path, out: str | Path, config: DocumentsConfig = DocumentsConfig(),
+                     overwrite: bool = False, log=print) -> dict:
+    """Write the documents below `folder` as a JSONL corpus `out` (``{"id", "title", "text"}`` a line) and return
+    what was done: documents, passages, pages (titles), what was left out and the warnings."""
+    from drkit.util.progress import progress
+
+    folder, out = Path(folder), Path(out)
+    if not folder.is_dir():
+        raise ConfigError(f"{folder} is not a folder of documents (.txt, .md, .markdown files)")
+    if out.exists() and not overwrite:
+        raise ConfigError(f"{out} exists; pass --overwrite to replace it")
+    files, left_out = document_files(folder)
+    if not files:
+        raise ConfigError(f"{folder} holds no .txt, .md or .markdown file"
+                          + (f" (left out: {dict(left_out)})" if left_out else ""))
+    warnings, pages, passages = WarningLog(), {}, 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for path in progress(files, desc="documents", unit="file"):
+                name = path.relative_to(folder).as_posix()
+                found = read_document(path, name, config)
+                if not found:
+                    warnings.add("document_without_text", f"{path}: no text; no passage written")
+                    continue
+                title = found[0].title
+                if title in pages and pages[title] != name:
+                    warnings.add("same_title", f"{path}: its title {title!r} is also {pages[title]}'s: one page of both")
+                pages.setdefault(title, name)
+                for p in found:
+                    f.write(json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n")
+                passages += len(found)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    for line in warnings.lines():
+        log(line)
+    return {"documents": len(files), "passages": passages, "pages": len(pages), "left_out": dict(left_out),
+            "warnings": warnings.to_dict()}

@@ -1,0 +1,150 @@
+"""`drkit corpus`: a folder of .txt / .md documents as a JSONL corpus (drkit.data.documents)."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+
+from drkit.cli import main
+from drkit.data.corpus import read_jsonl_corpus
+from drkit.data.documents import DocumentsConfig, documents_corpus, read_document
+from drkit.errors import ConfigError, InputFormatError
+from drkit.util.warnlog import WarningLog
+
+MARKDOWN = """---
+layout: post
+title: "Not the title: the heading is"
+---
+# Marie Curie
+
+Marie Curie was a Polish and naturalised-French physicist and chemist who conducted pioneering research on
+radioactivity. She was the first woman to win a Nobel Prize.
+
+## Early life
+
+Maria Skłodowska was born in Warsaw. She studied at Warsaw's clandestine Flying University.
+"""
+
+
+def expected_words(text: str, markdown: bool) -> list[str]:
+    """The words a document's passages must hold, in order, found the slow way: every word of the file but the
+    front matter's, the first level-1 heading's and the heading marks."""
+    lines = text.splitlines()
+    if markdown and lines and lines[0].strip() == "---":
+        lines = lines[lines.index("---", 1) + 1:]
+    words, h1_seen = [], False
+    for line in lines:
+        if markdown and re.match(r"^# ", line) and not h1_seen:
+            h1_seen = True
+            continue
+        if markdown and re.match(r"^#{1,6} ", line):
+            line = line.lstrip("#")
+        words += line.split()
+    return words
+
+
+def make_folder(tmp_path):
+    d = tmp_path / "docs"
+    (d / "people").mkdir(parents=True)
+    (d / ".git").mkdir()
+    (d / "marie_curie.md").write_text(MARKDOWN, encoding="utf-8")
+    (d / "people" / "pierre-curie.txt").write_bytes(b"\xef\xbb\xbfPierre Curie was a French physicist.\r\n\r\n"
+                                                    b"He married Marie Curie in 1895.\r\n")
+    (d / "people" / "empty.txt").write_text("\n  \n", encoding="utf-8")
+    (d / ".git" / "config").write_text("[core]\n", encoding="utf-8")
+    (d / "photo.png").write_bytes(b"\x89PNG")
+    return d
+
+
+def test_a_folder_becomes_a_corpus_that_index_reads(tmp_path, capsys):
+    d, out = make_folder(tmp_path), tmp_path / "corpus.jsonl"
+    assert main(["corpus", "--docs", str(d), "--out", str(out)]) == 0
+    said = capsys.readouterr()
+    assert "3 passages of 3 documents (2 pages)" in said.out and "1 .png, 1 hidden" in said.out
+    assert "document_without_text" in said.err and "empty.txt" in said.err
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["id"] for r in rows] == ["marie_curie.md#1", "marie_curie.md#2", "people/pierre-curie.txt#1"]
+    assert [r["title"] for r in rows] == ["Marie Curie", "Marie Curie", "pierre curie"]
+    assert rows[1]["text"].startswith("Early life\nMaria Skłodowska was born in Warsaw.")  # a heading opens a passage
+    assert rows[2]["text"] == "Pierre Curie was a French physicist.\nHe married Marie Curie in 1895."  # no BOM, no CR
+    assert " ".join(rows[0]["text"].split() + rows[1]["text"].split()) == " ".join(expected_words(MARKDOWN, True))
+    # what drkit index reads: the same articles
+    articles = list(read_jsonl_corpus(out, WarningLog()))
+    assert [(a.key, a.title) for a in articles] == [(r["id"], r["title"]) for r in rows]
+    assert main(["index", "--corpus", str(out), "--entities", "titles", "--out", str(tmp_path / "index")]) == 0
+    manifest = json.loads((tmp_path / "index" / "manifest.json").read_text())
+    assert manifest["inputs"]["corpus"]["path"].endswith("corpus.jsonl")
+    # an existing output is kept unless --overwrite
+    assert main(["corpus", "--docs", str(d), "--out", str(out)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["corpus", "--docs", str(d), "--out", str(out), "--overwrite", "--passage-words", "10"]) == 0
+    assert len(out.read_text(encoding="utf-8").splitlines()) > 3
+
+
+def test_titles_from_front_matter_and_file_names_and_one_page_for_one_title(tmp_path):
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "a.md").write_text("---\ntitle: 'Paris'\n---\nParis is the capital of France.\n", encoding="utf-8")
+    (d / "b.md").write_text("# Paris\n\nParis has 2 million people.\n", encoding="utf-8")
+    (d / "new_york-city.txt").write_text("New York is large.\n", encoding="utf-8")
+    (d / "c.md").write_text("---\nno closing line\n\nText.\n", encoding="utf-8")  # not front matter: text
+    logged = []
+    done = documents_corpus(d, tmp_path / "c.jsonl", log=logged.append)
+    rows = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
+    assert {r["id"]: r["title"] for r in rows} == {"a.md#1": "Paris", "b.md#1": "Paris", "c.md#1": "c",
+                                                  "new_york-city.txt#1": "new york city"}
+    assert rows[2]["text"] == "--- no closing line\nText."  # a paragraph's lines are one line
+    assert done["pages"] == 3 and done["warnings"]["same_title"]["count"] == 1 and any("b.md" in x for x in logged)
+
+
+def test_random_documents_keep_every_word_in_order_within_the_limit(tmp_path):
+    rng = random.Random(0)
+    vocabulary = ["alpha", "Beta", "gamma", "Delta", "epsilon", "zeta", "Eta", "theta"]
+    for trial in range(60):
+        markdown = trial % 2 == 0
+        paragraphs = []
+        for _ in range(rng.randint(0, 6)):
+            if markdown and rng.random() < 0.25:
+                paragraphs.append("#" * rng.randint(1, 3) + " " + " ".join(rng.choices(vocabulary, k=rng.randint(1, 3))))
+                continue
+            sentences = [" ".join(rng.choices(vocabulary, k=rng.randint(1, 14))).capitalize() + "."
+                         for _ in range(rng.randint(1, 6))]
+            text = " ".join(sentences)
+            paragraphs.append("\n".join(text[i:i + 40] for i in range(0, len(text), 40)))  # lines cut anywhere
+        text = "\n\n".join(paragraphs) + "\n"
+        path = tmp_path / f"doc{trial}{'.md' if markdown else '.txt'}"
+        path.write_text(text, encoding="utf-8")
+        limit = rng.choice([5, 12, 30, 1000])
+        got = read_document(path, path.name, DocumentsConfig(passage_words=limit))
+        assert [p.id for p in got] == [f"{path.name}#{i}" for i in range(1, len(got) + 1)]
+        # lines cut anywhere join with a space, so compare the text without its white space
+        assert "".join("".join(p.text.split()) for p in got) == "".join(expected_words(text, markdown))
+        for p in got:
+            assert p.text.split(), p
+            if len(p.text.split()) > limit:  # only one sentence, or a heading (no full stop) and what follows it
+                head, _, rest = p.text.partition("\n")
+                one_sentence = p.text.count(".") == 1
+                headed = ("." not in head and "\n" not in rest
+                          and (len(rest.split()) <= limit or rest.count(".") == 1))
+                assert one_sentence or headed, (limit, p.text)
+
+
+def test_bad_input_is_named(tmp_path):
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "ok.txt").write_text("Fine.\n", encoding="utf-8")
+    (d / "latin1.txt").write_bytes(b"first line\ncaf\xe9\n")
+    with pytest.raises(InputFormatError, match=r"latin1\.txt:2: not UTF-8: byte 0xe9"):
+        documents_corpus(d, tmp_path / "c.jsonl")
+    assert not (tmp_path / "c.jsonl").exists() and not (tmp_path / "c.jsonl.tmp").exists()  # nothing half written
+    with pytest.raises(ConfigError, match="not a folder"):
+        documents_corpus(d / "ok.txt", tmp_path / "c.jsonl")
+    (tmp_path / "none").mkdir()
+    (tmp_path / "none" / "a.pdf").write_bytes(b"%PDF")
+    with pytest.raises(ConfigError, match=r"no \.txt, \.md or \.markdown file.*\.pdf"):
+        documents_corpus(tmp_path / "none", tmp_path / "c.jsonl")
+    with pytest.raises(ConfigError, match="passage_words"):
+        DocumentsConfig(passage_words=0)
