@@ -144,7 +144,64 @@ def test_bad_input_is_named(tmp_path):
         documents_corpus(d / "ok.txt", tmp_path / "c.jsonl")
     (tmp_path / "none").mkdir()
     (tmp_path / "none" / "a.pdf").write_bytes(b"%PDF")
-    with pytest.raises(ConfigError, match=r"no \.txt, \.md or \.markdown file.*\.pdf"):
+    with pytest.raises(ConfigError, match=r"no \.txt, \.md, \.markdown, \.html or \.htm file.*\.pdf"):
         documents_corpus(tmp_path / "none", tmp_path / "c.jsonl")
     with pytest.raises(ConfigError, match="passage_words"):
         DocumentsConfig(passage_words=0)
+
+
+HTML = """<!doctype html>
+<html><head><title>Curie family</title><style>p { color: red }</style>
+<script>var x = "<p>not text</p>";</script></head>
+<body>
+<nav><a href="/">Home</a></nav>
+<h1>The Curie <i>family</i></h1>
+<p>Pierre and Marie Cu<b>rie</b> shared the 1903 Nobel Prize &amp; more.<br>Their daughter Ir&egrave;ne
+also won one.</p>
+<h2>Children</h2>
+<ul><li>Irène Joliot-Curie</li><li>Ève Curie</li></ul>
+</body></html>
+"""
+
+
+def test_html_pages(tmp_path):
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "curie.html").write_text(HTML, encoding="utf-8")
+    (d / "untitled.htm").write_text("<html><head><title> Radium\n institute </title></head><p>Paris.</p></html>",
+                                    encoding="utf-8")
+    (d / "bare.html").write_text("<p>Just text.</p>", encoding="utf-8")
+    documents_corpus(d, tmp_path / "c.jsonl")
+    rows = {r["id"]: r for r in map(json.loads, (tmp_path / "c.jsonl").read_text(encoding="utf-8").splitlines())}
+    assert rows["curie.html#1"]["title"] == "The Curie family"  # <h1>, its inline tag joined
+    assert rows["curie.html#1"]["text"] == ("Home\nPierre and Marie Curie shared the 1903 Nobel Prize & more.\n"
+                                            "Their daughter Irène also won one.")  # <br> ends a line, &amp; decoded
+    assert rows["curie.html#2"]["text"] == "Children\nIrène Joliot-Curie\nÈve Curie"  # <h2> opens, each <li> a line
+    assert rows["untitled.htm#1"]["title"] == "Radium institute" and rows["bare.html#1"]["title"] == "bare"
+    assert "not text" not in json.dumps(rows) and "color" not in json.dumps(rows)
+    (d / "bad.html").write_bytes(b"<p>ok</p>\n<p>\xff</p>\n")
+    with pytest.raises(InputFormatError, match=r"bad\.html:2: not UTF-8"):
+        documents_corpus(d, tmp_path / "c2.jsonl")
+
+
+def test_random_html_keeps_the_text_inline_tags_join_words(tmp_path):
+    rng = random.Random(1)
+    vocabulary = ["alpha", "Beta", "gamma", "Delta", "epsilon", "zeta"]
+    for trial in range(40):
+        plain, html = [], ["<html><body>"]
+        for _ in range(rng.randint(1, 6)):
+            tag = rng.choice(["p", "li", "div", "h2", "td"])
+            words = rng.choices(vocabulary, k=rng.randint(1, 12))
+            plain += words
+            marked = []
+            for w in words:
+                cut = rng.randint(0, len(w))  # an inline tag inside a word, or around all of it (cut 0)
+                marked.append(f"{w[:cut]}<b>{w[cut:]}</b>" if rng.random() < 0.4 else w)
+            html.append(f"<{tag}>" + "\n".join(" ".join(marked[i:i + 3]) for i in range(0, len(marked), 3)) + f"</{tag}>")
+            if rng.random() < 0.3:
+                html.append("<script>if (a < b) { skipped(); }</script>")
+        html.append("</body></html>")
+        path = tmp_path / f"p{trial}.html"
+        path.write_text("".join(html), encoding="utf-8")
+        got = read_document(path, path.name, DocumentsConfig(passage_words=rng.choice([3, 10, 100])))
+        assert " ".join(w for p in got for w in p.text.split()) == " ".join(plain)

@@ -14,13 +14,15 @@ from drkit.data.corpus import CORPUS_FORMATS
 
 @command(
     "corpus",
-    help="turn a folder of .txt / .md documents into the JSONL corpus that drkit index reads",
-    description="Write every plain-text (.txt) or Markdown (.md, .markdown) file below --docs as passages of a JSONL "
+    help="turn a folder of .txt / .md / .html documents into the JSONL corpus that drkit index reads",
+    description="Write every plain-text (.txt), Markdown (.md, .markdown) or HTML (.html, .htm) file below --docs as "
+    "passages of a JSONL "
     "corpus ({\"id\", \"title\", \"text\"} a line) for drkit index and drkit add: each file is a page whose title "
-    "(its entity with --entities titles) is its first '# heading', else its front matter's title, else its file name; "
+    "(its entity with --entities titles) is its first '# heading' or <h1>, else its front matter's title or its "
+    "<title>, else its file name; "
     "its paragraphs are joined into passages of at most --passage-words words, a longer one cut between sentences, a "
-    "Markdown heading opening a new passage; ids are '<path below --docs>#<n>'. Nothing of the text is dropped but "
-    "the title's heading and the front matter. Files that are not UTF-8 are an error naming the file and line; "
+    "heading opening a new passage; ids are '<path below --docs>#<n>'. Nothing of the text is dropped but the "
+    "title's heading, the front matter and what HTML's <script> and <style> hold. Files that are not UTF-8 are an error naming the file and line; "
     "hidden files and other suffixes are left out and counted.",
 )
 def _corpus_parser(p) -> None:

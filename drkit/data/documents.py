@@ -1,16 +1,19 @@
 """A folder of documents as the JSONL corpus `drkit index` and `drkit add` read (``drkit corpus``).
 
-Each plain-text (``.txt``) or Markdown (``.md``, ``.markdown``) file below the folder is a page, cut into passages:
+Each plain-text (``.txt``), Markdown (``.md``, ``.markdown``) or HTML (``.html``, ``.htm``) file below the folder
+is a page, cut into passages:
 
-* **Title** (the page's entity with ``--entities titles``): a Markdown file's first level-1 heading ("# Marie
-  Curie"), else the ``title:`` of its front matter, else the file name without its suffix, underscores and hyphens
-  read as spaces ("marie_curie.txt": "marie curie"; the linker finds names whatever their case). Files with one
+* **Title** (the page's entity with ``--entities titles``): its first level-1 heading ("# Marie Curie", <h1>), else
+  the ``title:`` of a Markdown file's front matter or an HTML page's <title>, else the file name without its
+  suffix, underscores and hyphens read as spaces ("marie_curie.txt": "marie curie"; the linker finds names whatever their case). Files with one
   title are one page of several passages (a counted warning names them).
 * **Passages**: paragraphs (runs of non-blank lines, each run's lines joined by a space) joined in order, each a line
   of the passage's text, while the passage keeps to `DocumentsConfig.passage_words` words; a longer paragraph is cut between sentences
   (`drkit.reader.text.split_sentences`; a sentence longer than that is a passage of its own). In Markdown, a
   heading ends the passage before it and its text opens the next one; the title's heading and the front matter
-  are not text. Nothing else is changed: every word of a document's text is in its passages, in order.
+  are not text. Nothing else is changed: every word of a document's text is in its passages, in order. In HTML
+  a block element (<p>, <li>, <td>, <div>, ...) or <br> ends a paragraph, <h1> to <h6> are headings, and what
+  <script>, <style>, <template> and <noscript> hold is not text.
 * **Ids**: ``<path below the folder>#<n>``, n counting the file's passages from 1.
 * UTF-8 (a byte-order mark allowed, Windows line endings too): a file that is not is an `InputFormatError`
   naming it, the line and the byte (`drkit.data.lines`). A file with no text is a counted warning; hidden files
@@ -24,14 +27,16 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 
 from drkit.data.lines import read_lines
 from drkit.errors import ConfigError
 from drkit.util.warnlog import WarningLog
 
-SUFFIXES = (".txt", ".md", ".markdown")
+SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm")
 MARKDOWN = (".md", ".markdown")
+HTML = (".html", ".htm")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FRONT_TITLE = re.compile(r"^title\s*:\s*(.*?)\s*$", re.IGNORECASE)
 
@@ -126,14 +131,86 @@ def _pieces(text: str, limit: int) -> list[str]:
     return pieces
 
 
+class _HTMLBlocks(HTMLParser):
+    """The paragraphs and headings of an HTML page as `_blocks` gives them, and its <title>: a block element
+    (`_BLOCK_TAGS`) or <br> ends a paragraph; the text of <script>, <style>, <template> and <noscript> is not
+    text; character references are decoded."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.blocks: list[tuple[int, str, int]] = []
+        self.title: str | None = None
+        self._text: list[str] = []  # the paragraph being read (as written: inline tags join, not split, words),
+        self._start = self._level = self._skip = 0  # from line _start, a heading of _level (0: none); _skip: how deep
+        self._in_title, self._title_text = False, []  # inside <script>, <style>, ...
+
+    def _close(self):
+        text = " ".join("".join(self._text).split())
+        if text:
+            self.blocks.append((self._start, text, self._level))
+        self._text, self._level = [], 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in _SKIP_TAGS:
+            self._skip += 1
+        elif tag == "title":
+            self._in_title = True
+        elif tag in _BLOCK_TAGS or tag == "br":
+            self._close()
+            if tag in _HEADINGS:
+                self._level = _HEADINGS[tag]
+
+    def handle_endtag(self, tag):
+        if tag in _SKIP_TAGS:
+            self._skip = max(0, self._skip - 1)
+        elif tag == "title":
+            self._in_title = False
+            self.title = self.title or " ".join("".join(self._title_text).split()) or None
+        elif tag in _BLOCK_TAGS:
+            self._close()
+
+    def handle_data(self, data):
+        if self._skip:
+            return
+        if self._in_title:
+            self._title_text.append(data)
+        elif data.strip() or self._text:
+            if not "".join(self._text).strip():
+                self._start = self.getpos()[0]
+            self._text.append(data)
+
+    def close(self):
+        super().close()
+        self._close()
+
+
+_SKIP_TAGS = frozenset({"script", "style", "template", "noscript"})
+_HEADINGS = {f"h{i}": i for i in range(1, 7)}
+_BLOCK_TAGS = frozenset({"p", "div", "li", "ul", "ol", "dl", "dt", "dd", "table", "tr", "td", "th", "blockquote", "pre",
+                         "section", "article", "header", "footer", "nav", "aside", "main", "figure", "figcaption",
+                         "address", "hr", "body", "html", "head", *_HEADINGS})
+
+
+def _html(path: Path) -> tuple[list[tuple[int, str, int]], str | None]:
+    """The blocks and the <title> of an HTML file (UTF-8, as every document)."""
+    parser = _HTMLBlocks()
+    for _, line in read_lines(path, "document"):
+        parser.feed(line + "\n")
+    parser.close()
+    return parser.blocks, parser.title
+
+
 def read_document(path: Path, name: str, config: DocumentsConfig = DocumentsConfig()) -> list[Passage]:
     """The passages of one document (module docstring); `name` is its path below the folder, for the ids."""
-    lines = list(read_lines(path, "document"))
-    markdown = path.suffix.lower() in MARKDOWN
-    start, front_title = _front_matter(lines) if markdown else (0, None)
-    blocks = _blocks(lines[start:], markdown)
+    suffix = path.suffix.lower()
+    if suffix in HTML:
+        blocks, other_title = _html(path)
+    else:
+        lines = list(read_lines(path, "document"))
+        start, other_title = _front_matter(lines) if suffix in MARKDOWN else (0, None)
+        blocks = _blocks(lines[start:], suffix in MARKDOWN)
     h1 = next((i for i, (_, text, level) in enumerate(blocks) if level == 1 and text), None)
-    title = blocks[h1][1] if h1 is not None else front_title
+    title = blocks[h1][1] if h1 is not None else other_title
     if not title:
         title = " ".join(re.sub(r"[_-]+", " ", path.stem).split()) or path.stem
     limit, passages = config.passage_words, []
@@ -172,12 +249,12 @@ def documents_corpus(folder: str | Path, out: str | Path, config: DocumentsConfi
 
     folder, out = Path(folder), Path(out)
     if not folder.is_dir():
-        raise ConfigError(f"{folder} is not a folder of documents (.txt, .md, .markdown files)")
+        raise ConfigError(f"{folder} is not a folder of documents (.txt, .md, .markdown, .html, .htm files)")
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} exists; pass --overwrite to replace it")
     files, left_out = document_files(folder)
     if not files:
-        raise ConfigError(f"{folder} holds no .txt, .md or .markdown file"
+        raise ConfigError(f"{folder} holds no .txt, .md, .markdown, .html or .htm file"
                           + (f" (left out: {dict(left_out)})" if left_out else ""))
     warnings, pages, passages = WarningLog(), {}, 0
     out.parent.mkdir(parents=True, exist_ok=True)
