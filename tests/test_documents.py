@@ -140,7 +140,7 @@ def test_bad_input_is_named(tmp_path):
     with pytest.raises(InputFormatError, match=r"latin1\.txt:2: not UTF-8: byte 0xe9"):
         documents_corpus(d, tmp_path / "c.jsonl")
     assert not (tmp_path / "c.jsonl").exists() and not (tmp_path / "c.jsonl.tmp").exists()  # nothing half written
-    with pytest.raises(ConfigError, match="not a folder"):
+    with pytest.raises(ConfigError, match="neither a folder of documents .* nor a JSONL file"):
         documents_corpus(d / "ok.txt", tmp_path / "c.jsonl")
     (tmp_path / "none").mkdir()
     (tmp_path / "none" / "a.pdf").write_bytes(b"%PDF")
@@ -205,3 +205,31 @@ def test_random_html_keeps_the_text_inline_tags_join_words(tmp_path):
         path.write_text("".join(html), encoding="utf-8")
         got = read_document(path, path.name, DocumentsConfig(passage_words=rng.choice([3, 10, 100])))
         assert " ".join(w for p in got for w in p.text.split()) == " ".join(plain)
+
+
+def test_a_jsonl_file_of_long_documents_is_cut_into_passages(tmp_path):
+    long_text = "First paragraph. It has two sentences.\n\nSecond paragraph,\nits lines joined.\n  \nThird."
+    rows = [{"id": "a", "title": "Alpha", "text": long_text},
+            {"id": 7, "title": "Seven", "text": "Line one.\nLine two."},  # no blank line: each line a paragraph
+            {"id": "e", "title": "Empty", "text": ""}]
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    logged = []
+    done = documents_corpus(src, tmp_path / "out.jsonl", DocumentsConfig(passage_words=6), log=logged.append)
+    got = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["title"], r["text"]) for r in got] == [
+        ("a#1", "Alpha", "First paragraph. It has two sentences."),
+        ("a#2", "Alpha", "Second paragraph, its lines joined.\nThird."),
+        ("7#1", "Seven", "Line one.\nLine two.")]
+    assert done["documents"] == 3 and done["passages"] == 3 and any("document_without_text" in x for x in logged)
+    # the reader of a corpus reads it; a document with links, or --out being --docs, is refused
+    assert len(read_jsonl_corpus(tmp_path / "out.jsonl", WarningLog()).__next__().text) > 0
+    with pytest.raises(ConfigError, match="is --docs itself"):
+        documents_corpus(src, src, overwrite=True)
+    src.write_text(json.dumps({"id": "x", "title": "X", "text": "X is.", "links": []}) + "\n", encoding="utf-8")
+    with pytest.raises(InputFormatError, match=r"docs\.jsonl:1 \(field 'links'\)"):
+        documents_corpus(src, tmp_path / "o2.jsonl")
+    src.write_text('{"id": "x", "title": "X"}\n', encoding="utf-8")
+    with pytest.raises(InputFormatError, match=r"docs\.jsonl:1 \(field 'text'\): missing field"):
+        documents_corpus(src, tmp_path / "o3.jsonl")
+    assert not (tmp_path / "o3.jsonl").exists()

@@ -1,4 +1,5 @@
-"""A folder of documents as the JSONL corpus `drkit index` and `drkit add` read (``drkit corpus``).
+"""A folder of documents (or a JSONL file of long ones) as the JSONL corpus of passages `drkit index` and
+`drkit add` read (``drkit corpus``).
 
 Each plain-text (``.txt``), Markdown (``.md``, ``.markdown``) or HTML (``.html``, ``.htm``) file below the folder
 is a page, cut into passages:
@@ -15,6 +16,10 @@ is a page, cut into passages:
   a block element (<p>, <li>, <td>, <div>, ...) or <br> ends a paragraph, <h1> to <h6> are headings, and what
   <script>, <style>, <template> and <noscript> hold is not text.
 * **Ids**: ``<path below the folder>#<n>``, n counting the file's passages from 1.
+* A JSONL file of long documents (``{"id", "title", "text"}`` a line, as a corpus) instead of a folder: each
+  document is a page, its paragraphs its text's blank-line-separated parts (each line one where there is no blank
+  line), ids ``<id>#<n>`` (`jsonl_documents`; a document with ``links`` is refused: their offsets are the whole
+  text's).
 * UTF-8 (a byte-order mark allowed, Windows line endings too): a file that is not is an `InputFormatError`
   naming it, the line and the byte (`drkit.data.lines`). A file with no text is a counted warning; hidden files
   and folders (names starting with ".") and other suffixes are left out and counted by suffix.
@@ -31,7 +36,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from drkit.data.lines import read_lines
-from drkit.errors import ConfigError
+from drkit.errors import ConfigError, InputFormatError
 from drkit.util.warnlog import WarningLog
 
 SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm")
@@ -213,7 +218,12 @@ def read_document(path: Path, name: str, config: DocumentsConfig = DocumentsConf
     title = blocks[h1][1] if h1 is not None else other_title
     if not title:
         title = " ".join(re.sub(r"[_-]+", " ", path.stem).split()) or path.stem
-    limit, passages = config.passage_words, []
+    return _assemble([b for i, b in enumerate(blocks) if i != h1], title, name, config.passage_words)
+
+
+def _assemble(blocks: list[tuple[int, str, int]], title: str, name: str, limit: int) -> list[Passage]:
+    """The passages `name`#1, #2, ... of a page's blocks (`_blocks`; its title's heading taken out)."""
+    passages = []
     current = ""  # the passage being made: its heading (if it opens with one) and paragraphs, one a line
     first_line, headed = 0, False  # where it starts; whether it holds a heading alone so far
 
@@ -223,8 +233,8 @@ def read_document(path: Path, name: str, config: DocumentsConfig = DocumentsConf
             passages.append(Passage(f"{name}#{len(passages) + 1}", title, current, first_line))
         current = ""
 
-    for i, (line_no, text, level) in enumerate(blocks):
-        if i == h1 or not text:
+    for line_no, text, level in blocks:
+        if not text:
             continue
         if level:  # a heading ends the passage before it and opens the next
             flush()
@@ -241,36 +251,62 @@ def read_document(path: Path, name: str, config: DocumentsConfig = DocumentsConf
     return passages
 
 
-def documents_corpus(folder: str | Path, out: str | Path, config: DocumentsConfig = DocumentsConfig(),
+def jsonl_documents(path: Path, config: DocumentsConfig, warnings: WarningLog):
+    """(article, its passages) for each document of a JSONL corpus of long documents (``{"id", "title", "text"}``
+    a line, read as `drkit.data.corpus.read_jsonl_corpus` reads a corpus): its text's paragraphs are its lines
+    separated by blank lines (each line a paragraph where it has no blank line), ids ``<id>#<n>``."""
+    from drkit.data.corpus import read_jsonl_corpus
+
+    for article in read_jsonl_corpus(path, warnings):
+        if article.links is not None:
+            raise InputFormatError(path, article.source_line, "a document with links cannot be cut into passages "
+                                   "(the links' offsets are the whole text's): index this file as it is", field="links")
+        text = article.text.replace("\r\n", "\n")
+        parts = re.split(r"\n[ \t]*\n", text) if re.search(r"\n[ \t]*\n", text) else text.split("\n")
+        blocks = [(article.source_line, " ".join(part.split()), 0) for part in parts]
+        yield article, _assemble(blocks, article.title, article.key, config.passage_words)
+
+
+def documents_corpus(docs: str | Path, out: str | Path, config: DocumentsConfig = DocumentsConfig(),
                      overwrite: bool = False, log=print) -> dict:
-    """Write the documents below `folder` as a JSONL corpus `out` (``{"id", "title", "text"}`` a line) and return
-    what was done: documents, passages, pages (titles), what was left out and the warnings."""
+    """Write the documents of `docs` (a folder of them, or a JSONL corpus of long documents: `jsonl_documents`) as a
+    JSONL corpus of passages `out` (``{"id", "title", "text"}`` a line) and return what was done: documents,
+    passages, pages (titles), what was left out and the warnings. Nothing is written where a document is bad."""
     from drkit.util.progress import progress
 
-    folder, out = Path(folder), Path(out)
-    if not folder.is_dir():
-        raise ConfigError(f"{folder} is not a folder of documents (.txt, .md, .markdown, .html, .htm files)")
+    docs, out = Path(docs), Path(out)
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} exists; pass --overwrite to replace it")
-    files, left_out = document_files(folder)
-    if not files:
-        raise ConfigError(f"{folder} holds no .txt, .md, .markdown, .html or .htm file"
-                          + (f" (left out: {dict(left_out)})" if left_out else ""))
-    warnings, pages, passages = WarningLog(), {}, 0
+    warnings, left_out = WarningLog(), Counter()
+    if docs.is_file() and docs.suffix.lower() in (".jsonl", ".json"):
+        if out.resolve() == docs.resolve():
+            raise ConfigError(f"--out {out} is --docs itself: write the passages to another file")
+        documents = ((a.key, found) for a, found in jsonl_documents(docs, config, warnings))
+        total = None
+    elif docs.is_dir():
+        files, left_out = document_files(docs)
+        if not files:
+            raise ConfigError(f"{docs} holds no .txt, .md, .markdown, .html or .htm file"
+                              + (f" (left out: {dict(left_out)})" if left_out else ""))
+        documents = ((str(f), read_document(f, f.relative_to(docs).as_posix(), config)) for f in files)
+        total = len(files)
+    else:
+        raise ConfigError(f"{docs} is neither a folder of documents (.txt, .md, .markdown, .html, .htm files) nor a "
+                          "JSONL file of documents (.jsonl)")
+    pages, passages, n_documents = {}, 0, 0
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            for path in progress(files, desc="documents", unit="file"):
-                name = path.relative_to(folder).as_posix()
-                found = read_document(path, name, config)
+            for where, found in progress(documents, total=total, desc="documents", unit="document"):
+                n_documents += 1
                 if not found:
-                    warnings.add("document_without_text", f"{path}: no text; no passage written")
+                    warnings.add("document_without_text", f"{where}: no text; no passage written")
                     continue
                 title = found[0].title
-                if title in pages and pages[title] != name:
-                    warnings.add("same_title", f"{path}: its title {title!r} is also {pages[title]}'s: one page of both")
-                pages.setdefault(title, name)
+                if title in pages and pages[title] != where:
+                    warnings.add("same_title", f"{where}: its title {title!r} is also {pages[title]}'s: one page of both")
+                pages.setdefault(title, where)
                 for p in found:
                     f.write(json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n")
                 passages += len(found)
@@ -279,5 +315,5 @@ def documents_corpus(folder: str | Path, out: str | Path, config: DocumentsConfi
         tmp.unlink(missing_ok=True)
     for line in warnings.lines():
         log(line)
-    return {"documents": len(files), "passages": passages, "pages": len(pages), "left_out": dict(left_out),
+    return {"documents": n_documents, "passages": passages, "pages": len(pages), "left_out": dict(left_out),
             "warnings": warnings.to_dict()}
