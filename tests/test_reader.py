@@ -9,11 +9,12 @@ import torch
 from test_retrieve import mixing_run, title_corpus, write_jsonl  # noqa: F401  (mixing_run: a fixture)
 
 from drkit.cli import main
+from drkit.data.text import split_sentences
 from drkit.reader.decode import bridge_names, decode
 from drkit.reader.examples import OrderConfig, ReaderExample, ReaderPassage, arrange
 from drkit.reader.model import TITLE, Reader, ReaderConfig, allot
 from drkit.reader.reading import ReadConfig
-from drkit.reader.text import best_scores, exact_match, f1, find_all, normalize_answer, split_sentences
+from drkit.reader.text import best_scores, exact_match, f1, find_all, normalize_answer
 
 
 def test_hotpot_normalisation_and_scores_by_hand():

@@ -10,7 +10,7 @@ is a page, cut into passages:
   title are one page of several passages (a counted warning names them).
 * **Passages**: paragraphs (runs of non-blank lines, each run's lines joined by a space) joined in order, each a line
   of the passage's text, while the passage keeps to `DocumentsConfig.passage_words` words; a longer paragraph is cut between sentences
-  (`drkit.reader.text.split_sentences`; a sentence longer than that is a passage of its own). In Markdown, a
+  (`drkit.data.text.split_sentences`; a sentence longer than that is a passage of its own). In Markdown, a
   heading ends the passage before it and its text opens the next one; the title's heading and the front matter
   are not text. Nothing else is changed: every word of a document's text is in its passages, in order. In HTML
   a block element (<p>, <li>, <td>, <div>, ...) or <br> ends a paragraph, <h1> to <h6> are headings, and what
@@ -36,6 +36,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from drkit.data.lines import read_lines
+from drkit.data.text import split_sentences
 from drkit.errors import ConfigError, InputFormatError
 from drkit.util.warnlog import WarningLog
 
@@ -122,8 +123,6 @@ def _blocks(lines: list[tuple[int, str]], markdown: bool) -> list[tuple[int, str
 
 def _pieces(text: str, limit: int) -> list[str]:
     """`text` cut between sentences into pieces of at most `limit` words (a longer sentence is a piece alone)."""
-    from drkit.reader.text import split_sentences
-
     pieces, current = [], []
     for a, b in split_sentences(text):
         sentence = text[a:b]

@@ -1,4 +1,5 @@
-"""Text normalisation shared by linking, passage splitting and TF-IDF.
+"""Text normalisation shared by linking, passage splitting and TF-IDF, and sentence splitting (`split_sentences`,
+for the reader and for cutting documents into passages).
 
 `fold` lower-cases a string without changing its length, so that character offsets found in the
 folded text are offsets in the original text too, and folds every character the same way
@@ -13,6 +14,7 @@ starts and ends at such boundaries covers whole word pieces.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import lru_cache
 
@@ -45,3 +47,39 @@ def is_token_boundary(text: str, i: int) -> bool:
     if i <= 0 or i >= len(text):
         return True
     return is_separator(text[i - 1]) or is_separator(text[i])
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])([\"')\]]*)\s+(?=[\"'(\[]?[A-Z0-9])")
+_ABBREVIATION = re.compile(r"\b(?:[A-Z]|e\.g|i\.e|c|ca|vs|St|Dr|Mr|Mrs|Ms|Jr|Sr|No|Vol|pp|Mt|Gen|Col|Lt|Capt|Rev|Prof|"
+                           r"Inc|Ltd|Co|Corp|U\.S|U\.K)\.$")
+_INITIAL = re.compile(r"\b[A-Z]\.$")
+# after a single capital and a full stop, these words start a sentence ("World War I. The war ..."); an initial
+# is followed by a name ("J. Smith")
+_SENTENCE_STARTERS = frozenset("A An The He She It They We I His Her Its Their This That These Those There In On At "
+                               "After Before During From Following However In Later Since When While".split())
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """Character spans of the sentences of `text`, in order, covering its non-blank text: a break after
+    ., ! or ? followed by white space and a capital or digit, unless the word before the full stop is an
+    initial or a common abbreviation ("J.", "Dr.", "St.", "U.S."); a single capital before the full stop ends a
+    sentence when a common sentence-starting word follows ("World War I. The ...", `_SENTENCE_STARTERS`)."""
+    spans, start = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        before = text[start : m.start()]
+        if _ABBREVIATION.search(before):
+            following = re.match(r"[\"'(\[]?(\w+)", text[m.end():])
+            if not (_INITIAL.search(before) and following and following.group(1) in _SENTENCE_STARTERS):
+                continue
+        spans.append((start, m.end(1)))
+        start = m.end()
+    spans.append((start, len(text)))
+    out = []
+    for a, b in spans:
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        if b > a:
+            out.append((a, b))
+    return out

@@ -115,8 +115,8 @@ def rounded_prob(prob: float | None) -> float | None:
 
 def reader_answer(reading, passages) -> ReaderAnswer:
     """A `drkit.reader.model.Reading` of `passages` (what was read, in order) as a `ReaderAnswer`."""
+    from drkit.data.text import split_sentences
     from drkit.reader.reading import TITLE
-    from drkit.reader.text import split_sentences
 
     span = reading.span if reading.answer_type == "span" else None
     support, sentences = [], {}  # sentences: passage -> its sentences' offsets, split once

@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from drkit.reader.text import normalize_answer, split_sentences
+from drkit.data.text import split_sentences
+from drkit.reader.text import normalize_answer
 
 MAX_QUESTION_CHARS = 300  # longer questions are left to the reader
 

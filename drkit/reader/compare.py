@@ -30,12 +30,13 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from drkit.data.text import split_sentences
 from drkit.reader.clues import MAX_QUESTION_CHARS, bridges, option_passages, sentence_of, without_suffix
 from drkit.reader.dates import Date, life_dates, life_lengths, own_date
 from drkit.reader.examples import earlier
 from drkit.reader.reading import Reading, Supporting
 from drkit.reader.same import same_country
-from drkit.reader.text import normalize_answer, split_sentences
+from drkit.reader.text import normalize_answer
 
 _EARLIER = re.compile(r"\b(first|earlier|earliest|older|oldest|before|sooner|elder|eldest)\b")
 _LATER = re.compile(r"\b(later|latest|last|more recently|most recently|recent|younger|youngest|after|newer|newest)\b")

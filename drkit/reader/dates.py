@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from drkit.data.text import split_sentences
 from drkit.index.found import MONTHS as MONTH_NAMES
 from drkit.reader.clues import subject_end
-from drkit.reader.text import split_sentences
 
 _MONTH_NUMBER = {m[:3].lower(): i for i, m in enumerate(MONTH_NAMES, 1)}  # "jan" -> 1: a name or abbreviation, by its start
 _ABBREVIATIONS = [a for m in MONTH_NAMES if len(m) > 3 for a in (("Sept", "Sep") if m == "September" else (m[:3],))]

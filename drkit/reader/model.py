@@ -34,12 +34,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from drkit.data.text import split_sentences
 from drkit.data.tokenizer import DEFAULT_ENCODER, encoder_path
 from drkit.dense.layers import hidden_states
 from drkit.errors import ConfigError
 from drkit.reader.examples import ANSWER_TYPES, SPAN, ReaderExample
 from drkit.reader.reading import TITLE, ReadConfig, Reading
-from drkit.reader.text import find_all, split_sentences
+from drkit.reader.text import find_all
 from drkit.util.artifact import ArtifactWriter, read_manifest
 from drkit.util.runs import as_saved
 

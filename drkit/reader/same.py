@@ -15,9 +15,10 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from drkit.data.text import split_sentences
 from drkit.reader.clues import MAX_QUESTION_CHARS, bridges, subject_end, without_suffix
 from drkit.reader.countries import countries_in
-from drkit.reader.text import normalize_answer, split_sentences
+from drkit.reader.text import normalize_answer
 
 _SAME = re.compile(r"^(?:are|is|do|does|did|were|was)\b.*\bsame (?:country|nationality|citizenship)\b", re.I)
 _RELATION = (re.compile(r"\b([a-z]+?)s?\s+of\s+(?:the\s+)?(?:films?|songs?|albums?|books?|novels?|plays?|series)\b"),
