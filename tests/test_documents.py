@@ -1,4 +1,5 @@
-"""`drkit corpus`: a folder of .txt / .md documents as a JSONL corpus (drkit.data.documents)."""
+"""`drkit corpus`: a folder of .txt / .md / .html documents, or a JSONL file of long ones, as a JSONL corpus of passages
+(drkit.data.documents)."""
 
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ def test_titles_from_front_matter_and_file_names_and_one_page_for_one_title(tmp_
     rows = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
     assert {r["id"]: r["title"] for r in rows} == {"a.md#1": "Paris", "b.md#1": "Paris", "c.md#1": "c",
                                                   "new_york-city.txt#1": "new york city"}
-    assert rows[2]["text"] == "--- no closing line\nText."  # a paragraph's lines are one line
+    assert rows[2]["text"] == "no closing line\nText."  # without its closing line, the "---" is a horizontal rule
     assert done["pages"] == 3 and done["warnings"]["same_title"]["count"] == 1 and any("b.md" in x for x in logged)
 
 
@@ -112,16 +113,15 @@ def test_random_documents_keep_every_word_in_order_within_the_limit(tmp_path):
                 continue
             sentences = [" ".join(rng.choices(vocabulary, k=rng.randint(1, 14))).capitalize() + "."
                          for _ in range(rng.randint(1, 6))]
-            text = " ".join(sentences)
-            paragraphs.append("\n".join(text[i:i + 40] for i in range(0, len(text), 40)))  # lines cut anywhere
+            words = " ".join(sentences).split()
+            paragraphs.append("\n".join(" ".join(words[i:i + 7]) for i in range(0, len(words), 7)))  # several lines
         text = "\n\n".join(paragraphs) + "\n"
         path = tmp_path / f"doc{trial}{'.md' if markdown else '.txt'}"
         path.write_text(text, encoding="utf-8")
         limit = rng.choice([5, 12, 30, 1000])
         got = read_document(path, path.name, DocumentsConfig(passage_words=limit))
         assert [p.id for p in got] == [f"{path.name}#{i}" for i in range(1, len(got) + 1)]
-        # lines cut anywhere join with a space, so compare the text without its white space
-        assert "".join("".join(p.text.split()) for p in got) == "".join(expected_words(text, markdown))
+        assert [w for p in got for w in p.text.split()] == expected_words(text, markdown)  # no word lost, merged or moved
         for p in got:
             assert p.text.split(), p
             if len(p.text.split()) > limit:  # only one sentence, or a heading (no full stop) and what follows it
@@ -224,7 +224,7 @@ def test_a_jsonl_file_of_long_documents_is_cut_into_passages(tmp_path):
     assert done["documents"] == 3 and done["passages"] == 3 and any("document_without_text" in x for x in logged)
     # the reader of a corpus reads it; a document with links, or --out being --docs, is refused
     assert len(read_jsonl_corpus(tmp_path / "out.jsonl", WarningLog()).__next__().text) > 0
-    with pytest.raises(ConfigError, match="is --docs itself"):
+    with pytest.raises(ConfigError, match="would be --docs itself"):
         documents_corpus(src, src, overwrite=True)
     src.write_text(json.dumps({"id": "x", "title": "X", "text": "X is.", "links": []}) + "\n", encoding="utf-8")
     with pytest.raises(InputFormatError, match=r"docs\.jsonl:1 \(field 'links'\)"):
@@ -233,3 +233,60 @@ def test_a_jsonl_file_of_long_documents_is_cut_into_passages(tmp_path):
     with pytest.raises(InputFormatError, match=r"docs\.jsonl:1 \(field 'text'\): missing field"):
         documents_corpus(src, tmp_path / "o3.jsonl")
     assert not (tmp_path / "o3.jsonl").exists()
+
+
+def md_passages(tmp_path, text: str, name: str = "t.md", limit: int = 120) -> list[tuple[str, str]]:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return [(p.title, p.text) for p in read_document(path, name, DocumentsConfig(passage_words=limit))]
+
+
+def test_markdown_code_fences_rules_setext_headings_and_front_matter(tmp_path):
+    # a "#" line inside a fenced code block is text, not a heading (nor the title)
+    assert md_passages(tmp_path, "Intro.\n\n```bash\n# install it\npip install x\n```\n\nMore.\n", "readme.md") == [
+        ("readme", "Intro.\n```bash # install it pip install x ```\nMore.")]
+    assert md_passages(tmp_path, "~~~\n# a\n```\n# b\n~~~\n# Title\n") == [("Title", "~~~ # a ``` # b ~~~")]
+    # a horizontal rule at the top is not front matter: nothing after it is lost
+    assert md_passages(tmp_path, "---\n\nSome text that matters.\n\n---\n\nMore text.\n") == [
+        ("t", "Some text that matters.\nMore text.")]
+    assert md_passages(tmp_path, "---\nA poem begins here.\nIt trails off\n...\nand continues.\n") == [
+        ("t", "A poem begins here. It trails off ... and continues.")]
+    assert md_passages(tmp_path, "---\ntitle: 'FM'\ntags:\n  - a\n---\nBody.\n") == [("FM", "Body.")]
+    # setext headings: "====" the title, "----" a heading that opens a passage
+    assert md_passages(tmp_path, "Marie Curie\n===\n\nShe was.\n\nLife\n----\n\nBorn in Warsaw.\n") == [
+        ("Marie Curie", "She was."), ("Marie Curie", "Life\nBorn in Warsaw.")]
+    # headings in a row open one passage together; a heading alone is a passage only at the end
+    assert md_passages(tmp_path, "# T\n\n## A\n\n## B\n\ntext here.\n\n## C\n") == [("T", "A\nB\ntext here."), ("T", "C")]
+
+
+def test_html_titles_headings_and_blocks_lose_no_text(tmp_path):
+    def html(text: str) -> list[tuple[str, str]]:
+        path = tmp_path / "t.html"
+        path.write_text(text, encoding="utf-8")
+        return [(p.title, p.text) for p in read_document(path, "t.html")]
+
+    assert html("<p>a</p><title>unclosed title<p>Lost?</p><p>Also?</p>") == [("t", "a\nunclosed title\nLost?\nAlso?")]
+    assert html("<body><title>Body</title><p>Text.</p></body>") == [("t", "Body\nText.")]  # a body's title is text
+    assert html("<body><svg><title>Close icon</title></svg><p>Text.</p></body>") == [("t", "Close icon\nText.")]
+    assert html("<head><title>Never closed</head><body><p>w</p>") == [("Never closed", "w")]
+    assert html("<p>Before</p><noscript>Enable JS<p>After</p>") == [("t", "Before\nEnable JS\nAfter")]
+    assert html("<details><summary>More</summary>Hidden</details><select><option>A</option><option>B</option></select>") \
+        == [("t", "More\nHidden\nA\nB")]
+    assert html("<h1>Marie<br>Curie</h1><h2><div>Early</div> life</h2><p>Born.</p>") == [("Marie Curie", "Early life\nBorn.")]
+
+
+def test_out_may_not_be_a_document_nor_a_folder_and_linked_folders_are_counted(tmp_path):
+    d = make_folder(tmp_path)
+    before = (d / "marie_curie.md").read_text(encoding="utf-8")
+    for out in (d / "marie_curie.md", d / "corpus.txt"):
+        with pytest.raises(ConfigError, match="would be a document of --docs"):
+            documents_corpus(d, out, overwrite=True)
+    assert (d / "marie_curie.md").read_text(encoding="utf-8") == before
+    with pytest.raises(ConfigError, match="is a folder"):
+        documents_corpus(d, tmp_path, overwrite=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "linked.txt").write_text("Linked.\n", encoding="utf-8")
+    (d / "link").symlink_to(other, target_is_directory=True)
+    done = documents_corpus(d, d / "corpus.jsonl", log=lambda line: None)  # inside --docs, but not a document
+    assert done["left_out"]["linked folder"] == 1 and done["documents"] == 3

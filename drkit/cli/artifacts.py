@@ -21,9 +21,9 @@ from drkit.data.corpus import CORPUS_FORMATS
     "(its entity with --entities titles) is its first '# heading' or <h1>, else its front matter's title or its "
     "<title>, else its file name; "
     "its paragraphs are joined into passages of at most --passage-words words, a longer one cut between sentences, a "
-    "heading opening a new passage; ids are '<path below --docs>#<n>'. Nothing of the text is dropped but the "
-    "title's heading, the front matter and what HTML's <script> and <style> hold. Files that are not UTF-8 are an error naming the file and line; "
-    "hidden files and other suffixes are left out and counted.",
+    "heading opening a new passage; ids are '<path below --docs>#<n>'. Nothing of the text is dropped but markup: "
+    "the title's heading, Markdown's front matter and horizontal rules, what HTML's <script> and <style> hold. Files that are not UTF-8 are an error naming the file and line; "
+    "hidden files, linked folders and other suffixes are left out and counted.",
 )
 def _corpus_parser(p) -> None:
     from drkit.data.documents import DocumentsConfig

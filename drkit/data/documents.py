@@ -4,27 +4,30 @@
 Each plain-text (``.txt``), Markdown (``.md``, ``.markdown``) or HTML (``.html``, ``.htm``) file below the folder
 is a page, cut into passages:
 
-* **Title** (the page's entity with ``--entities titles``): its first level-1 heading ("# Marie Curie", <h1>), else
-  the ``title:`` of a Markdown file's front matter or an HTML page's <title>, else the file name without its
-  suffix, underscores and hyphens read as spaces ("marie_curie.txt": "marie curie"; the linker finds names whatever their case). Files with one
-  title are one page of several passages (a counted warning names them).
-* **Passages**: paragraphs (runs of non-blank lines, each run's lines joined by a space) joined in order, each a line
-  of the passage's text, while the passage keeps to `DocumentsConfig.passage_words` words; a longer paragraph is cut between sentences
-  (`drkit.data.text.split_sentences`; a sentence longer than that is a passage of its own). In Markdown, a
-  heading ends the passage before it and its text opens the next one; the title's heading and the front matter
-  are not text. Nothing else is changed: every word of a document's text is in its passages, in order. In HTML
-  a block element (<p>, <li>, <td>, <div>, ...) or <br> ends a paragraph, <h1> to <h6> are headings, and what
-  <script>, <style>, <template> and <noscript> hold is not text.
+* **Title** (the page's entity with ``--entities titles``): its first level-1 heading ("# Marie Curie", a setext
+  "====" underline, <h1>), else the ``title:`` of a Markdown file's front matter or the head's <title>, else the
+  file name without its suffix, underscores and hyphens read as spaces ("marie_curie.txt": "marie curie"; the
+  linker finds names whatever their case). Files with one title are one page (a counted warning names them).
+* **Paragraphs**: runs of non-blank lines, each run's lines joined by a space. In Markdown an ATX or setext heading
+  is a heading, a horizontal rule ("---", "***", "___" alone) and the front matter (YAML-like lines between "---"
+  lines at the top) are markup, not text, and fenced code blocks are text ("#" lines in them included). In HTML a
+  block element (<p>, <li>, <td>, <div>, ...) or <br> ends a paragraph, <h1> to <h6> are headings, inline tags
+  join words ("Cu<b>rie</b>"), and what <script> and <style> hold is not text.
+* **Passages**: paragraphs joined in order, each a line of the passage's text, while the passage keeps to
+  `DocumentsConfig.passage_words` words; a longer paragraph is cut between sentences
+  (`drkit.data.text.split_sentences`; a sentence longer than that is a passage of its own). A heading (or
+  headings in a row) ends the passage before it and opens the next one. Nothing else is changed: every word of a
+  document's text, markup aside, is in its passages, in order (the title's heading is the title, not text).
 * **Ids**: ``<path below the folder>#<n>``, n counting the file's passages from 1.
 * A JSONL file of long documents (``{"id", "title", "text"}`` a line, as a corpus) instead of a folder: each
   document is a page, its paragraphs its text's blank-line-separated parts (each line one where there is no blank
   line), ids ``<id>#<n>`` (`jsonl_documents`; a document with ``links`` is refused: their offsets are the whole
   text's).
 * UTF-8 (a byte-order mark allowed, Windows line endings too): a file that is not is an `InputFormatError`
-  naming it, the line and the byte (`drkit.data.lines`). A file with no text is a counted warning; hidden files
-  and folders (names starting with ".") and other suffixes are left out and counted by suffix.
+  naming it, the line and the byte (`drkit.data.lines`), and nothing is written. A file with no text is a counted
+  warning; hidden files and folders (names starting with "."), linked folders (not followed) and other suffixes
+  are left out and counted.
 """
-
 from __future__ import annotations
 
 import json
@@ -45,6 +48,10 @@ MARKDOWN = (".md", ".markdown")
 HTML = (".html", ".htm")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FRONT_TITLE = re.compile(r"^title\s*:\s*(.*?)\s*$", re.IGNORECASE)
+_FRONT_KEY = re.compile(r"^[A-Za-z0-9_][\w.-]*\s*:(\s|$)")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 
 
 @dataclass(frozen=True)
@@ -70,12 +77,13 @@ class Passage:
 
 def document_files(folder: Path) -> tuple[list[Path], Counter]:
     """The documents below `folder` in path order, and what was left out, counted by suffix ("hidden": names
-    starting with ".", with what is below them)."""
+    starting with ".", with what is below them; "linked folder": a symbolic link to a folder, not followed)."""
     found, left_out = [], Counter()
     for root, dirs, files in os.walk(folder):
         hidden = [d for d in dirs if d.startswith(".")]
         left_out["hidden"] += sum(len(fs) for d in hidden for _, _, fs in os.walk(Path(root) / d))
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        left_out["linked folder"] += sum((Path(root) / d).is_symlink() for d in dirs if not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # (os.walk does not enter a linked folder)
         for name in files:
             path = Path(root) / name
             if name.startswith("."):
@@ -88,32 +96,62 @@ def document_files(folder: Path) -> tuple[list[Path], Counter]:
 
 
 def _front_matter(lines: list[tuple[int, str]]) -> tuple[int, str | None]:
-    """Where a Markdown file's text starts after its front matter ("---" ... "---" or "...") and the title it
-    gives; (0, None) without one."""
+    """Where a Markdown file's text starts after its front matter and the title it gives; (0, None) without one.
+    Front matter is a first line "---", then YAML-like lines ("key: value", indented or "- " continuations; no blank
+    line, at least one key) up to a line "---" or "...": a file that opens with a horizontal rule is not one."""
     if not lines or lines[0][1].strip() != "---":
         return 0, None
     for i in range(1, len(lines)):
         if lines[i][1].strip() in ("---", "..."):
-            titles = [m.group(1).strip("\"'") for _, t in lines[1:i] if (m := _FRONT_TITLE.match(t))]
+            body = [t for _, t in lines[1:i]]
+            keys = [t for t in body if _FRONT_KEY.match(t)]
+            if not keys or any(not (_FRONT_KEY.match(t) or t[:1] in (" ", "\t") or t.startswith("- ")) for t in body):
+                return 0, None
+            titles = [m.group(1).strip("\"'") for t in keys if (m := _FRONT_TITLE.match(t))]
             return i + 1, titles[0] if titles and titles[0] else None
     return 0, None  # no closing line: not front matter
 
 
 def _blocks(lines: list[tuple[int, str]], markdown: bool) -> list[tuple[int, str, int]]:
-    """(first line, text, heading level: 0 for a paragraph) of each paragraph and Markdown heading."""
+    """(first line, text, heading level: 0 for a paragraph) of each paragraph and Markdown heading. In Markdown an
+    ATX heading ("## Life") or a setext underline ("Life" over "----" or "====") makes a heading, a line of three or
+    more "-", "*" or "_" alone is a horizontal rule (markup, not text), and the lines of a fenced code block
+    (``` or ~~~) are text, a "#" in them included."""
     out, run = [], []
+    fence = None  # the opening fence's marker while inside a fenced code block
 
-    def close():
+    def close(level: int = 0):
         if run:
-            out.append((run[0][0], " ".join(t.strip() for _, t in run), 0))
+            out.append((run[0][0], " ".join(t.strip() for _, t in run), level))
             run.clear()
 
     for line_no, text in lines:
-        heading = _HEADING.match(text) if markdown else None
-        if heading:
-            close()
-            out.append((line_no, (heading.group(2) or "").strip(), len(heading.group(1))))
-        elif text.strip():
+        if markdown:
+            marker = _FENCE.match(text)
+            if fence is not None:  # inside a code block: text, until the fence closes
+                if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence) and not marker.group(2).strip():
+                    fence = None
+                if text.strip():
+                    run.append((line_no, text))
+                else:
+                    close()
+                continue
+            if marker:
+                fence = marker.group(1)
+                run.append((line_no, text))
+                continue
+            underline = _SETEXT.match(text)
+            if underline and run:
+                close(1 if underline.group(1)[0] == "=" else 2)
+                continue
+            if _RULE.match(text) and not run:
+                continue
+            heading = _HEADING.match(text)
+            if heading:
+                close()
+                out.append((line_no, (heading.group(2) or "").strip(), len(heading.group(1))))
+                continue
+        if text.strip():
             run.append((line_no, text))
         else:
             close()
@@ -123,13 +161,15 @@ def _blocks(lines: list[tuple[int, str]], markdown: bool) -> list[tuple[int, str
 
 def _pieces(text: str, limit: int) -> list[str]:
     """`text` cut between sentences into pieces of at most `limit` words (a longer sentence is a piece alone)."""
-    pieces, current = [], []
+    pieces, current, words = [], [], 0
     for a, b in split_sentences(text):
         sentence = text[a:b]
-        if current and len(" ".join(current + [sentence]).split()) > limit:
+        n = len(sentence.split())
+        if current and words + n > limit:
             pieces.append(" ".join(current))
-            current = []
+            current, words = [], 0
         current.append(sentence)
+        words += n
     if current:
         pieces.append(" ".join(current))
     return pieces
@@ -137,62 +177,89 @@ def _pieces(text: str, limit: int) -> list[str]:
 
 class _HTMLBlocks(HTMLParser):
     """The paragraphs and headings of an HTML page as `_blocks` gives them, and its <title>: a block element
-    (`_BLOCK_TAGS`) or <br> ends a paragraph; the text of <script>, <style>, <template> and <noscript> is not
-    text; character references are decoded."""
+    (`_BLOCK_TAGS`) or <br> ends a paragraph (inside a heading, <br> is a space and a block changes nothing); the
+    text of <script> and <style> is not text; the <title> is that of the head (one in the body or in an <svg> is
+    text); character references are decoded."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.blocks: list[tuple[int, str, int]] = []
         self.title: str | None = None
-        self._text: list[str] = []  # the paragraph being read (as written: inline tags join, not split, words),
-        self._start = self._level = self._skip = 0  # from line _start, a heading of _level (0: none); _skip: how deep
-        self._in_title, self._title_text = False, []  # inside <script>, <style>, ...
+        self._text: list[str] = []  # the paragraph being read, as written (inline tags join words, not split them)
+        self._has_text = False
+        self._start = 0  # its first line
+        self._heading = None  # the heading tag open ("h2"), if any
+        self._skip = self._svg = 0  # how deep inside <script>/<style>, and inside <svg>
+        self._body = False  # a body tag or a block was seen: a <title> now is text
+        self._title: list[str] | None = None  # the head's <title> being read
 
     def _close(self):
-        text = " ".join("".join(self._text).split())
-        if text:
-            self.blocks.append((self._start, text, self._level))
-        self._text, self._level = [], 0
+        if self._has_text:
+            level = int(self._heading[1]) if self._heading else 0
+            self.blocks.append((self._start, " ".join("".join(self._text).split()), level))
+        self._text, self._has_text = [], False
+
+    def _end_title(self):
+        if self._title is not None:
+            self.title = self.title or " ".join("".join(self._title).split()) or None
+            self._title = None
 
     def handle_starttag(self, tag, attrs):
         if tag in _SKIP_TAGS:
             self._skip += 1
-        elif tag == "title":
-            self._in_title = True
+        elif tag == "svg":
+            self._svg += 1
+        elif tag == "title" and not self._body and not self._svg:
+            self._title = []
         elif tag in _BLOCK_TAGS or tag == "br":
+            self._end_title()  # a title is never open across a block: an unclosed one ends here
+            self._body = self._body or tag not in ("html", "head")
+            if self._heading:
+                if tag == "br":
+                    self._text.append(" ")
+                return
             self._close()
             if tag in _HEADINGS:
-                self._level = _HEADINGS[tag]
+                self._heading = tag
 
     def handle_endtag(self, tag):
         if tag in _SKIP_TAGS:
             self._skip = max(0, self._skip - 1)
+        elif tag == "svg":
+            self._svg = max(0, self._svg - 1)
         elif tag == "title":
-            self._in_title = False
-            self.title = self.title or " ".join("".join(self._title_text).split()) or None
+            self._end_title()
         elif tag in _BLOCK_TAGS:
+            if self._heading and tag != self._heading:
+                return
             self._close()
+            self._heading = None
 
     def handle_data(self, data):
         if self._skip:
             return
-        if self._in_title:
-            self._title_text.append(data)
-        elif data.strip() or self._text:
-            if not "".join(self._text).strip():
-                self._start = self.getpos()[0]
+        if self._title is not None:
+            self._title.append(data)
+        elif data.strip() or self._has_text:
+            if not self._has_text:
+                self._start, self._has_text = self.getpos()[0], True
             self._text.append(data)
 
     def close(self):
         super().close()
+        if self._title is not None:  # a <title> never closed: its words are the page's text, not lost
+            self._text, self._has_text = self._title, any(t.strip() for t in self._title)
+            self._title = None
         self._close()
 
 
-_SKIP_TAGS = frozenset({"script", "style", "template", "noscript"})
+_SKIP_TAGS = frozenset({"script", "style"})
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
-_BLOCK_TAGS = frozenset({"p", "div", "li", "ul", "ol", "dl", "dt", "dd", "table", "tr", "td", "th", "blockquote", "pre",
-                         "section", "article", "header", "footer", "nav", "aside", "main", "figure", "figcaption",
-                         "address", "hr", "body", "html", "head", *_HEADINGS})
+_BLOCK_TAGS = frozenset({"p", "div", "li", "ul", "ol", "dl", "dt", "dd", "table", "tr", "td", "th", "caption", "thead",
+                         "tbody", "tfoot", "blockquote", "pre", "section", "article", "header", "footer", "nav",
+                         "aside", "main", "figure", "figcaption", "address", "hr", "body", "html", "head", "details",
+                         "summary", "select", "option", "optgroup", "fieldset", "legend", "form", "menu", "dialog",
+                         "textarea", "noscript", "template", *_HEADINGS})
 
 
 def _html(path: Path) -> tuple[list[tuple[int, str, int]], str | None]:
@@ -235,13 +302,16 @@ def _assemble(blocks: list[tuple[int, str, int]], title: str, name: str, limit: 
     for line_no, text, level in blocks:
         if not text:
             continue
-        if level:  # a heading ends the passage before it and opens the next
+        if level:  # a heading ends the passage before it and opens the next (headings in a row open it together)
+            if headed:
+                current = f"{current}\n{text}"
+                continue
             flush()
             current, first_line, headed = text, line_no, True
             continue
         for k, piece in enumerate(_pieces(text, limit) if len(text.split()) > limit else [text]):
             if current and not headed and len(current.split()) + len(piece.split()) > limit:
-                flush()  # (a heading alone is never a passage: it stays with what follows it)
+                flush()  # (a heading stays with what follows it: alone, it is a passage only at the end)
             if not current:
                 first_line = line_no
             current = f"{current}{' ' if k else chr(10)}{piece}" if current else piece  # a paragraph starts a line
@@ -257,6 +327,9 @@ def jsonl_documents(path: Path, config: DocumentsConfig, warnings: WarningLog):
     from drkit.data.corpus import read_jsonl_corpus
 
     for article in read_jsonl_corpus(path, warnings):
+        if not article.title:
+            warnings.add("document_without_title", f"{path}:{article.source_line}: document {article.key!r} has no "
+                         "title: its passages name no entity of --entities titles")
         if article.links is not None:
             raise InputFormatError(path, article.source_line, "a document with links cannot be cut into passages "
                                    "(the links' offsets are the whole text's): index this file as it is", field="links")
@@ -274,12 +347,16 @@ def documents_corpus(docs: str | Path, out: str | Path, config: DocumentsConfig 
     from drkit.util.progress import progress
 
     docs, out = Path(docs), Path(out)
+    if out.resolve() == docs.resolve() or (docs.is_dir() and out.resolve().is_relative_to(docs.resolve())
+                                           and out.suffix.lower() in SUFFIXES):
+        raise ConfigError(f"--out {out} would be {'--docs itself' if out.resolve() == docs.resolve() else 'a document of --docs'}"
+                          ": write the passages to another file")
+    if out.is_dir():
+        raise ConfigError(f"--out {out} is a folder: give the file to write, e.g. {out / 'corpus.jsonl'}")
     if out.exists() and not overwrite:
         raise ConfigError(f"{out} exists; pass --overwrite to replace it")
     warnings, left_out = WarningLog(), Counter()
     if docs.is_file() and docs.suffix.lower() in (".jsonl", ".json"):
-        if out.resolve() == docs.resolve():
-            raise ConfigError(f"--out {out} is --docs itself: write the passages to another file")
         documents = ((a.key, found) for a, found in jsonl_documents(docs, config, warnings))
         total = None
     elif docs.is_dir():
