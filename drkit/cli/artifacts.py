@@ -16,14 +16,13 @@ from drkit.data.corpus import CORPUS_FORMATS
     "corpus",
     help="turn a folder of .txt / .md / .html documents into the JSONL corpus that drkit index reads",
     description="Write every plain-text (.txt), Markdown (.md, .markdown) or HTML (.html, .htm) file below --docs as "
-    "passages of a JSONL "
-    "corpus ({\"id\", \"title\", \"text\"} a line) for drkit index and drkit add: each file is a page whose title "
-    "(its entity with --entities titles) is its first '# heading' or <h1>, else its front matter's title or its "
-    "<title>, else its file name; "
-    "its paragraphs are joined into passages of at most --passage-words words, a longer one cut between sentences, a "
-    "heading opening a new passage; ids are '<path below --docs>#<n>'. Nothing of the text is dropped but markup: "
-    "the title's heading, Markdown's front matter and horizontal rules, what HTML's <script> and <style> hold. Files that are not UTF-8 are an error naming the file and line; "
-    "hidden files, linked folders and other suffixes are left out and counted.",
+    "passages of a JSONL corpus ({\"id\", \"title\", \"text\"} a line) for drkit index and drkit add: each file is a "
+    "page whose title (its entity with --entities titles) is its first '# heading' or <h1>, else its front matter's "
+    "title or its <title>, else its file name; its paragraphs are joined into passages of at most --passage-words "
+    "words, a longer one cut between sentences, a heading opening a new passage; ids are '<path below --docs>#<n>'. "
+    "Nothing of the text is dropped but markup: the title's heading, Markdown's front matter and horizontal rules, "
+    "what HTML's <script> and <style> hold. Files that are not UTF-8 are an error naming the file and line; hidden "
+    "files, linked folders and other suffixes are left out and counted.",
 )
 def _corpus_parser(p) -> None:
     from drkit.data.documents import DocumentsConfig
