@@ -7,7 +7,7 @@ side in one run.
 
 For a `drkit reproduce-2wiki` run (its dev questions and drkit's ranking of each in RUN/retrieve-drkit), each
 reader of ``--readers`` (default: the run's own, RUN/train-reader) reads drkit's top N (each N of ``--passages``)
-of every dev question at each ``--max-pieces`` (the passages are cut to fit, `drkit.reader.model.allot`), and the script
+of every dev question at each ``--max-pieces`` (the passages are cut to fit, `drkit.reader.features.allot`), and the script
 records the reader's milliseconds a question at batch 1 (every question read by the transformer, one at a time, after
 a warm-up: the comparison rules off) and at batch 8, and answer EM and F1 with the comparison rules applied to those
 readings (what ``drkit answer`` answers by default, where the rules settle a question before reading it). Two-hop

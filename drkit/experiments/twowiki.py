@@ -48,6 +48,7 @@ from pathlib import Path
 from drkit.dense.quantize import QUANTIZE
 from drkit.errors import ConfigError
 from drkit.experiments.steps import Timings, embedded_as, jsonable, made_again, model_checksums, write_json
+from drkit.experiments.twowiki_answers import answers_step
 from drkit.experiments.twowiki_report import intervals, mean_pi_by_type, plot_recall, results_markdown
 from drkit.reason.follow import FollowConfig
 from drkit.reason.mixing import MixConfig
@@ -271,7 +272,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
          **{r: out / f"retrieve-{r}" for r in results["rows"] if (out / f"retrieve-{r}").exists()}}, [dev_file])
 
     if config.answers:
-        results["answers"] = _answers(out, index, mentions[config.encoder], split, config, timings, log)
+        results["answers"] = answers_step(out, mentions[config.encoder], split, config.answer_steps, timings, log)
     transfer = _transfer_dir(data, config.transfer)
     if transfer is not None:
         results["transfer"] = _transfer(transfer, out, encoders[config.encoder], config, retrieve_config, timings, log)
@@ -365,37 +366,3 @@ def _transfer(data: Path, out: Path, encoder: Path, config: TwoWikiConfig, retri
                              t / step, retrieve_config, timings, log, extra)
         steps[name] = t / step
     return {"data": str(data), "retrieval": found, "intervals": intervals(steps, [questions])}
-
-
-def _answers(out: Path, index, mentions: Path, split: Path, config: TwoWikiConfig, timings, log) -> dict:
-    """Entity answers of the compositional and inference dev questions: the hop-mixing model's last hop
-    (plain question) against a fixed 2-hop DrKIT model trained and asked with the bracketed entity."""
-    from drkit.experiments.twowiki_data import bracketed_questions
-    from drkit.qa.evaluate import evaluate
-    from drkit.qa.pipeline import DrKIT
-    from drkit.reason.model import ModelConfig
-    from drkit.reason.train import TrainConfig, train
-
-    counts = {part: bracketed_questions(split / f"{part}.jsonl", out / f"bracketed-{part}.txt") for part in ("train", "dev")}
-    run = out / "train-bracketed-2hop"
-    cfg = TrainConfig(steps=config.answer_steps, batch_size=16, eval_every=config.answer_steps, dev_sample=0,
-                      checkpoint_every=config.answer_steps)
-    call = lambda: train(out / "index", mentions, out / "bracketed-train.txt", out / "bracketed-dev.txt", run,  # noqa: E731
-                         model_config=ModelConfig(hops=2), config=cfg, log=log)
-    call() if (run / "done.json").exists() else timings.run("train-bracketed-2hop", call, log, resumes=run)
-    ev = out / "eval-bracketed-2hop"
-    made_with = {"weights_sha256": file_checksum(run / "model" / "model.safetensors")["sha256"],
-                 "questions_sha256": file_checksum(out / "bracketed-dev.txt")["sha256"]}
-    if made_again(ev / "metrics.json", made_with, log):
-        def run_eval():
-            metrics = evaluate(DrKIT.load(out / "index", run / "model"), out / "bracketed-dev.txt", ev, log=log)
-            write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
-        timings.run("evaluate-bracketed-2hop", run_eval, log)
-    fixed = json.loads((ev / "metrics.json").read_text())
-    drkit = json.loads((out / "retrieve-drkit" / "metrics.json").read_text()).get("answers", {})
-    types = ("compositional", "inference")
-    n = sum(drkit.get(t, {}).get("questions", 0) for t in types)
-    hits = sum(drkit[t]["hits@1"] * drkit[t]["questions"] for t in types if t in drkit)
-    return {"questions": n, "drkit_mixing_hits@1": round(hits / n, 4) if n else None, "drkit_by_type": drkit,
-            "fixed_2hop_bracketed_hits@1": round(fixed["hits@1"], 4), "fixed_2hop_bracketed_lines": fixed.get("lines"),
-            "bracketed_counts": {p: {k: v for k, v in c.items() if k != "ids"} for p, c in counts.items()}}

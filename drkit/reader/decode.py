@@ -19,7 +19,7 @@ from drkit.reader.reading import TITLE, Reading, Span, Supporting
 from drkit.reader.text import normalize_answer
 
 if TYPE_CHECKING:
-    from drkit.reader.model import Features
+    from drkit.reader.features import Features
 
 
 # the span checks' rules: 1 brackets and dates (2026-11-29); 2 names too; 3 a relative "who" ("the director who
