@@ -290,3 +290,55 @@ def test_out_may_not_be_a_document_nor_a_folder_and_linked_folders_are_counted(t
     (d / "link").symlink_to(other, target_is_directory=True)
     done = documents_corpus(d, d / "corpus.jsonl", log=lambda line: None)  # inside --docs, but not a document
     assert done["left_out"]["linked folder"] == 1 and done["documents"] == 3
+
+
+def test_markdown_tables_are_rows_of_header_cell_pairs(tmp_path):
+    table = "| name | born | place |\n|------|:----:|------:|\n| Marie Curie | 1867 | Warsaw |\n| Pierre Curie | | Paris |\n"
+    assert md_passages(tmp_path, "# Curies\n\nIntro.\n\n" + table + "\nAfter.\n") == [
+        ("Curies", "Intro.\nname: Marie Curie; born: 1867; place: Warsaw\nname: Pierre Curie; place: Paris\nAfter.")]
+    # a table may follow a paragraph's last line; a heading ends it; extra cells and escaped pipes are kept
+    assert md_passages(tmp_path, "Intro\na | b\n--|--\n1 | 2 | 3\n\\| x | y\n## Next\ntext\n") == [
+        ("t", "Intro\na: 1; b: 2; 3\na: | x; b: y"), ("t", "Next\ntext")]
+    # a header no row uses is a line; pipes without a delimiter row of as many cells are text
+    assert md_passages(tmp_path, "| only | header |\n|---|---|\n\na | b\n|---|---|---|\n\nx | y\n") == [
+        ("t", "only; header\na | b |---|---|---|\nx | y")]
+    # inside a code block a table is text; "x | y" over "---" is a setext heading, as before
+    assert md_passages(tmp_path, "```\n| a | b |\n|---|---|\n```\n\nx | y\n---\ntext\n") == [
+        ("t", "``` | a | b | |---|---| ```"), ("t", "x | y\ntext")]
+
+
+def test_random_markdown_and_html_tables_against_a_slow_reading(tmp_path):
+    rng = random.Random(2)
+    vocabulary = ["alpha", "Beta", "gamma", "Delta 7", "epsilon", "1867"]
+    for trial in range(40):
+        width = rng.randint(1, 4)
+        header = [" ".join(rng.choices(vocabulary, k=rng.randint(1, 2))) for _ in range(width)]
+        rows = [[" ".join(rng.choices(vocabulary, k=rng.randint(0, 3))) for _ in range(width)]
+                for _ in range(rng.randint(0, 4))]
+        said = [r for r in rows if any(r)]
+        expected = ["; ".join(f"{h}: {c}" for h, c in zip(header, r) if c) for r in said] or ["; ".join(header)]
+        md = "Before.\n\n| " + " | ".join(header) + " |\n|" + "---|" * width + "\n"
+        md += "".join("| " + " | ".join(r) + " |\n" for r in rows)
+        assert md_passages(tmp_path, md + "\nAfter.\n", limit=1000) == [("t", "\n".join(["Before.", *expected, "After."]))]
+        html = "<p>Before.</p><table><tr>" + "".join(f"<th>{h}</th>" for h in header) + "</tr>"
+        html += "".join("<tr>" + "".join(f"<td>{c.replace(' ', ' <b>', 1)}</td>" if rng.random() < 0.5 else f"<td>{c}"
+                                         for c in r) + "</tr>" for r in rows)
+        path = tmp_path / "t.html"
+        path.write_text(html + "</table><p>After.</p>", encoding="utf-8")
+        got = read_document(path, "t.html", DocumentsConfig(passage_words=1000))
+        assert [p.text for p in got] == ["\n".join(["Before.", *expected, "After."])], html
+
+
+def test_html_tables_infoboxes_nested_and_unclosed(tmp_path):
+    def html(text: str) -> list[str]:
+        path = tmp_path / "t.html"
+        path.write_text(text, encoding="utf-8")
+        return [p.text for p in read_document(path, "t.html")]
+
+    infobox = ("<table class=infobox><tr><th colspan=2>Marie Curie</th></tr><tr><th>Born</th><td>7 November 1867"
+               "<br>Warsaw</td></tr><tr><th>Spouse</th><td><a href=x>Pierre</a> Curie</td></tr></table><p>Text.</p>")
+    assert html(infobox) == ["Marie Curie\nBorn: 7 November 1867 Warsaw\nSpouse: Pierre Curie\nText."]
+    nested = ("<table><caption>Prizes</caption><thead><tr><th>Year</th><th>Prize</th></tr></thead><tbody><tr><td>1903"
+              "</td><td>Physics</td></tr><tr><td>1911<td>Chemistry <table><tr><td>alone</td></tr></table></td></tbody>")
+    assert html(nested) == ["Prizes\nYear: 1903; Prize: Physics\nYear: 1911; Prize: Chemistry alone"]  # never closed
+    assert html("<td>a</td><tr><td>b</td></tr>") == ["a\nb"]  # cells outside a table are blocks, as before

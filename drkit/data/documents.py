@@ -11,13 +11,17 @@ is a page, cut into passages:
 * **Paragraphs**: runs of non-blank lines, each run's lines joined by a space. In Markdown an ATX or setext heading
   is a heading, a horizontal rule ("---", "***", "___" alone) and the front matter (YAML-like lines between "---"
   lines at the top) are markup, not text, and fenced code blocks are text ("#" lines in them included). In HTML a
-  block element (<p>, <li>, <td>, <div>, ...) or <br> ends a paragraph, <h1> to <h6> are headings, inline tags
-  join words ("Cu<b>rie</b>"), and what <script> and <style> hold is not text.
+  block element (<p>, <li>, <div>, ...) or <br> ends a paragraph, <h1> to <h6> are headings, inline tags
+  join words ("Cu<b>rie</b>"), and what <script> and <style> hold is not text (`drkit.data.html_text`).
+* **Tables** (Markdown's "| a | b |" over "|---|---|", HTML's <table>): each row a paragraph of "header: cell"
+  pairs ("name: Marie Curie; born: 1867"; an HTML row opening with a <th>: "Born: 7 November 1867"), the
+  delimiter row and the pipes being markup (`drkit.data.tables`).
 * **Passages**: paragraphs joined in order, each a line of the passage's text, while the passage keeps to
   `DocumentsConfig.passage_words` words; a longer paragraph is cut between sentences
   (`drkit.data.text.split_sentences`; a sentence longer than that is a passage of its own). A heading (or
   headings in a row) ends the passage before it and opens the next one. Nothing else is changed: every word of a
-  document's text, markup aside, is in its passages, in order (the title's heading is the title, not text).
+  document's text, markup aside, is in its passages, in order (the title's heading is the title, not text; a
+  table's column header is in each of its rows).
 * **Ids**: ``<path below the folder>#<n>``, n counting the file's passages from 1.
 * A JSONL file of long documents (``{"id", "title", "text"}`` a line, as a corpus) instead of a folder: each
   document is a page, its paragraphs its text's blank-line-separated parts (each line one where there is no blank
@@ -35,10 +39,11 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 
+from drkit.data.html_text import html_blocks
 from drkit.data.lines import read_lines
+from drkit.data.tables import markdown_table
 from drkit.data.text import split_sentences
 from drkit.errors import ConfigError, InputFormatError
 from drkit.util.warnlog import WarningLog
@@ -115,8 +120,9 @@ def _front_matter(lines: list[tuple[int, str]]) -> tuple[int, str | None]:
 def _blocks(lines: list[tuple[int, str]], markdown: bool) -> list[tuple[int, str, int]]:
     """(first line, text, heading level: 0 for a paragraph) of each paragraph and Markdown heading. In Markdown an
     ATX heading ("## Life") or a setext underline ("Life" over "----" or "====") makes a heading, a line of three or
-    more "-", "*" or "_" alone is a horizontal rule (markup, not text), and the lines of a fenced code block
-    (``` or ~~~) are text, a "#" in them included."""
+    more "-", "*" or "_" alone is a horizontal rule (markup, not text), the lines of a fenced code block
+    (``` or ~~~) are text, a "#" in them included, and a table's rows are lines of "header: cell" pairs
+    (`drkit.data.tables.markdown_table`; its delimiter row is markup)."""
     out, run = [], []
     fence = None  # the opening fence's marker while inside a fenced code block
 
@@ -125,7 +131,10 @@ def _blocks(lines: list[tuple[int, str]], markdown: bool) -> list[tuple[int, str
             out.append((run[0][0], " ".join(t.strip() for _, t in run), level))
             run.clear()
 
-    for line_no, text in lines:
+    i = 0
+    while i < len(lines):
+        line_no, text = lines[i]
+        i += 1
         if markdown:
             marker = _FENCE.match(text)
             if fence is not None:  # inside a code block: text, until the fence closes
@@ -139,6 +148,12 @@ def _blocks(lines: list[tuple[int, str]], markdown: bool) -> list[tuple[int, str
             if marker:
                 fence = marker.group(1)
                 run.append((line_no, text))
+                continue
+            table = markdown_table(lines, i - 1, _ends_row)
+            if table is not None:  # (a table may follow a paragraph's last line: that paragraph ends there)
+                close()
+                out += table[0]
+                i = table[1]
                 continue
             underline = _SETEXT.match(text)
             if underline and run:
@@ -159,6 +174,11 @@ def _blocks(lines: list[tuple[int, str]], markdown: bool) -> list[tuple[int, str
     return out
 
 
+def _ends_row(text: str) -> bool:
+    """Whether a Markdown line starts another block than a table's rows: a heading, a code fence or a rule."""
+    return bool(_HEADING.match(text) or _FENCE.match(text) or _RULE.match(text))
+
+
 def _pieces(text: str, limit: int) -> list[str]:
     """`text` cut between sentences into pieces of at most `limit` words (a longer sentence is a piece alone)."""
     pieces, current, words = [], [], 0
@@ -175,107 +195,11 @@ def _pieces(text: str, limit: int) -> list[str]:
     return pieces
 
 
-class _HTMLBlocks(HTMLParser):
-    """The paragraphs and headings of an HTML page as `_blocks` gives them, and its <title>: a block element
-    (`_BLOCK_TAGS`) or <br> ends a paragraph (inside a heading, <br> is a space and a block changes nothing); the
-    text of <script> and <style> is not text; the <title> is that of the head (one in the body or in an <svg> is
-    text); character references are decoded."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.blocks: list[tuple[int, str, int]] = []
-        self.title: str | None = None
-        self._text: list[str] = []  # the paragraph being read, as written (inline tags join words, not split them)
-        self._has_text = False
-        self._start = 0  # its first line
-        self._heading = None  # the heading tag open ("h2"), if any
-        self._skip = self._svg = 0  # how deep inside <script>/<style>, and inside <svg>
-        self._body = False  # a body tag or a block was seen: a <title> now is text
-        self._title: list[str] | None = None  # the head's <title> being read
-
-    def _close(self):
-        if self._has_text:
-            level = int(self._heading[1]) if self._heading else 0
-            self.blocks.append((self._start, " ".join("".join(self._text).split()), level))
-        self._text, self._has_text = [], False
-
-    def _end_title(self):
-        if self._title is not None:
-            self.title = self.title or " ".join("".join(self._title).split()) or None
-            self._title = None
-
-    def handle_starttag(self, tag, attrs):
-        if tag in _SKIP_TAGS:
-            self._skip += 1
-        elif tag == "svg":
-            self._svg += 1
-        elif tag == "title" and not self._body and not self._svg:
-            self._title = []
-        elif tag in _BLOCK_TAGS or tag == "br":
-            self._end_title()  # a title is never open across a block: an unclosed one ends here
-            self._body = self._body or tag not in ("html", "head")
-            if self._heading:
-                if tag == "br":
-                    self._text.append(" ")
-                return
-            self._close()
-            if tag in _HEADINGS:
-                self._heading = tag
-
-    def handle_endtag(self, tag):
-        if tag in _SKIP_TAGS:
-            self._skip = max(0, self._skip - 1)
-        elif tag == "svg":
-            self._svg = max(0, self._svg - 1)
-        elif tag == "title":
-            self._end_title()
-        elif tag in _BLOCK_TAGS:
-            if self._heading and tag != self._heading:
-                return
-            self._close()
-            self._heading = None
-
-    def handle_data(self, data):
-        if self._skip:
-            return
-        if self._title is not None:
-            self._title.append(data)
-        elif data.strip() or self._has_text:
-            if not self._has_text:
-                self._start, self._has_text = self.getpos()[0], True
-            self._text.append(data)
-
-    def close(self):
-        super().close()
-        if self._title is not None:  # a <title> never closed: its words are the page's text, not lost
-            self._text, self._has_text = self._title, any(t.strip() for t in self._title)
-            self._title = None
-        self._close()
-
-
-_SKIP_TAGS = frozenset({"script", "style"})
-_HEADINGS = {f"h{i}": i for i in range(1, 7)}
-_BLOCK_TAGS = frozenset({"p", "div", "li", "ul", "ol", "dl", "dt", "dd", "table", "tr", "td", "th", "caption", "thead",
-                         "tbody", "tfoot", "blockquote", "pre", "section", "article", "header", "footer", "nav",
-                         "aside", "main", "figure", "figcaption", "address", "hr", "body", "html", "head", "details",
-                         "summary", "select", "option", "optgroup", "fieldset", "legend", "form", "menu", "dialog",
-                         "textarea", "noscript", "template", *_HEADINGS})
-
-
-def _html(path: Path) -> tuple[list[tuple[int, str, int]], str | None]:
-    """The blocks and the <title> of an HTML file (UTF-8, as every document)."""
-    parser = _HTMLBlocks()
-    for _, line in read_lines(path, "document"):
-        parser.feed(line + "\n")
-    parser.close()
-    return parser.blocks, parser.title
-
-
 def read_document(path: Path, name: str, config: DocumentsConfig = DocumentsConfig()) -> list[Passage]:
     """The passages of one document (module docstring); `name` is its path below the folder, for the ids."""
     suffix = path.suffix.lower()
     if suffix in HTML:
-        blocks, other_title = _html(path)
+        blocks, other_title = html_blocks(path)
     else:
         lines = list(read_lines(path, "document"))
         start, other_title = _front_matter(lines) if suffix in MARKDOWN else (0, None)

@@ -1,0 +1,226 @@
+"""The paragraphs, headings, tables and <title> of an HTML page, for ``drkit corpus`` (`drkit.data.documents`).
+
+A block element (`BLOCK_TAGS`) or <br> ends a paragraph (inside a heading, <br> is a space and a block changes
+nothing); inline tags join words ("Cu<b>rie</b>"); the text of <script> and <style> is not text; the <title> is
+that of the head (one in the body or in an <svg> is text); character references are decoded. A <table>'s rows
+are lines of "header: cell" pairs (`drkit.data.tables`): its first row, when every cell of it is a <th>, is the
+header of the rows below; a row that opens with a <th> before <td>s reads "th: td; td"; inside a cell a block or
+<br> is a space and a table within it is its words. A <td> or <tr> outside a <table> is a block as before.
+"""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import Path
+
+from drkit.data.lines import read_lines
+from drkit.data.tables import Block, Table
+
+SKIP_TAGS = frozenset({"script", "style"})
+HEADINGS = {f"h{i}": i for i in range(1, 7)}
+BLOCK_TAGS = frozenset({"p", "div", "li", "ul", "ol", "dl", "dt", "dd", "table", "tr", "td", "th", "caption", "thead",
+                        "tbody", "tfoot", "blockquote", "pre", "section", "article", "header", "footer", "nav",
+                        "aside", "main", "figure", "figcaption", "address", "hr", "body", "html", "head", "details",
+                        "summary", "select", "option", "optgroup", "fieldset", "legend", "form", "menu", "dialog",
+                        "textarea", "noscript", "template", *HEADINGS})
+CELLS = ("td", "th")
+
+
+class _OpenTable:
+    """A <table> being read: its rows so far (`Table`), the open row's cells and the open cell."""
+
+    def __init__(self, blocks: list[Block]):
+        self.table = Table(blocks)
+        self.cells: list[list[str]] | None = None  # the open row's cells (None: no row open)
+        self.heads: list[bool] = []  # per cell of the open row: a <th>
+        self.cell: list[str] | None = None  # the open cell's text
+        self.line = 0  # the open row's first line
+        self.rows = 0  # rows read
+
+    def open_row(self, line: int):
+        self.close_row()
+        self.cells, self.heads, self.line = [], [], line
+
+    def open_cell(self, tag: str, line: int):
+        if self.cells is None:
+            self.open_row(line)
+        self.close_cell()
+        self.cell = []
+        self.heads.append(tag == "th")
+
+    def close_cell(self):
+        if self.cell is not None:
+            self.cells.append("".join(self.cell))
+            self.cell = None
+
+    def close_row(self):
+        self.close_cell()
+        if self.cells:
+            if self.rows == 0 and all(self.heads):
+                self.table.header_row(self.line, self.cells)
+            else:
+                self.table.row(self.line, self.cells, self.heads)
+            self.rows += 1
+        self.cells = None
+
+    def close(self):
+        self.close_row()
+        self.table.end()
+
+
+class HTMLBlocks(HTMLParser):
+    """`feed` an HTML page, `close`, then `blocks` holds its (first line, text, heading level) blocks in order and
+    `title` its head's <title> (the module's docstring says how)."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.blocks: list[Block] = []
+        self.title: str | None = None
+        self._text: list[str] = []  # the paragraph being read, as written (inline tags join words, not split them)
+        self._has_text = False
+        self._start = 0  # its first line
+        self._heading = None  # the heading tag open ("h2"), if any
+        self._skip = self._svg = 0  # how deep inside <script>/<style>, and inside <svg>
+        self._body = False  # a body tag or a block was seen: a <title> now is text
+        self._title: list[str] | None = None  # the head's <title> being read
+        self._tables: list[_OpenTable] = []  # the tables open, innermost last
+        self._inner = 0  # tables open inside the innermost table's open cell (their words are the cell's)
+
+    def _close(self):
+        if self._has_text:
+            level = int(self._heading[1]) if self._heading else 0
+            self.blocks.append((self._start, " ".join("".join(self._text).split()), level))
+        self._text, self._has_text = [], False
+
+    def _end_title(self):
+        if self._title is not None:
+            self.title = self.title or " ".join("".join(self._title).split()) or None
+            self._title = None
+
+    def _cell(self) -> list[str] | None:
+        """The open cell's text, if a cell of the innermost table is open."""
+        return self._tables[-1].cell if self._tables else None
+
+    def _table_start(self, tag: str) -> bool:
+        """Handle a start tag inside a table (True) or leave it to the paragraph rules (False)."""
+        cell = self._cell()
+        if cell is not None:
+            if tag == "table":
+                self._inner += 1
+            elif tag in CELLS and not self._inner:
+                self._tables[-1].open_cell(tag, self.getpos()[0])
+                return True
+            elif tag == "tr" and not self._inner:
+                self._tables[-1].open_row(self.getpos()[0])
+                return True
+            if tag in BLOCK_TAGS or tag == "br":
+                cell.append(" ")  # inside a cell a block is a space
+                return True
+            return False
+        if tag == "table":
+            self._end_title()
+            self._close()
+            self._body = True
+            self._tables.append(_OpenTable(self.blocks))
+            return True
+        if self._tables and tag == "tr":
+            self._close()
+            self._tables[-1].open_row(self.getpos()[0])
+            return True
+        if self._tables and tag in CELLS:
+            self._close()
+            self._tables[-1].open_cell(tag, self.getpos()[0])
+            return True
+        return False
+
+    def _table_end(self, tag: str) -> bool:
+        """Handle an end tag inside a table (True) or leave it to the paragraph rules (False)."""
+        if not self._tables:
+            return False
+        cell = self._cell()
+        if cell is not None and self._inner:
+            if tag == "table":
+                self._inner -= 1
+            if tag in BLOCK_TAGS:
+                cell.append(" ")
+                return True
+            return False
+        table = self._tables[-1]
+        if tag in CELLS:
+            table.close_cell()
+        elif tag == "tr":
+            table.close_row()
+        elif tag == "table":
+            table.close()
+            self._tables.pop()
+        elif cell is not None and tag in BLOCK_TAGS:
+            cell.append(" ")
+        else:
+            return False
+        return True
+
+    def handle_starttag(self, tag, attrs):
+        if tag in SKIP_TAGS:
+            self._skip += 1
+        elif tag == "svg":
+            self._svg += 1
+        elif tag == "title" and not self._body and not self._svg:
+            self._title = []
+        elif self._table_start(tag):
+            pass
+        elif tag in BLOCK_TAGS or tag == "br":
+            self._end_title()  # a title is never open across a block: an unclosed one ends here
+            self._body = self._body or tag not in ("html", "head")
+            if self._heading:
+                if tag == "br":
+                    self._text.append(" ")
+                return
+            self._close()
+            if tag in HEADINGS:
+                self._heading = tag
+
+    def handle_endtag(self, tag):
+        if tag in SKIP_TAGS:
+            self._skip = max(0, self._skip - 1)
+        elif tag == "svg":
+            self._svg = max(0, self._svg - 1)
+        elif tag == "title":
+            self._end_title()
+        elif self._table_end(tag):
+            pass
+        elif tag in BLOCK_TAGS:
+            if self._heading and tag != self._heading:
+                return
+            self._close()
+            self._heading = None
+
+    def handle_data(self, data):
+        if self._skip:
+            return
+        cell = self._cell()
+        if self._title is not None:
+            self._title.append(data)
+        elif cell is not None:
+            cell.append(data)
+        elif data.strip() or self._has_text:
+            if not self._has_text:
+                self._start, self._has_text = self.getpos()[0], True
+            self._text.append(data)
+
+    def close(self):
+        super().close()
+        if self._title is not None:  # a <title> never closed: its words are the page's text, not lost
+            self._text, self._has_text = self._title, any(t.strip() for t in self._title)
+            self._title = None
+        self._close()
+        while self._tables:  # tables never closed: their rows are text, not lost
+            self._tables.pop().close()
+
+
+def html_blocks(path: Path) -> tuple[list[Block], str | None]:
+    """The blocks and the <title> of an HTML file (UTF-8, as every document)."""
+    parser = HTMLBlocks()
+    for _, line in read_lines(path, "document"):
+        parser.feed(line + "\n")
+    parser.close()
+    return parser.blocks, parser.title
