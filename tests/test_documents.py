@@ -302,6 +302,9 @@ def test_markdown_tables_are_rows_of_header_cell_pairs(tmp_path):
     # a header no row uses is a line; pipes without a delimiter row of as many cells are text
     assert md_passages(tmp_path, "| only | header |\n|---|---|\n\na | b\n|---|---|---|\n\nx | y\n") == [
         ("t", "only; header\na | b |---|---|---|\nx | y")]
+    # a column no row fills: the header is a line; an ATX heading is never a table's header
+    assert md_passages(tmp_path, "| a | b |\n|---|---|\n| 1 |\n| 2 | |\n") == [("t", "a; b\na: 1\na: 2")]
+    assert md_passages(tmp_path, "# R | 2024\n|---|---|\n| a | b |\n") == [("R | 2024", "|---|---| | a | b |")]
     # inside a code block a table is text; "x | y" over "---" is a setext heading, as before
     assert md_passages(tmp_path, "```\n| a | b |\n|---|---|\n```\n\nx | y\n---\ntext\n") == [
         ("t", "``` | a | b | |---|---| ```"), ("t", "x | y\ntext")]
@@ -316,7 +319,9 @@ def test_random_markdown_and_html_tables_against_a_slow_reading(tmp_path):
         rows = [[" ".join(rng.choices(vocabulary, k=rng.randint(0, 3))) for _ in range(width)]
                 for _ in range(rng.randint(0, 4))]
         said = [r for r in rows if any(r)]
-        expected = ["; ".join(f"{h}: {c}" for h, c in zip(header, r) if c) for r in said] or ["; ".join(header)]
+        expected = ["; ".join(f"{h}: {c}" for h, c in zip(header, r) if c) for r in said]
+        if any(not any(r[k] for r in said) for k in range(width)):  # a header cell no row said: the header's words
+            expected.insert(0, "; ".join(header))
         md = "Before.\n\n| " + " | ".join(header) + " |\n|" + "---|" * width + "\n"
         md += "".join("| " + " | ".join(r) + " |\n" for r in rows)
         assert md_passages(tmp_path, md + "\nAfter.\n", limit=1000) == [("t", "\n".join(["Before.", *expected, "After."]))]
@@ -342,3 +347,19 @@ def test_html_tables_infoboxes_nested_and_unclosed(tmp_path):
               "</td><td>Physics</td></tr><tr><td>1911<td>Chemistry <table><tr><td>alone</td></tr></table></td></tbody>")
     assert html(nested) == ["Prizes\nYear: 1903; Prize: Physics\nYear: 1911; Prize: Chemistry alone"]  # never closed
     assert html("<td>a</td><tr><td>b</td></tr>") == ["a\nb"]  # cells outside a table are blocks, as before
+    # a header row over rows that open with a <th> (a filmography): every cell under its column
+    assert html("<table><tr><th>Year</th><th>Film</th></tr><tr><th>1999</th><td>The Matrix</td></tr></table>") == [
+        "Year: 1999; Film: The Matrix"]
+    assert html("<table><tr><th></th><th>2019</th></tr><tr><th>Revenue</th><td>10</td></tr></table>") == [
+        "Revenue: 2019: 10"]  # an empty corner: the row's own header leads
+    # colspan and rowspan; a column no row fills keeps its header as a line
+    assert html("<table><tr><th>A</th><th>B</th><th>C</th></tr><tr><td rowspan=2>x</td><td>1</td><td>2</td></tr>"
+                "<tr><td>3</td><td>4</td></tr></table>") == ["A: x; B: 1; C: 2\nB: 3; C: 4"]
+    assert html("<table><tr><th>A</th><th>B</th><th>C</th></tr><tr><td colspan=2>x</td><td>y</td></tr></table>") == [
+        "A; B; C\nA: x; C: y"]
+    assert html("<table><tr><td colspan='x'>a</td><td rowspan=99999>b</td></tr><tr><td>c</td></tr></table>") == ["a; b\nc"]
+    # a heading in a cell (a layout table) is a heading: the row ends there; an <h1> there is the title
+    assert html("<table><tr><td>1</td><td>2<h2>Next</h2><p>after</p>") == ["1; 2", "Next\nafter"]
+    path = tmp_path / "t.html"
+    path.write_text("<table><tr><td><h1>Site</h1><p>Body text.</p></td></tr></table>", encoding="utf-8")
+    assert [(p.title, p.text) for p in read_document(path, "t.html")] == [("Site", "Body text.")]

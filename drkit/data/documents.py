@@ -149,7 +149,7 @@ def _blocks(lines: list[tuple[int, str]], markdown: bool) -> list[tuple[int, str
                 fence = marker.group(1)
                 run.append((line_no, text))
                 continue
-            table = markdown_table(lines, i - 1, _ends_row)
+            table = None if _HEADING.match(text) else markdown_table(lines, i - 1, _ends_row)
             if table is not None:  # (a table may follow a paragraph's last line: that paragraph ends there)
                 close()
                 out += table[0]

@@ -4,8 +4,11 @@ A block element (`BLOCK_TAGS`) or <br> ends a paragraph (inside a heading, <br> 
 nothing); inline tags join words ("Cu<b>rie</b>"); the text of <script> and <style> is not text; the <title> is
 that of the head (one in the body or in an <svg> is text); character references are decoded. A <table>'s rows
 are lines of "header: cell" pairs (`drkit.data.tables`): its first row, when every cell of it is a <th>, is the
-header of the rows below; a row that opens with a <th> before <td>s reads "th: td; td"; inside a cell a block or
-<br> is a space and a table within it is its words. A <td> or <tr> outside a <table> is a block as before.
+header of the rows below (one <th> across several columns, an infobox's name, is a line instead); a row that
+opens with a <th> before <td>s reads "th: td; td"; colspan and rowspan place cells under their columns; inside a
+cell a block or <br> is a space and a table within it is its words, but a heading ends the row and is a heading
+(a layout table's). Text inside a table but in no cell comes before the table's rows that follow it, as a
+browser shows it. A <td> or <tr> outside a <table> is a block as before.
 """
 
 from __future__ import annotations
@@ -27,45 +30,67 @@ CELLS = ("td", "th")
 
 
 class _OpenTable:
-    """A <table> being read: its rows so far (`Table`), the open row's cells and the open cell."""
+    """A <table> being read: its rows so far (`Table`), the open row's cells, the open cell, and the cells of rows
+    above that span down (rowspan)."""
 
     def __init__(self, blocks: list[Block]):
         self.table = Table(blocks)
-        self.cells: list[list[str]] | None = None  # the open row's cells (None: no row open)
-        self.heads: list[bool] = []  # per cell of the open row: a <th>
+        self.cells: list[tuple[str, bool, int, int]] | None = None  # the open row's (text, th, colspan, rowspan)
         self.cell: list[str] | None = None  # the open cell's text
+        self.span = (False, 1, 1)  # the open cell's th, colspan and rowspan
         self.line = 0  # the open row's first line
         self.rows = 0  # rows read
+        self.down: dict[int, int] = {}  # column -> rows below the last one that a cell above still covers
 
     def open_row(self, line: int):
         self.close_row()
-        self.cells, self.heads, self.line = [], [], line
+        self.cells, self.line = [], line
 
-    def open_cell(self, tag: str, line: int):
+    def open_cell(self, tag: str, attrs, line: int):
         if self.cells is None:
             self.open_row(line)
         self.close_cell()
         self.cell = []
-        self.heads.append(tag == "th")
+        self.span = (tag == "th", _span(attrs, "colspan"), _span(attrs, "rowspan"))
 
     def close_cell(self):
         if self.cell is not None:
-            self.cells.append("".join(self.cell))
+            self.cells.append(("".join(self.cell), *self.span))
             self.cell = None
 
     def close_row(self):
         self.close_cell()
         if self.cells:
-            if self.rows == 0 and all(self.heads):
-                self.table.header_row(self.line, self.cells)
+            placed, col, below = [], 0, {c: n - 1 for c, n in self.down.items() if n > 1}
+            for text, head, colspan, rowspan in self.cells:
+                while self.down.get(col, 0) > 0:  # taken by a cell of a row above
+                    col += 1
+                placed.append((col, colspan, text, head))
+                for c in range(col, col + colspan):
+                    if rowspan > 1:
+                        below[c] = rowspan - 1
+                col += colspan
+            self.down = below
+            title = len(placed) == 1 and placed[0][1] > 1  # one <th> across the table (an infobox's name): a line
+            if self.rows == 0 and all(c[3] for c in placed) and not title:
+                self.table.header_row(self.line, placed)
             else:
-                self.table.row(self.line, self.cells, self.heads)
+                self.table.row(self.line, placed)
             self.rows += 1
         self.cells = None
 
     def close(self):
         self.close_row()
         self.table.end()
+
+
+def _span(attrs, name: str) -> int:
+    """A cell's colspan or rowspan: its whole number from 1 to 1,000, else 1 (as a browser reads a bad one)."""
+    value = dict(attrs).get(name)
+    try:
+        return min(max(int(str(value).strip()), 1), 1000)
+    except ValueError:
+        return 1
 
 
 class HTMLBlocks(HTMLParser):
@@ -101,14 +126,17 @@ class HTMLBlocks(HTMLParser):
         """The open cell's text, if a cell of the innermost table is open."""
         return self._tables[-1].cell if self._tables else None
 
-    def _table_start(self, tag: str) -> bool:
+    def _table_start(self, tag: str, attrs) -> bool:
         """Handle a start tag inside a table (True) or leave it to the paragraph rules (False)."""
         cell = self._cell()
         if cell is not None:
+            if tag in HEADINGS and not self._inner:  # a heading in a cell (a layout table) is a heading: the row ends
+                self._tables[-1].close_row()
+                return False
             if tag == "table":
                 self._inner += 1
             elif tag in CELLS and not self._inner:
-                self._tables[-1].open_cell(tag, self.getpos()[0])
+                self._tables[-1].open_cell(tag, attrs, self.getpos()[0])
                 return True
             elif tag == "tr" and not self._inner:
                 self._tables[-1].open_row(self.getpos()[0])
@@ -129,7 +157,7 @@ class HTMLBlocks(HTMLParser):
             return True
         if self._tables and tag in CELLS:
             self._close()
-            self._tables[-1].open_cell(tag, self.getpos()[0])
+            self._tables[-1].open_cell(tag, attrs, self.getpos()[0])
             return True
         return False
 
@@ -166,7 +194,7 @@ class HTMLBlocks(HTMLParser):
             self._svg += 1
         elif tag == "title" and not self._body and not self._svg:
             self._title = []
-        elif self._table_start(tag):
+        elif self._table_start(tag, attrs):
             pass
         elif tag in BLOCK_TAGS or tag == "br":
             self._end_title()  # a title is never open across a block: an unclosed one ends here

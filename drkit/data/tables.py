@@ -10,10 +10,13 @@ A table's words mean little joined as they stand ("| stage | package | 0 | drkit
 
 * A row's cells are joined by "; ", each after its column's header and ": " where the table has a header row
   and the header cell is not empty; an empty cell is left out (there is nothing to say).
-* A row that opens with a header cell and goes on with data cells (an HTML infobox's "<th>Born</th><td>7
-  November 1867</td>") reads "Born: 7 November 1867".
-* The header row is not a line of its own when a row below uses it (its words are in every such row); a header
-  row no row uses (a table of one row, or rows of other widths) is a line, cells joined by "; ", where it stood.
+* A row that opens with a header cell where the column has no header and goes on with data cells (an HTML
+  infobox's "<th>Born</th><td>7 November 1867</td>") reads "Born: 7 November 1867"; under a column header it is
+  a cell as any other ("Year: 1999; Film: The Matrix").
+* HTML's colspan and rowspan place each cell under its column's header.
+* The header row is not a line of its own when every header cell is said before some row's cell (its words are
+  in those rows); otherwise (a table of one row, a column no row fills) it is a line, cells joined by "; ",
+  where it stood.
 * A cell's text is its words, whitespace runs read as one space. Nothing else is changed: every word of a
   table is kept, in the order of its rows (`drkit.data.documents`).
 
@@ -27,56 +30,60 @@ from __future__ import annotations
 import re
 
 Block = tuple[int, str, int]  # (first line, text, heading level: 0 for a paragraph), as drkit.data.documents' blocks
+Cell = tuple[int, int, str, bool]  # (column, columns spanned, text, a header cell), see `Table`
 
 _DELIMITER_CELL = re.compile(r"^\s*:?-+:?\s*$")
 
 
 class Table:
-    """The rows of one table as blocks (paragraphs of one line each), appended to `blocks` as they come."""
+    """The rows of one table as blocks (paragraphs of one line each), appended to `blocks` as they come. A cell is
+    ``(column, columns spanned, text, header cell)``: the column where it starts counts the columns of the cells
+    before it and of the cells of rows above that span down into this row (HTML's colspan and rowspan)."""
 
     def __init__(self, blocks: list[Block]):
         self.blocks = blocks
-        self.header: list[str] | None = None
-        self.header_line = 0
-        self.header_said = False  # the header is a line of its own already, or some row used it
+        self.names: dict[int, tuple[int, str]] | None = None  # column -> (header cell, its text)
+        self.header: list[str] = []  # the header cells' texts
+        self.header_line, self.header_at = 0, 0  # its line, and where in `blocks` its own line goes if it needs one
+        self.used: set[int] = set()  # header cells some row's cell was said after
 
-    def header_row(self, line: int, cells: list[str]) -> None:
+    def header_row(self, line: int, cells: list[Cell]) -> None:
         """Make `cells` the header of the rows after it (the first header row; a later one is a row)."""
-        cells = [_words(c) for c in cells]
-        if self.header is not None or not any(cells):
-            self.row(line, cells, [True] * len(cells))
+        if self.names is not None or not any(_words(c[2]) for c in cells):
+            self.row(line, [(col, span, text, True) for col, span, text, _ in cells])
             return
-        self.header, self.header_line = cells, line
+        self.names, self.header = {}, [_words(c[2]) for c in cells]
+        for k, (col, span, _, _) in enumerate(cells):
+            for c in range(col, col + max(span, 1)):
+                self.names[c] = (k, self.header[k])
+        self.header_line, self.header_at = line, len(self.blocks)
 
-    def row(self, line: int, cells: list[str], heads: list[bool] | None = None) -> None:
-        """A row: its cells' texts and, per cell, whether it is a header cell (HTML's <th>; default none)."""
-        cells = [_words(c) for c in cells]
-        heads = heads if heads is not None else [False] * len(cells)
-        if not any(cells):
+    def row(self, line: int, cells: list[Cell]) -> None:
+        """A row of cells (see the class)."""
+        cells = [(col, span, _words(text), head) for col, span, text, head in cells]
+        if not any(c[2] for c in cells):
             return
-        lead = cells[0] if heads[0] and not all(heads) else None  # a row's own header: "Born: 1867"
-        parts, used = [], False
-        for i in range(1 if lead is not None else 0, len(cells)):
-            if not cells[i]:
+        heads = all(c[3] for c in cells)  # a row of header cells only: its cells are said as they are
+        names = self.names if self.names is not None and not heads else {}
+        lead = None  # a row's own header ("<th>Born</th><td>1867</td>": "Born: 1867") where no column header names it
+        if cells[0][3] and not heads and not names.get(cells[0][0], (0, ""))[1]:
+            lead, cells = cells[0][2], cells[1:]
+        parts = []
+        for col, _, text, _ in cells:
+            if not text:
                 continue
-            name = self.header[i] if self.header is not None and i < len(self.header) and not heads[i] else ""
-            used = used or bool(name)
-            parts.append(f"{name}: {cells[i]}" if name else cells[i])
-        if not used:
-            self._say_header()
-        self.header_said = self.header_said or used
+            k, name = names.get(col, (-1, ""))
+            if name:
+                self.used.add(k)
+            parts.append(f"{name}: {text}" if name else text)
         body = "; ".join(parts)
-        text = (f"{lead}: {body}" if body else lead) if lead else body
-        self.blocks.append((line, text, 0))
+        self.blocks.append((line, (f"{lead}: {body}" if body else lead) if lead else body, 0))
 
     def end(self) -> None:
-        """The table is over: a header no row used is a line."""
-        self._say_header()
-
-    def _say_header(self) -> None:
-        if self.header is not None and not self.header_said:
-            self.blocks.append((self.header_line, "; ".join(c for c in self.header if c), 0))
-            self.header_said = True
+        """The table is over: a header with a cell no row's cell was said after is a line of its own, where it
+        stood (so that none of its words is lost)."""
+        if self.names is not None and any(text and k not in self.used for k, text in enumerate(self.header)):
+            self.blocks.insert(self.header_at, (self.header_line, "; ".join(t for t in self.header if t), 0))
 
 
 def _words(text: str) -> str:
@@ -115,10 +122,10 @@ def markdown_table(lines: list[tuple[int, str]], i: int, ends_row) -> tuple[list
         return None
     blocks: list[Block] = []
     table = Table(blocks)
-    table.header_row(line_no, header)
+    table.header_row(line_no, [(k, 1, text, True) for k, text in enumerate(header)])
     j = i + 2
     while j < len(lines) and lines[j][1].strip() and not ends_row(lines[j][1]):
-        table.row(lines[j][0], split_row(lines[j][1]))
+        table.row(lines[j][0], [(k, 1, text, False) for k, text in enumerate(split_row(lines[j][1]))])
         j += 1
     table.end()
     return blocks, j
