@@ -363,3 +363,35 @@ def test_html_tables_infoboxes_nested_and_unclosed(tmp_path):
     path = tmp_path / "t.html"
     path.write_text("<table><tr><td><h1>Site</h1><p>Body text.</p></td></tr></table>", encoding="utf-8")
     assert [(p.title, p.text) for p in read_document(path, "t.html")] == [("Site", "Body text.")]
+
+
+def test_markdown_inline_markup_is_read_as_shown(tmp_path):
+    from drkit.data.markdown import inline
+
+    assert inline('See [Marie Curie](https://en.wikipedia.org/wiki/Marie_Curie "t") and ![Warsaw, 1867](w.png).') == \
+        "See Marie Curie and Warsaw, 1867."
+    assert inline("**Bold**, *it*, _it_, ~~gone~~, ***both***; snake_case_name, 2*3*4, a * b * c, *.md") == \
+        "Bold, it, it, gone, both; snake_case_name, 2*3*4, a * b * c, *.md"
+    assert inline("`pip install [x](y)`, ``a ` b``, \\*not it\\*, \\[x\\](y)") == "pip install [x](y), a ` b, *not it*, [x](y)"
+    assert inline("[Curie][1], [Curie][], <https://x.org/a_b_c>, <me@x.org>, <b>html</b>, [a (b)](https://x.org/a_(b))") == \
+        "Curie, Curie, https://x.org/a_b_c, me@x.org, <b>html</b>, a (b)"
+    # in a document: a link across lines, headings, table cells; code blocks and link definitions
+    text = ("# [Marie Curie](https://x.org)\n\nShe was [born in\nWarsaw](https://x.org/w) in **1867**.\n\n"
+            "| name | link |\n|---|---|\n| *Pierre* | [page](https://x.org/p) |\n\n```\n**kept** [as](written)\n```\n\n"
+            "[1]: https://x.org/definition\n[^1]: A footnote.\n\n## ![](icon.png) Life\n")
+    assert md_passages(tmp_path, text) == [
+        ("Marie Curie", "She was born in Warsaw in 1867.\nname: Pierre; link: page\n``` **kept** [as](written) ```\n"
+                        "[^1]: A footnote."), ("Marie Curie", "Life")]
+
+
+def test_random_markdown_markup_keeps_every_word_shown(tmp_path):
+    rng = random.Random(3)
+    vocabulary = ["alpha", "Beta", "gamma_delta", "2*3", "epsilon", "Zeta"]
+    marks = [lambda w: f"**{w}**", lambda w: f"*{w}*", lambda w: f"_{w}_", lambda w: f"[{w}](https://x.org/{w}_(1))",
+             lambda w: f"`{w}`", lambda w: f"![{w}](img/{w}.png)", lambda w: f"~~{w}~~", lambda w: w]
+    for trial in range(60):
+        words = rng.choices(vocabulary, k=rng.randint(1, 30))
+        marked = [rng.choice(marks)(w) for w in words]
+        lines = [" ".join(marked[i:i + 5]) for i in range(0, len(marked), 5)]
+        got = md_passages(tmp_path, "\n".join(lines) + "\n", limit=1000)
+        assert [w for _, text in got for w in text.split()] == words, lines

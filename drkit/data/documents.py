@@ -9,8 +9,10 @@ is a page, cut into passages:
   file name without its suffix, underscores and hyphens read as spaces ("marie_curie.txt": "marie curie"; the
   linker finds names whatever their case). Files with one title are one page (a counted warning names them).
 * **Paragraphs**: runs of non-blank lines, each run's lines joined by a space. In Markdown an ATX or setext heading
-  is a heading, a horizontal rule ("---", "***", "___" alone) and the front matter (YAML-like lines between "---"
-  lines at the top) are markup, not text, and fenced code blocks are text ("#" lines in them included). In HTML a
+  is a heading, a horizontal rule ("---", "***", "___" alone), the front matter (YAML-like lines between "---"
+  lines at the top) and link reference definitions are markup, not text, fenced code blocks are text ("#" lines
+  in them included), and inline markup is read as the page shows it: a link ``[Marie Curie](https://...)`` is
+  "Marie Curie", ``**bold**`` and a code span's backticks lose their marks (`drkit.data.markdown`). In HTML a
   block element (<p>, <li>, <div>, ...) or <br> ends a paragraph, <h1> to <h6> are headings, inline tags
   join words ("Cu<b>rie</b>"), and what <script> and <style> hold is not text (`drkit.data.html_text`).
 * **Tables** (Markdown's "| a | b |" over "|---|---|", HTML's <table>): each row a paragraph of "header: cell"
@@ -43,7 +45,7 @@ from pathlib import Path
 
 from drkit.data.html_text import html_blocks
 from drkit.data.lines import read_lines
-from drkit.data.tables import markdown_table
+from drkit.data.markdown import front_matter, text_blocks
 from drkit.data.text import split_sentences
 from drkit.errors import ConfigError, InputFormatError
 from drkit.util.warnlog import WarningLog
@@ -51,12 +53,6 @@ from drkit.util.warnlog import WarningLog
 SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm")
 MARKDOWN = (".md", ".markdown")
 HTML = (".html", ".htm")
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-_FRONT_TITLE = re.compile(r"^title\s*:\s*(.*?)\s*$", re.IGNORECASE)
-_FRONT_KEY = re.compile(r"^[A-Za-z0-9_][\w.-]*\s*:(\s|$)")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
-_RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 
 
 @dataclass(frozen=True)
@@ -100,85 +96,6 @@ def document_files(folder: Path) -> tuple[list[Path], Counter]:
     return sorted(found, key=lambda p: p.relative_to(folder).as_posix()), Counter({k: v for k, v in left_out.items() if v})
 
 
-def _front_matter(lines: list[tuple[int, str]]) -> tuple[int, str | None]:
-    """Where a Markdown file's text starts after its front matter and the title it gives; (0, None) without one.
-    Front matter is a first line "---", then YAML-like lines ("key: value", indented or "- " continuations; no blank
-    line, at least one key) up to a line "---" or "...": a file that opens with a horizontal rule is not one."""
-    if not lines or lines[0][1].strip() != "---":
-        return 0, None
-    for i in range(1, len(lines)):
-        if lines[i][1].strip() in ("---", "..."):
-            body = [t for _, t in lines[1:i]]
-            keys = [t for t in body if _FRONT_KEY.match(t)]
-            if not keys or any(not (_FRONT_KEY.match(t) or t[:1] in (" ", "\t") or t.startswith("- ")) for t in body):
-                return 0, None
-            titles = [m.group(1).strip("\"'") for t in keys if (m := _FRONT_TITLE.match(t))]
-            return i + 1, titles[0] if titles and titles[0] else None
-    return 0, None  # no closing line: not front matter
-
-
-def _blocks(lines: list[tuple[int, str]], markdown: bool) -> list[tuple[int, str, int]]:
-    """(first line, text, heading level: 0 for a paragraph) of each paragraph and Markdown heading. In Markdown an
-    ATX heading ("## Life") or a setext underline ("Life" over "----" or "====") makes a heading, a line of three or
-    more "-", "*" or "_" alone is a horizontal rule (markup, not text), the lines of a fenced code block
-    (``` or ~~~) are text, a "#" in them included, and a table's rows are lines of "header: cell" pairs
-    (`drkit.data.tables.markdown_table`; its delimiter row is markup)."""
-    out, run = [], []
-    fence = None  # the opening fence's marker while inside a fenced code block
-
-    def close(level: int = 0):
-        if run:
-            out.append((run[0][0], " ".join(t.strip() for _, t in run), level))
-            run.clear()
-
-    i = 0
-    while i < len(lines):
-        line_no, text = lines[i]
-        i += 1
-        if markdown:
-            marker = _FENCE.match(text)
-            if fence is not None:  # inside a code block: text, until the fence closes
-                if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence) and not marker.group(2).strip():
-                    fence = None
-                if text.strip():
-                    run.append((line_no, text))
-                else:
-                    close()
-                continue
-            if marker:
-                fence = marker.group(1)
-                run.append((line_no, text))
-                continue
-            table = None if _HEADING.match(text) else markdown_table(lines, i - 1, _ends_row)
-            if table is not None:  # (a table may follow a paragraph's last line: that paragraph ends there)
-                close()
-                out += table[0]
-                i = table[1]
-                continue
-            underline = _SETEXT.match(text)
-            if underline and run:
-                close(1 if underline.group(1)[0] == "=" else 2)
-                continue
-            if _RULE.match(text) and not run:
-                continue
-            heading = _HEADING.match(text)
-            if heading:
-                close()
-                out.append((line_no, (heading.group(2) or "").strip(), len(heading.group(1))))
-                continue
-        if text.strip():
-            run.append((line_no, text))
-        else:
-            close()
-    close()
-    return out
-
-
-def _ends_row(text: str) -> bool:
-    """Whether a Markdown line starts another block than a table's rows: a heading, a code fence or a rule."""
-    return bool(_HEADING.match(text) or _FENCE.match(text) or _RULE.match(text))
-
-
 def _pieces(text: str, limit: int) -> list[str]:
     """`text` cut between sentences into pieces of at most `limit` words (a longer sentence is a piece alone)."""
     pieces, current, words = [], [], 0
@@ -202,8 +119,8 @@ def read_document(path: Path, name: str, config: DocumentsConfig = DocumentsConf
         blocks, other_title = html_blocks(path)
     else:
         lines = list(read_lines(path, "document"))
-        start, other_title = _front_matter(lines) if suffix in MARKDOWN else (0, None)
-        blocks = _blocks(lines[start:], suffix in MARKDOWN)
+        start, other_title = front_matter(lines) if suffix in MARKDOWN else (0, None)
+        blocks = text_blocks(lines[start:], suffix in MARKDOWN)
     h1 = next((i for i, (_, text, level) in enumerate(blocks) if level == 1 and text), None)
     title = blocks[h1][1] if h1 is not None else other_title
     if not title:
@@ -212,7 +129,8 @@ def read_document(path: Path, name: str, config: DocumentsConfig = DocumentsConf
 
 
 def _assemble(blocks: list[tuple[int, str, int]], title: str, name: str, limit: int) -> list[Passage]:
-    """The passages `name`#1, #2, ... of a page's blocks (`_blocks`; its title's heading taken out)."""
+    """The passages `name`#1, #2, ... of a page's blocks (`drkit.data.markdown.text_blocks`,
+    `drkit.data.html_text.html_blocks`; its title's heading taken out)."""
     passages = []
     current = ""  # the passage being made: its heading (if it opens with one) and paragraphs, one a line
     first_line, headed = 0, False  # where it starts; whether it holds a heading alone so far

@@ -110,10 +110,11 @@ def is_delimiter_row(text: str, cells: int) -> bool:
     return len(parts) == cells and all(_DELIMITER_CELL.match(p) for p in parts)
 
 
-def markdown_table(lines: list[tuple[int, str]], i: int, ends_row) -> tuple[list[Block], int] | None:
+def markdown_table(lines: list[tuple[int, str]], i: int, ends_row, clean=lambda text: text) -> tuple[list[Block], int] | None:
     """The blocks of the Markdown table whose header row is ``lines[i]`` and the index of the line after it, or
     None where no table starts there. Its rows are the lines after the delimiter row up to a blank line or one
-    that `ends_row` (a heading, a code fence, ...) says starts another block."""
+    that `ends_row` (a heading, a code fence, ...) says starts another block; `clean` maps each cell's text (e.g.
+    to drop its inline markup)."""
     line_no, text = lines[i]
     if "|" not in text or i + 1 >= len(lines):
         return None
@@ -122,10 +123,10 @@ def markdown_table(lines: list[tuple[int, str]], i: int, ends_row) -> tuple[list
         return None
     blocks: list[Block] = []
     table = Table(blocks)
-    table.header_row(line_no, [(k, 1, text, True) for k, text in enumerate(header)])
+    table.header_row(line_no, [(k, 1, clean(text), True) for k, text in enumerate(header)])
     j = i + 2
     while j < len(lines) and lines[j][1].strip() and not ends_row(lines[j][1]):
-        table.row(lines[j][0], [(k, 1, text, False) for k, text in enumerate(split_row(lines[j][1]))])
+        table.row(lines[j][0], [(k, 1, clean(text), False) for k, text in enumerate(split_row(lines[j][1]))])
         j += 1
     table.end()
     return blocks, j
