@@ -373,15 +373,23 @@ def test_markdown_inline_markup_is_read_as_shown(tmp_path):
     assert inline("**Bold**, *it*, _it_, ~~gone~~, ***both***; snake_case_name, 2*3*4, a * b * c, *.md") == \
         "Bold, it, it, gone, both; snake_case_name, 2*3*4, a * b * c, *.md"
     assert inline("`pip install [x](y)`, ``a ` b``, \\*not it\\*, \\[x\\](y)") == "pip install [x](y), a ` b, *not it*, [x](y)"
-    assert inline("[Curie][1], [Curie][], <https://x.org/a_b_c>, <me@x.org>, <b>html</b>, [a (b)](https://x.org/a_(b))") == \
-        "Curie, Curie, https://x.org/a_b_c, me@x.org, <b>html</b>, a (b)"
+    assert inline("[Curie][1], [Curie][], <https://x.org/a_b_c>, <me@x.org>, <b>html</b>, [a (b)](https://x.org/a_(b))",
+                  frozenset({"1", "curie"})) == "Curie, Curie, https://x.org/a_b_c, me@x.org, <b>html</b>, a (b)"
+    # a reference whose label the document does not define is text (m[i][j], a citation [1][2])
+    assert inline("m[i][j], Warsaw.[1][2] [x]") == "m[i][j], Warsaw.[1][2] [x]"
+    # code inside a link's text; a code span ending in a backslash; an address keeps its marks; intraword __ and **
+    assert inline("[`pip install`](https://pip.pypa.io), `C:\\Users\\` and `\\`, <http://x.org/_a_*b*>") == \
+        "pip install, C:\\Users\\ and \\, http://x.org/_a_*b*"
+    assert inline("foo__bar__baz, _Class__attr, 2**10, *a `b` c*, [a [b] c](http://u.org)") == \
+        "foo__bar__baz, _Class__attr, 2**10, a b c, a [b] c"
     # in a document: a link across lines, headings, table cells; code blocks and link definitions
     text = ("# [Marie Curie](https://x.org)\n\nShe was [born in\nWarsaw](https://x.org/w) in **1867**.\n\n"
             "| name | link |\n|---|---|\n| *Pierre* | [page](https://x.org/p) |\n\n```\n**kept** [as](written)\n```\n\n"
-            "[1]: https://x.org/definition\n[^1]: A footnote.\n\n## ![](icon.png) Life\n")
+            "[1]: https://x.org/definition\n[^1]: A footnote.\n\n## ![](icon.png) Life\n\nSee [Curie][1].\n\n"
+            "    def f(*args, **kw): m[i][j] = a__b\n")
     assert md_passages(tmp_path, text) == [
         ("Marie Curie", "She was born in Warsaw in 1867.\nname: Pierre; link: page\n``` **kept** [as](written) ```\n"
-                        "[^1]: A footnote."), ("Marie Curie", "Life")]
+                        "[^1]: A footnote."), ("Marie Curie", "Life\nSee Curie.\ndef f(*args, **kw): m[i][j] = a__b")]
 
 
 def test_random_markdown_markup_keeps_every_word_shown(tmp_path):

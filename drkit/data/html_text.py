@@ -27,6 +27,7 @@ BLOCK_TAGS = frozenset({"p", "div", "li", "ul", "ol", "dl", "dt", "dd", "table",
                         "summary", "select", "option", "optgroup", "fieldset", "legend", "form", "menu", "dialog",
                         "textarea", "noscript", "template", *HEADINGS})
 CELLS = ("td", "th")
+COLUMNS = 1000  # columns a rowspan is followed in (a wider table's cells beyond are placed as if none spanned there)
 
 
 class _OpenTable:
@@ -66,9 +67,8 @@ class _OpenTable:
                 while self.down.get(col, 0) > 0:  # taken by a cell of a row above
                     col += 1
                 placed.append((col, colspan, text, head))
-                for c in range(col, col + colspan):
-                    if rowspan > 1:
-                        below[c] = rowspan - 1
+                for c in range(col, min(col + colspan, COLUMNS)) if rowspan > 1 else ():
+                    below[c] = rowspan - 1
                 col += colspan
             self.down = below
             title = len(placed) == 1 and placed[0][1] > 1  # one <th> across the table (an infobox's name): a line

@@ -4,14 +4,17 @@ Blocks (`text_blocks`): runs of non-blank lines are paragraphs, each run's lines
 ATX heading ("## Life") or a setext underline ("Life" over "----" or "====") makes a heading; a line of three or
 more "-", "*" or "_" alone is a horizontal rule, the front matter (YAML-like lines between "---" lines at the top,
 `front_matter`) and a link reference definition ("[1]: https://...") are link targets and layout, not text; the
-lines of a fenced code block (``` or ~~~) are text as written, a "#" in them included; a table's rows are lines
-of "header: cell" pairs (`drkit.data.tables`).
+lines of a fenced code block (``` or ~~~) and of an indented one (4 spaces or a tab, where no paragraph goes on)
+are text as written, a "#" in them included; a table's rows are lines of "header: cell" pairs
+(`drkit.data.tables`).
 
 Inline markup (`inline`, everywhere but in code): what a reader of the rendered page sees is kept, the marks
-around it are not: a link ``[Marie Curie](https://...)`` or ``[Marie Curie][1]`` is "Marie Curie", an image
-``![Warsaw in 1867](a.png)`` its alt text, an autolink ``<https://x.org>`` the address, ``**bold**``, ``*it*``,
-``_it_`` and ``~~struck~~`` their words, a code span ```pip install``` its code, and a backslash escape ``\\*`` the
-character. Emphasis by "_" or "*" is read only at word edges, so snake_case_names and 2*3*4 keep theirs.
+around it are not: a link ``[Marie Curie](https://...)`` is "Marie Curie", as is ``[Marie Curie][1]`` where the
+document defines the label "1" (``m[i][j]`` stays as it is where it does not), an image ``![Warsaw in
+1867](a.png)`` its alt text, an autolink ``<https://x.org>`` the address, ``***both***``, ``**bold**``, ``*it*``,
+``_it_`` and ``~~struck~~`` their words, a code span ```pip install``` its code as written, and a backslash escape
+``\\*`` the character. Emphasis is read only at word edges (snake_case_names, foo__bar and 2*3*4 keep their marks)
+and within 250 characters, so that any text is read in linear time.
 """
 
 from __future__ import annotations
@@ -23,68 +26,75 @@ from drkit.data.tables import Block, markdown_table
 HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+INDENTED = re.compile(r"^(?: {4}|\t| {0,3}\t)")
 RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
-LINK_DEFINITION = re.compile(r"""^ {0,3}\[[^\[\]^][^\[\]]*\]:[ \t]*\S+(?:[ \t]+(?:"[^"]*"|'[^']*'|\([^()]*\)))?[ \t]*$""")
+LINK_DEFINITION = re.compile(r"""^ {0,3}\[([^\[\]^][^\[\]]*)\]:[ \t]*\S+(?:[ \t]+(?:"[^"]*"|'[^']*'|\([^()]*\)))?[ \t]*$""")
 _FRONT_TITLE = re.compile(r"^title\s*:\s*(.*?)\s*$", re.IGNORECASE)
 _FRONT_KEY = re.compile(r"^[A-Za-z0-9_][\w.-]*\s*:(\s|$)")
 
-_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
-_CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
+_SPECIAL = re.compile(r"\\[!-/:-@\[-`{-~]|`+")  # where a backslash escape or a code span may start
 _DEST = r"(?:<[^<>\n]*>|(?:[^()\s]|\([^()\s]*\))*)"  # a link's destination
 _LINK_TITLE = r"""(?:\s+(?:"[^"]*"|'[^']*'|\([^()]*\)))?"""
-_IMAGE = re.compile(r"!\[([^\[\]]*)\]\(\s*" + _DEST + _LINK_TITLE + r"\s*\)")
-_LINK = re.compile(r"\[([^\[\]]*)\]\(\s*" + _DEST + _LINK_TITLE + r"\s*\)")
-_REFERENCE = re.compile(r"\[([^\[\]]+)\]\[[^\[\]]*\]")
+_BRACKETS = r"\[((?:[^\[\]]|\[[^\[\]]*\])*)\]"  # a link's text (brackets inside it one deep)
+_IMAGE = re.compile(r"!" + _BRACKETS + r"\(\s*" + _DEST + _LINK_TITLE + r"\s*\)")
+_LINK = re.compile(_BRACKETS + r"\(\s*" + _DEST + _LINK_TITLE + r"\s*\)")
+_REFERENCE = re.compile(r"\[([^\[\]]+)\]\[([^\[\]]*)\]")
+_SHORTCUT = re.compile(r"\[([^\[\]]+)\](?!\()")
 _AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^<>\s]+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+)>")
-_STRONG = re.compile(r"(\*\*|__)(?=[^\s*_])(.+?)(?<=[^\s*_])\1")
-_STAR = re.compile(r"(?<![\w*\\])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])")
-_UNDERSCORE = re.compile(r"(?<![\w_])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![\w_])")
-_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
-_MARK = "\x00"  # brackets an escaped character while the rules run (a text holding it is left as it is)
+_SPAN = 250  # emphasis is read within so many characters: linear time on any text
+_EMPHASIS = [re.compile(rf"(?<![\w{m[0]}]){re.escape(m)}(?=[^\s{m[0]}])(.{{1,{_SPAN}}}?)(?<=[^\s{m[0]}]){re.escape(m)}"
+                        rf"(?![\w{m[0]}])", re.S) for m in ("***", "___", "**", "__", "~~", "*", "_")]  # at word edges only
+_MARK = "\x00"  # brackets a kept piece (a code span, an escaped character, an address) while the rules run
+_KEPT = re.compile(f"{_MARK}(\\d+){_MARK}")
 
 
-def inline(text: str) -> str:
-    """`text` without its inline markup (the module's docstring)."""
+def inline(text: str, labels: frozenset = frozenset()) -> str:
+    """`text` without its inline markup (the module's docstring); `labels`: the link reference definitions' labels of
+    the document (lower case, spaces collapsed), the only ones a reference link ``[text][label]`` is read with."""
     if _MARK in text or not any(c in text for c in "`[]<*_~\\!"):
         return text
-    escaped: list[str] = []
+    kept: list[str] = []
 
-    def keep(m):  # an escaped character: out of the rules' way until the end
-        escaped.append(m.group(1))
-        return f"{_MARK}{len(escaped) - 1}{_MARK}"
+    def keep(piece: str) -> str:  # out of the rules' way until the end
+        kept.append(piece)
+        return f"{_MARK}{len(kept) - 1}{_MARK}"
 
-    text = _ESCAPE.sub(keep, text)
     out, at = [], 0
-    for m in _CODE.finditer(text):
-        out.append(_marks(text[at:m.start()]))
-        code = m.group(2)
+    while (m := _SPECIAL.search(text, at)) is not None:
+        out.append(text[at:m.start()])
+        at = m.end()
+        if m.group(0)[0] == "\\":
+            out.append(keep(m.group(0)[1]))  # an escaped character is itself
+            continue
+        close = re.compile(f"(?<!`){m.group(0)}(?!`)").search(text, at)  # a code span ends at as many backticks
+        if close is None:
+            out.append(m.group(0))  # no end: the backticks are text
+            continue
+        code = text[at:close.start()]
         if code.startswith(" ") and code.endswith(" ") and code.strip():
             code = code[1:-1]
-        out.append(re.sub(f"{_MARK}(\\d+){_MARK}", lambda e: "\\" + escaped[int(e.group(1))], code))  # code as written
-        at = m.end()
-    out.append(_marks(text[at:]))
-    return re.sub(f"{_MARK}(\\d+){_MARK}", lambda e: escaped[int(e.group(1))], "".join(out))
-
-
-def _shown(text: str) -> str:
-    """`inline`, with the spaces a dropped mark leaves ("[](x) end") read as one where it changed anything."""
-    shown = inline(text)
-    return text if shown == text else " ".join(shown.split())
-
-
-def _marks(text: str) -> str:
-    """`inline` outside code spans: links, images and emphasis to their words."""
-    text = _IMAGE.sub(r"\1", text)
-    text = _LINK.sub(r"\1", text)
-    text = _REFERENCE.sub(r"\1", text)
-    text = _AUTOLINK.sub(r"\1", text)
-    for rule in (_STRONG, _STRIKE):
-        while True:
-            done = rule.sub(lambda m: m.group(2) if rule is _STRONG else m.group(1), text)
-            if done == text:
+        out.append(keep(code))  # code as written: no escape, no emphasis inside
+        at = close.end()
+    out.append(text[at:])
+    text = _AUTOLINK.sub(lambda a: keep(a.group(1)), "".join(out))
+    text = _LINK.sub(r"\1", _IMAGE.sub(r"\1", text))
+    known = lambda label: " ".join(label.lower().split()) in labels  # noqa: E731
+    text = _REFERENCE.sub(lambda r: r.group(1) if known(r.group(2) or r.group(1)) else r.group(0), text)
+    text = _SHORTCUT.sub(lambda r: r.group(1) if known(r.group(1)) else r.group(0), text)
+    for rule in _EMPHASIS:
+        for _ in range(3):  # nested emphasis ("***both***") takes a second pass
+            text, n = rule.subn(r"\1", text)
+            if not n:
                 break
-            text = done
-    return _UNDERSCORE.sub(r"\1", _STAR.sub(r"\1", text))
+    for _ in range(2):  # an address may hold an escaped character
+        text = _KEPT.sub(lambda k: kept[int(k.group(1))], text)
+    return text
+
+
+def _shown(text: str, labels: frozenset) -> str:
+    """`inline`, with the spaces a dropped mark leaves ("[](x) end") read as one where it changed anything."""
+    shown = inline(text, labels)
+    return text if shown == text else " ".join(shown.split())
 
 
 def front_matter(lines: list[tuple[int, str]]) -> tuple[int, str | None]:
@@ -110,6 +120,8 @@ def text_blocks(lines: list[tuple[int, str]], markdown: bool) -> list[Block]:
     out: list[Block] = []
     run: list[tuple[int, str, bool]] = []  # the paragraph's lines: (line, text, in a code block)
     fence = None  # the opening fence's marker while inside a fenced code block
+    labels = frozenset(" ".join(m.group(1).lower().split()) for _, t in lines if (m := LINK_DEFINITION.match(t))) \
+        if markdown else frozenset()
 
     def close(level: int = 0):
         if run:
@@ -120,7 +132,7 @@ def text_blocks(lines: list[tuple[int, str]], markdown: bool) -> list[Block]:
                 while k < len(run) and run[k][2] == code:
                     group.append(run[k][1].strip())
                     k += 1
-                parts.append(" ".join(group) if code or not markdown else _shown(" ".join(group)))
+                parts.append(" ".join(group) if code or not markdown else _shown(" ".join(group), labels))
             out.append((run[0][0], " ".join(p for p in parts if p), level))
             run.clear()
 
@@ -142,7 +154,7 @@ def text_blocks(lines: list[tuple[int, str]], markdown: bool) -> list[Block]:
                 fence = marker.group(1)
                 run.append((line_no, text, True))
                 continue
-            table = None if HEADING.match(text) else markdown_table(lines, i - 1, ends_row, inline)
+            table = None if HEADING.match(text) else markdown_table(lines, i - 1, ends_row, lambda cell: inline(cell, labels))
             if table is not None:  # (a table may follow a paragraph's last line: that paragraph ends there)
                 close()
                 out += table[0]
@@ -157,10 +169,11 @@ def text_blocks(lines: list[tuple[int, str]], markdown: bool) -> list[Block]:
             heading = HEADING.match(text)
             if heading:
                 close()
-                out.append((line_no, _shown((heading.group(2) or "").strip()), len(heading.group(1))))
+                out.append((line_no, _shown((heading.group(2) or "").strip(), labels), len(heading.group(1))))
                 continue
-        if text.strip():
-            run.append((line_no, text, False))
+        if text.strip():  # indented by 4 or a tab where no paragraph goes on: an indented code block, as written
+            code = markdown and INDENTED.match(text) is not None and (not run or run[-1][2])
+            run.append((line_no, text, code))
         else:
             close()
     close()
