@@ -350,6 +350,8 @@ def test_html_tables_infoboxes_nested_and_unclosed(tmp_path):
     # a header row over rows that open with a <th> (a filmography): every cell under its column
     assert html("<table><tr><th>Year</th><th>Film</th></tr><tr><th>1999</th><td>The Matrix</td></tr></table>") == [
         "Year: 1999; Film: The Matrix"]
+    assert html("<table><tr><th colspan=2>Films</th></tr><tr><th>Year</th><th>Film</th></tr><tr><td>1999</td><td>The "
+                "Matrix</td></tr></table>") == ["Films\nYear: 1999; Film: The Matrix"]  # a title row, then the header
     assert html("<table><tr><th></th><th>2019</th></tr><tr><th>Revenue</th><td>10</td></tr></table>") == [
         "Revenue: 2019: 10"]  # an empty corner: the row's own header leads
     # colspan and rowspan; a column no row fills keeps its header as a line

@@ -3,8 +3,9 @@
 A block element (`BLOCK_TAGS`) or <br> ends a paragraph (inside a heading, <br> is a space and a block changes
 nothing); inline tags join words ("Cu<b>rie</b>"); the text of <script> and <style> is not text; the <title> is
 that of the head (one in the body or in an <svg> is text); character references are decoded. A <table>'s rows
-are lines of "header: cell" pairs (`drkit.data.tables`): its first row, when every cell of it is a <th>, is the
-header of the rows below (one <th> across several columns, an infobox's name, is a line instead); a row that
+are lines of "header: cell" pairs (`drkit.data.tables`): a row of one <th> across several columns (an infobox's
+name, a table's title) is a line; the first other row, when every cell of it is a <th>, is the header of the
+rows below; a row that
 opens with a <th> before <td>s reads "th: td; td"; colspan and rowspan place cells under their columns; inside a
 cell a block or <br> is a space and a table within it is its words, but a heading ends the row and is a heading
 (a layout table's). Text inside a table but in no cell comes before the table's rows that follow it, as a
@@ -40,7 +41,7 @@ class _OpenTable:
         self.cell: list[str] | None = None  # the open cell's text
         self.span = (False, 1, 1)  # the open cell's th, colspan and rowspan
         self.line = 0  # the open row's first line
-        self.rows = 0  # rows read
+        self.rows = 0  # rows read, title rows aside
         self.down: dict[int, int] = {}  # column -> rows below the last one that a cell above still covers
 
     def open_row(self, line: int):
@@ -76,7 +77,7 @@ class _OpenTable:
                 self.table.header_row(self.line, placed)
             else:
                 self.table.row(self.line, placed)
-            self.rows += 1
+            self.rows += not title  # (a header row may follow a title row)
         self.cells = None
 
     def close(self):
