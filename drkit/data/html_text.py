@@ -2,13 +2,12 @@
 
 A block element (`BLOCK_TAGS`) or <br> ends a paragraph (inside a heading, <br> is a space and a block changes
 nothing); inline tags join words ("Cu<b>rie</b>"); the text of <script> and <style> is not text; the <title> is
-that of the head (one in the body or in an <svg> is text); character references are decoded. A <table>'s rows
-are lines of "header: cell" pairs (`drkit.data.tables`): a row of one <th> across several columns (an infobox's
-name, a table's title) is a line; the first other row, when every cell of it is a <th>, is the header of the
-rows below; a row that
-opens with a <th> before <td>s reads "th: td; td"; colspan and rowspan place cells under their columns; inside a
-cell a block or <br> is a space and a table within it is its words, but a heading ends the row and is a heading
-(a layout table's). Text inside a table but in no cell comes before the table's rows that follow it, as a
+that of the head (one in the body or in an <svg> is text); character references are decoded. A <table>'s rows are
+lines of "header: cell" pairs (`drkit.data.tables`): a row of one <th> across several columns (an infobox's name, a
+table's title) is a line; the first other row, when every cell of it is a <th>, is the header of the rows below; a
+row that opens with a <th> before <td>s reads "th: td; td"; colspan and rowspan place cells under their columns;
+inside a cell a block or <br> is a space and a table within it is its words, but a heading ends the row and is a
+heading (a layout table's). Text inside a table but in no cell comes before the table's rows that follow it, as a
 browser shows it. A <td> or <tr> outside a <table> is a block as before.
 """
 
