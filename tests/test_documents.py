@@ -141,7 +141,7 @@ def test_bad_input_is_named(tmp_path):
         documents_corpus(d, tmp_path / "c.jsonl")
     assert not (tmp_path / "c.jsonl").exists() and not (tmp_path / "c.jsonl.tmp").exists()  # nothing half written
     with pytest.raises(ConfigError, match="neither a folder of documents .* nor a JSONL file"):
-        documents_corpus(d / "ok.txt", tmp_path / "c.jsonl")
+        documents_corpus(d / "latin1.csv", tmp_path / "c.jsonl")
     (tmp_path / "none").mkdir()
     (tmp_path / "none" / "a.pdf").write_bytes(b"%PDF")
     with pytest.raises(ConfigError, match=r"no \.txt, \.md, \.markdown, \.html or \.htm file.*\.pdf"):
@@ -405,3 +405,15 @@ def test_random_markdown_markup_keeps_every_word_shown(tmp_path):
         lines = [" ".join(marked[i:i + 5]) for i in range(0, len(marked), 5)]
         got = md_passages(tmp_path, "\n".join(lines) + "\n", limit=1000)
         assert [w for _, text in got for w in text.split()] == words, lines
+
+
+def test_one_document_and_a_missing_path(tmp_path):
+    d = make_folder(tmp_path)
+    done = documents_corpus(d / "marie_curie.md", tmp_path / "one.jsonl", log=lambda line: None)
+    rows = [json.loads(line) for line in (tmp_path / "one.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert done["documents"] == 1 and [r["id"] for r in rows] == ["marie_curie.md#1", "marie_curie.md#2"]
+    assert rows[0]["title"] == "Marie Curie"
+    with pytest.raises(ConfigError, match="does not exist"):
+        documents_corpus(tmp_path / "nowhere", tmp_path / "x.jsonl")
+    with pytest.raises(ConfigError, match="neither a folder"):
+        documents_corpus(d / "photo.png", tmp_path / "x.jsonl")

@@ -28,8 +28,9 @@ from drkit.data.corpus import CORPUS_FORMATS
 def _corpus_parser(p) -> None:
     from drkit.data.documents import DocumentsConfig
 
-    p.add_argument("--docs", required=True, metavar="DIR|FILE.jsonl",
-                   help="the folder of documents (read recursively), or a JSONL file of long documents "
+    p.add_argument("--docs", required=True, metavar="DIR|FILE",
+                   help="the folder of documents (read recursively), one document (.txt, .md, .html: ids "
+                   "'<file name>#<n>'), or a JSONL file of long documents "
                    "({\"id\", \"title\", \"text\"} a line: each cut into passages '<id>#<n>' at its blank lines)")
     p.add_argument("--out", required=True, metavar="FILE", help="the JSONL corpus to write, e.g. corpus.jsonl")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")

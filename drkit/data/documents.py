@@ -25,7 +25,8 @@ is a page, cut into passages:
   headings in a row) ends the passage before it and opens the next one. Nothing else is changed: every word of a
   document's text, markup aside, is in its passages, in order (the title's heading is the title, not text; a
   table's column header is in each of its rows).
-* **Ids**: ``<path below the folder>#<n>``, n counting the file's passages from 1.
+* **Ids**: ``<path below the folder>#<n>``, n counting the file's passages from 1 (``--docs`` one document:
+  ``<its file name>#<n>``).
 * A JSONL file of long documents (``{"id", "title", "text"}`` a line, as a corpus) instead of a folder: each
   document is a page, its paragraphs its text's blank-line-separated parts (each line one where there is no blank
   line), ids ``<id>#<n>`` (`jsonl_documents`; a document with ``links`` is refused: their offsets are the whole
@@ -209,9 +210,12 @@ def documents_corpus(docs: str | Path, out: str | Path, config: DocumentsConfig 
                               + (f" (left out: {dict(left_out)})" if left_out else ""))
         documents = ((str(f), read_document(f, f.relative_to(docs).as_posix(), config)) for f in files)
         total = len(files)
+    elif docs.is_file() and docs.suffix.lower() in SUFFIXES:  # one document: its passages are <file name>#<n>
+        documents, total = iter([(str(docs), read_document(docs, docs.name, config))]), 1
     else:
-        raise ConfigError(f"{docs} is neither a folder of documents (.txt, .md, .markdown, .html, .htm files) nor a "
-                          "JSONL file of documents (.jsonl)")
+        raise ConfigError(f"{docs} is neither a folder of documents (.txt, .md, .markdown, .html, .htm files), nor one "
+                          "such document, nor a JSONL file of documents (.jsonl)"
+                          + ("" if docs.exists() else ": it does not exist"))
     pages, passages, n_documents = {}, 0, 0
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
