@@ -12,6 +12,7 @@ import pytest
 from drkit.cli import main
 from drkit.data.corpus import read_jsonl_corpus
 from drkit.data.documents import DocumentsConfig, documents_corpus, read_document
+from drkit.data.html_text import html_blocks
 from drkit.errors import ConfigError, InputFormatError
 from drkit.util.warnlog import WarningLog
 
@@ -417,3 +418,33 @@ def test_one_document_and_a_missing_path(tmp_path):
         documents_corpus(tmp_path / "nowhere", tmp_path / "x.jsonl")
     with pytest.raises(ConfigError, match="neither a folder"):
         documents_corpus(d / "photo.png", tmp_path / "x.jsonl")
+
+
+def test_random_tag_soup_loses_no_word(tmp_path):
+    """Tables, cells, headings and blocks opened and closed at random (unclosed, stray, nested): no error, and
+    every word outside <script> is in the passages."""
+    rng = random.Random(4)
+    tags = ["table", "tr", "td", "th", "p", "h2", "h1", "div", "thead", "caption", "li", "b"]
+    for trial in range(200):
+        parts, words, in_script = [], [], False
+        for k in range(rng.randint(1, 40)):
+            roll = rng.random()
+            if roll < 0.35:
+                word = f"w{trial}x{k}"
+                parts.append(f" {word} ")
+                words += [] if in_script else [word]
+            elif roll < 0.4:
+                parts.append("</script>" if in_script else "<script>")
+                in_script = not in_script
+            elif roll < 0.45:
+                parts.append("<br>")
+            else:
+                tag = rng.choice(tags)
+                span = f" colspan={rng.randint(0, 3)}" if tag in ("td", "th") and rng.random() < 0.3 else ""
+                span += f" rowspan={rng.choice(['2', 'x', '0'])}" if tag in ("td", "th") and rng.random() < 0.3 else ""
+                parts.append(f"</{tag}>" if rng.random() < 0.4 else f"<{tag}{span}>")
+        path = tmp_path / "soup.html"
+        path.write_text("".join(parts), encoding="utf-8")
+        blocks, _ = html_blocks(path)  # (an unclosed <h1> that takes the rest is the title: read_document's choice)
+        shown = {w for _, text, _ in blocks for w in re.findall(r"w\d+x\d+", text)}
+        assert set(words) <= shown, "".join(parts)
