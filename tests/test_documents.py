@@ -448,3 +448,25 @@ def test_random_tag_soup_loses_no_word(tmp_path):
         blocks, _ = html_blocks(path)  # (an unclosed <h1> that takes the rest is the title: read_document's choice)
         shown = {w for _, text, _ in blocks for w in re.findall(r"w\d+x\d+", text)}
         assert set(words) <= shown, "".join(parts)
+
+
+def test_random_markdown_soup_loses_no_word(tmp_path):
+    """Lines of tables, pipes, headings, rules, fences, indented code and inline marks in random order: every
+    word a reader of the page sees (not a link's address) is in the blocks."""
+    from drkit.data.markdown import text_blocks
+
+    rng = random.Random(5)
+    for trial in range(200):
+        lines, words = [], []
+        for k in range(rng.randint(1, 25)):
+            word = f"w{trial}x{k}"
+            words.append(word)
+            lines.append(rng.choice([
+                word, f"| {word} | b |", "|---|---|", f"a | {word}", "---", f"## {word}", "```", f"    {word} *x*",
+                f"**{word}**", f"[{word}](http://x.org/{word}_(1))", f"`{word}`", f"*{word} [t](u)*", f"{word}\\*", "",
+                f"> {word}", f"- {word}", f"{word} | c |", "====", f"[{word}]: http://x.org"]))
+            if "]: http" in lines[-1] or word not in lines[-1]:
+                words.pop()  # a link reference definition is markup; a line without the word
+        blocks = text_blocks(list(enumerate(lines, 1)), True)
+        shown = {w for _, text, _ in blocks for w in re.findall(r"w\d+x\d+", text)}
+        assert set(words) <= shown, "\n".join(lines)
