@@ -470,3 +470,17 @@ def test_random_markdown_soup_loses_no_word(tmp_path):
         blocks = text_blocks(list(enumerate(lines, 1)), True)
         shown = {w for _, text, _ in blocks for w in re.findall(r"w\d+x\d+", text)}
         assert set(words) <= shown, "\n".join(lines)
+
+
+def test_a_jsonl_file_of_markdown_documents(tmp_path):
+    text = "## Life\nBorn in [Warsaw](https://x.org).\n\n| year | prize |\n|---|---|\n| 1903 | **Physics** |\n"
+    src = tmp_path / "docs.jsonl"
+    src.write_text(json.dumps({"id": "mc", "title": "Marie Curie", "text": text}) + "\n", encoding="utf-8")
+    documents_corpus(src, tmp_path / "md.jsonl", DocumentsConfig(jsonl_markup="markdown"))
+    got = [json.loads(line) for line in (tmp_path / "md.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["title"], r["text"]) for r in got] == [
+        ("mc#1", "Marie Curie", "Life\nBorn in Warsaw.\nyear: 1903; prize: Physics")]
+    documents_corpus(src, tmp_path / "plain.jsonl", DocumentsConfig())  # text, as before: nothing read as markup
+    assert "[Warsaw](https://x.org)" in (tmp_path / "plain.jsonl").read_text()
+    with pytest.raises(ConfigError, match="jsonl_markup"):
+        DocumentsConfig(jsonl_markup="html")

@@ -29,8 +29,8 @@ is a page, cut into passages:
   ``<its file name>#<n>``).
 * A JSONL file of long documents (``{"id", "title", "text"}`` a line, as a corpus) instead of a folder: each
   document is a page, its paragraphs its text's blank-line-separated parts (each line one where there is no blank
-  line), ids ``<id>#<n>`` (`jsonl_documents`; a document with ``links`` is refused: their offsets are the whole
-  text's).
+  line; ``--jsonl-markup markdown``: read as Markdown), ids ``<id>#<n>`` (`jsonl_documents`; a document with
+  ``links`` is refused: their offsets are the whole text's).
 * UTF-8 (a byte-order mark allowed, Windows line endings too): a file that is not is an `InputFormatError`
   naming it, the line and the byte (`drkit.data.lines`), and nothing is written. A file with no text is a counted
   warning; hidden files and folders (names starting with "."), linked folders (not followed) and other suffixes
@@ -65,9 +65,15 @@ class DocumentsConfig:
         "help": "paragraphs are joined into passages of at most this many words (whitespace-separated); a longer "
                 "paragraph is cut between sentences (2Wiki's passages: 44 words at the median, MuSiQue's 65)"})
 
+    jsonl_markup: str = field(default="text", metadata={
+        "help": "how the texts of a JSONL file of documents are read: text (paragraphs at blank lines) or markdown "
+                "(headings, tables, inline markup and code as in a .md file)", "choices": ("text", "markdown")})
+
     def __post_init__(self):
         if self.passage_words < 1:
             raise ConfigError(f"passage_words must be at least 1, got {self.passage_words}")
+        if self.jsonl_markup not in ("text", "markdown"):
+            raise ConfigError(f"jsonl_markup must be 'text' or 'markdown', got {self.jsonl_markup!r}")
 
 
 @dataclass(frozen=True)
@@ -167,7 +173,9 @@ def _assemble(blocks: list[tuple[int, str, int]], title: str, name: str, limit: 
 def jsonl_documents(path: Path, config: DocumentsConfig, warnings: WarningLog):
     """(article, its passages) for each document of a JSONL corpus of long documents (``{"id", "title", "text"}``
     a line, read as `drkit.data.corpus.read_jsonl_corpus` reads a corpus): its text's paragraphs are its lines
-    separated by blank lines (each line a paragraph where it has no blank line), ids ``<id>#<n>``."""
+    separated by blank lines (each line a paragraph where it has no blank line), or with ``jsonl_markup="markdown"``
+    its Markdown blocks (`drkit.data.markdown.text_blocks`; a heading there is a heading, not the title); ids
+    ``<id>#<n>``."""
     from drkit.data.corpus import read_jsonl_corpus
 
     for article in read_jsonl_corpus(path, warnings):
@@ -178,8 +186,12 @@ def jsonl_documents(path: Path, config: DocumentsConfig, warnings: WarningLog):
             raise InputFormatError(path, article.source_line, "a document with links cannot be cut into passages "
                                    "(the links' offsets are the whole text's): index this file as it is", field="links")
         text = article.text.replace("\r\n", "\n")
-        parts = re.split(r"\n[ \t]*\n", text) if re.search(r"\n[ \t]*\n", text) else text.split("\n")
-        blocks = [(article.source_line, " ".join(part.split()), 0) for part in parts]
+        if config.jsonl_markup == "markdown":  # (every block is on the document's line of the file)
+            blocks = [(article.source_line, t, level) for _, t, level in
+                      text_blocks([(article.source_line, line) for line in text.split("\n")], True)]
+        else:
+            parts = re.split(r"\n[ \t]*\n", text) if re.search(r"\n[ \t]*\n", text) else text.split("\n")
+            blocks = [(article.source_line, " ".join(part.split()), 0) for part in parts]
         yield article, _assemble(blocks, article.title, article.key, config.passage_words)
 
 
