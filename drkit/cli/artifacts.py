@@ -21,8 +21,9 @@ from drkit.data.corpus import CORPUS_FORMATS
     "title or its <title>, else its file name; its paragraphs are joined into passages of at most --passage-words "
     "words, a longer one cut between sentences, a heading opening a new passage, a table's rows as lines of "
     "'header: cell' pairs ('name: Marie Curie; born: 1867'); ids are '<path below --docs>#<n>'. "
-    "Nothing of the text is dropped but markup: the title's heading, Markdown's front matter and horizontal rules, "
-    "what HTML's <script> and <style> hold. Files that are not UTF-8 are an error naming the file and line; hidden "
+    "Nothing of the text is dropped but markup: the title's heading, Markdown's front matter, horizontal rules, "
+    "link addresses and emphasis marks ('[Marie Curie](https://...)' is 'Marie Curie'), what HTML's <script> and "
+    "<style> hold. Files that are not UTF-8 are an error naming the file and line; hidden "
     "files, linked folders and other suffixes are left out and counted.",
 )
 def _corpus_parser(p) -> None:
