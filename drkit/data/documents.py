@@ -187,8 +187,7 @@ def jsonl_documents(path: Path, config: DocumentsConfig, warnings: WarningLog):
                                    "(the links' offsets are the whole text's): index this file as it is", field="links")
         text = article.text.replace("\r\n", "\n")
         if config.jsonl_markup == "markdown":  # (every block is on the document's line of the file)
-            blocks = [(article.source_line, t, level) for _, t, level in
-                      text_blocks([(article.source_line, line) for line in text.split("\n")], True)]
+            blocks = text_blocks([(article.source_line, line) for line in text.split("\n")], True)
         else:
             parts = re.split(r"\n[ \t]*\n", text) if re.search(r"\n[ \t]*\n", text) else text.split("\n")
             blocks = [(article.source_line, " ".join(part.split()), 0) for part in parts]

@@ -78,7 +78,7 @@ def inline(text: str, labels: frozenset = frozenset()) -> str:
     out.append(text[at:])
     text = _AUTOLINK.sub(lambda a: keep(a.group(1)), "".join(out))
     text = _LINK.sub(r"\1", _IMAGE.sub(r"\1", text))
-    known = lambda label: " ".join(label.lower().split()) in labels  # noqa: E731
+    known = lambda label: _label(label) in labels  # noqa: E731
     text = _REFERENCE.sub(lambda r: r.group(1) if known(r.group(2) or r.group(1)) else r.group(0), text)
     text = _SHORTCUT.sub(lambda r: r.group(1) if known(r.group(1)) else r.group(0), text)
     for rule in _EMPHASIS:
@@ -89,6 +89,11 @@ def inline(text: str, labels: frozenset = frozenset()) -> str:
     for _ in range(2):  # an address may hold an escaped character
         text = _KEPT.sub(lambda k: kept[int(k.group(1))], text)
     return text
+
+
+def _label(text: str) -> str:
+    """A link label as references and definitions match it: lower case, spaces collapsed."""
+    return " ".join(text.lower().split())
 
 
 def _shown(text: str, labels: frozenset) -> str:
@@ -120,8 +125,7 @@ def text_blocks(lines: list[tuple[int, str]], markdown: bool) -> list[Block]:
     out: list[Block] = []
     run: list[tuple[int, str, bool]] = []  # the paragraph's lines: (line, text, in a code block)
     fence = None  # the opening fence's marker while inside a fenced code block
-    labels = frozenset(" ".join(m.group(1).lower().split()) for _, t in lines if (m := LINK_DEFINITION.match(t))) \
-        if markdown else frozenset()
+    labels = frozenset(_label(m.group(1)) for _, t in lines if (m := LINK_DEFINITION.match(t))) if markdown else frozenset()
 
     def close(level: int = 0):
         if run:
