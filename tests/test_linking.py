@@ -568,3 +568,29 @@ def test_a_title_too_long_to_carry_is_a_counted_warning(tok):
     assert linked.passage_title_chars.tolist() == [0] * linked.n_passages
     assert not linked.passage_texts[1].startswith(title)
     check_linked(linked, [article], EntityLinker([fold(title)], 3), [fold(title)], tok, 16)
+
+
+def test_decomposed_text_finds_composed_names_with_offsets_of_the_text_given():
+    names = ["Zoë Müller", "Zürich", "Léa"]
+    text = unicodedata.normalize("NFD", "Zoë Müller was born in ZÜRICH; Léa too.")
+    found = linker_for(names).find(text)
+    assert [(unicodedata.normalize("NFC", text[s:e]), names[i]) for s, e, i in found] == [
+        ("Zoë Müller", "Zoë Müller"), ("ZÜRICH", "Zürich"), ("Léa", "Léa")]
+    assert all(s == 0 or not unicodedata.combining(text[s]) for s, _, _ in found)  # never inside a character
+    assert all(e == len(text) or not unicodedata.combining(text[e]) for _, e, _ in found)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_find_in_decomposed_text_equals_find_in_composed_text(seed):
+    """Random texts of accented words: whatever form the text is typed in, the same names are found, at the
+    offsets of the text as given (a mention maps back to the same composed string)."""
+    rng = random.Random(seed)
+    words = ["Zoë", "Müller", "café", "Señor", "Ångström", "naïve", "Łódź", "Crème", "brûlée", "plain", "x"]
+    names = [" ".join(rng.sample(words, rng.randint(1, 2))) for _ in range(6)]
+    for _ in range(20):
+        nfc_text = " ".join(rng.choice(words + names) for _ in range(rng.randint(1, 12)))
+        nfd_text = unicodedata.normalize("NFD", nfc_text)
+        linker = linker_for(names, min_length=1)
+        in_nfc = [(nfc_text[s:e], i) for s, e, i in linker.find(nfc_text)]
+        in_nfd = [(unicodedata.normalize("NFC", nfd_text[s:e]), i) for s, e, i in linker.find(nfd_text)]
+        assert in_nfd == in_nfc

@@ -115,3 +115,14 @@ def test_recall_against_a_bfs_with_literal_shares():
                               "all@2": 0.5, "entities@2": 0.75, "reached@2": 3.5}
     assert got["by_type"]["a"]["all@2"] == 1.0 and got["by_type"]["a"]["no_gold"] == 1
     assert got["by_type"]["b"]["entities@2"] == 0.5
+
+
+def test_a_question_in_decomposed_form_links_as_the_composed_one():
+    import unicodedata
+
+    names = ["Zoë Müller", "Zoe Miller", "Quiet Harbour"]
+    linker = QuestionLinker(names, EntityLinker([fold(n) for n in names], 3), QuestionLinkConfig(top=2))
+    question = "Where was Zoë Müller born?"
+    a, b = (linker.link([q]) for q in (question, unicodedata.normalize("NFD", question)))
+    assert a.row(0)[0].tolist() == b.row(0)[0].tolist() and 0 in a.row(0)[0].tolist()
+    assert np.allclose(a.weights, b.weights) and b.exact[a.row(0)[0].tolist().index(0)]

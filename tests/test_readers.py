@@ -499,3 +499,40 @@ def test_load_questions_without_a_linker_counts_plain_questions(tmp_path):
     items = load_questions(path, ENTITIES)
     assert [(it.line, it.topic, it.problem_kind) for it in items] == [(1, 0, None), (2, -1, "unlinked_question_entity")]
     assert "no [question entity] and no linker" in items[1].problem
+
+
+def test_jsonl_corpus_is_read_in_composed_form_with_its_links_moved(tmp_path):
+    """A title or text typed in decomposed form ("Zoe" + a combining diaeresis) reads as the composed form, and a
+    link's offsets, given in the decomposed text, cover the same words in the composed one."""
+    import unicodedata
+
+    text = unicodedata.normalize("NFD", "Zoë Müller met Léa Séydoux in Zürich.")
+    name = unicodedata.normalize("NFD", "Léa Séydoux")
+    start = text.index(name)
+    rows = [{"id": 1, "title": unicodedata.normalize("NFD", "Zoë Müller"), "text": text,
+             "links": [{"start": start, "end": start + len(name), "title": name}]},
+            {"id": 2, "title": "Plain", "text": "ascii", "links": [{"start": 0, "end": 5, "title": "Plain"}]}]
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    a, b = read_jsonl_corpus(path, WarningLog())
+    assert a.title == "Zoë Müller" and unicodedata.is_normalized("NFC", a.text)
+    assert a.text == "Zoë Müller met Léa Séydoux in Zürich."
+    (s, e, target), = a.links
+    assert a.text[s:e] == "Léa Séydoux" == target
+    assert b.links == ((0, 5, "Plain"),)
+
+
+def test_names_in_either_unicode_form_are_one_entity(tmp_path):
+    import unicodedata
+
+    composed, decomposed = "Zoë Müller", unicodedata.normalize("NFD", "Zoë Müller")
+    assert composed != decomposed
+    table = EntityTable.from_names([composed, decomposed, "Other"])
+    assert len(table) == 2 and table.lookup(decomposed) == table.lookup(composed) == 0
+    path = tmp_path / "kb.txt"
+    path.write_text(f"{decomposed}|born in|Graz\n", encoding="utf-8")
+    (t,) = read_kb(path)
+    assert t.subject == composed
+    path = tmp_path / "entities.txt"
+    path.write_text(decomposed + "\n", encoding="utf-8")
+    assert list(read_entity_list(path)) == [composed]

@@ -11,11 +11,14 @@ JSONL format, for users' own corpora: one object per line, ``{"id": str, "title"
 Both are UTF-8 (`drkit.data.lines`: a byte-order mark is allowed, CRLF line endings too). Lines of only
 whitespace are skipped: in ``wiki.txt`` they end an article, in JSONL they are nothing. Anything else
 that cannot be read is an `InputFormatError` naming the file, the line and, where one is at fault,
-the field; what is read but not indexed (an empty article) is a counted warning.
+the field; what is read but not indexed (an empty article) is a counted warning. Titles and texts are put in
+Unicode's composed form (NFC; a JSONL line's ``links`` offsets moved with them), as are entity lists, KB triples
+and, where names are matched, questions: "Zoë" is one name however it was typed.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import dataclass
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Iterator
 
 from drkit.data.lines import read_lines
+from drkit.data.text import nfc, nfc_spans
 from drkit.errors import ConfigError, InputFormatError
 from drkit.util.warnlog import WarningLog
 
@@ -77,7 +81,7 @@ def read_wikimovies(path: str | Path, warnings: WarningLog) -> Iterator[Article]
             return None
         if not body:
             warnings.add("article_without_text", f"{path}:{start_line}: article {title!r} has a title and no text")
-        return Article(key=str(start_line), title=title, text="\n".join(body), source_line=start_line)
+        return Article(key=str(start_line), title=nfc(title), text=nfc("\n".join(body)), source_line=start_line)
 
     for line_no, line in read_lines(path, "corpus"):
         if not line.strip():
@@ -116,27 +120,39 @@ def read_wikimovies(path: str | Path, warnings: WarningLog) -> Iterator[Article]
         yield article
 
 
-def iter_json_objects(path: str | Path, what: str = "JSONL file") -> Iterator[tuple[int, dict]]:
+def iter_json_objects(path: str | Path, what: str = "JSONL file", bad: list | None = None) -> Iterator[tuple[int, dict]]:
     """``(line number, object)`` for each non-blank line of a JSONL file; a line that is not a JSON
     object (or holds a string that is not text: an unpaired surrogate escape such as ``"\\ud800"``)
-    is an `InputFormatError` naming the file and line."""
+    is an `InputFormatError` naming the file and line, or with `bad` (a list) its message appended there and the
+    line passed over."""
     path = Path(path)
     for line_no, line in read_lines(path, what):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputFormatError(path, line_no, f"not valid JSON: {exc.msg} at column {exc.colno}") from None
-        except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits; nesting too deep
-            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
-            raise InputFormatError(path, line_no, f"not valid JSON: {reason}") from None
-        if not isinstance(obj, dict):
-            raise InputFormatError(path, line_no, f"expected a JSON object, got {type(obj).__name__}")
-        if "\\u" in line and not _is_text(obj):
-            raise InputFormatError(path, line_no, "a string holds an unpaired surrogate escape (\\ud800-\\udfff), "
-                                   "which is not a character")
+            obj = _json_object(line, path, line_no)
+        except InputFormatError as exc:
+            if bad is None:
+                raise
+            bad.append(str(exc))
+            continue
         yield line_no, obj
+
+
+def _json_object(line: str, path: Path, line_no: int) -> dict:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputFormatError(path, line_no, f"not valid JSON: {exc.msg} at column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits; nesting too deep
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+        raise InputFormatError(path, line_no, f"not valid JSON: {reason}") from None
+    if not isinstance(obj, dict):
+        raise InputFormatError(path, line_no, f"expected a JSON object, got {type(obj).__name__}")
+    if "\\u" in line and not _is_text(obj):
+        raise InputFormatError(path, line_no, "a string holds an unpaired surrogate escape (\\ud800-\\udfff), "
+                               "which is not a character")
+    return obj
 
 
 def _is_text(obj) -> bool:
@@ -176,6 +192,11 @@ def read_jsonl_corpus(path: str | Path, warnings: WarningLog) -> Iterator[Articl
                     raise InputFormatError(path, line_no, f"link {i} [{start}, {end}) covers only surrounding "
                                            "whitespace of the text", field="links")
             links = tuple((start - lead, end - lead, target) for start, end, target in links)
+        title, (text, starts) = nfc(title), nfc_spans(text)  # composed form: "Zoë" is one name however typed
+        if links is not None:  # offsets into the normal form: the first of its characters at or after the offset
+            links = tuple((start if starts is None else bisect.bisect_left(starts, start),
+                           end if starts is None else bisect.bisect_left(starts, end), nfc(target))
+                          for start, end, target in links)
         if not title and not text:
             warnings.add("empty_article", f"{path}:{line_no}: article {key!r} has no title and no text; not indexed")
             continue

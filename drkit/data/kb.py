@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from drkit.data.lines import read_lines
-from drkit.data.text import fold
+from drkit.data.text import fold, nfc
 from drkit.errors import InputFormatError
 
 
@@ -42,20 +42,21 @@ def read_kb(path: str | Path) -> Iterator[Triple]:
         for field, value in zip(("subject", "relation", "object"), parts):
             if not value.strip():
                 raise InputFormatError(path, line_no, "empty", field=field)
-        yield Triple(parts[0].strip(), parts[1].strip(), parts[2].strip(), line_no)
+        yield Triple(nfc(parts[0].strip()), nfc(parts[1].strip()), nfc(parts[2].strip()), line_no)
 
 
 def read_entity_list(path: str | Path) -> Iterator[str]:
     """Yield the names of a one-name-per-line file. Blank lines are allowed."""
     for _, line in read_lines(path, "entity list"):
-        name = line.strip()
+        name = nfc(line.strip())
         if name:
             yield name
 
 
 def name_key(name: str) -> str:
-    """The linking key of a name: its words joined by one space, case-folded (`drkit.data.text.fold`)."""
-    return fold(" ".join(name.split()))
+    """The linking key of a name: its words joined by one space, in composed form, case-folded
+    (`drkit.data.text.fold`)."""
+    return fold(nfc(" ".join(name.split())))
 
 
 class EntityTable:
@@ -67,7 +68,7 @@ class EntityTable:
         self.names = names
         self.aliases = aliases
         self.kinds = kinds if kinds is not None and any(k is not None for k in kinds) else None
-        self.keys = [fold(n) for n in names]
+        self.keys = [fold(nfc(n)) for n in names]
         self._id_by_key = {k: i for i, k in enumerate(self.keys)}
         # (folded form, entity id) of each alias that folds to something else than its entity's key
         self._alias_keys = [(k, i) for i, forms in enumerate(aliases) if len(forms) > 1 or (forms and forms[0] != names[i])
@@ -83,7 +84,7 @@ class EntityTable:
         """
         votes: dict[str, str | Counter] = {}  # a key seen once keeps its name, not a Counter (millions of them)
         for name in names:
-            name = " ".join(name.split())
+            name = nfc(" ".join(name.split()))
             key = fold(name)
             seen = votes.get(key)
             if seen is None:

@@ -7,6 +7,9 @@ whatever surrounds it (Python's ``str.lower`` writes a capital sigma as a final 
 of a word; here both sigmas fold to ``σ``). A character whose lower case is longer (``"İ"``) is
 kept as it is.
 
+`nfc` puts text in Unicode's composed form (NFC), so that "Zoë" typed as "o" and a combining diaeresis is the
+same name as "Zoë" typed as one character; `nfc_spans` does it keeping a map back to the original's offsets.
+
 `is_token_boundary` follows the BERT basic tokenizer: words split at whitespace, punctuation
 (Unicode category P* and the ASCII symbols) and CJK ideographs, and nowhere else, so a name that
 starts and ends at such boundaries covers whole word pieces.
@@ -25,6 +28,34 @@ def fold(text: str) -> str:
     if len(lowered) != len(text):
         lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
     return lowered.replace("ς", "σ")
+
+
+def nfc(text: str) -> str:
+    """`text` in Unicode normal form C (itself, at no cost, when it already is)."""
+    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
+
+
+def nfc_spans(text: str) -> tuple[str, list[int] | None]:
+    """``(normal form of text, starts)``: ``starts[i]`` is the offset in `text` where character i of the normal
+    form begins, ``starts[len]`` is ``len(text)``; None when `text` is in normal form already (offsets are the
+    same). Text is normalised a run at a time: a base character with its combining marks, Hangul jamo with the
+    syllable they make. (In the few scripts where two base characters compose, such as some Indic vowel signs,
+    they stay apart: the text is then normalised run by run, not as a whole.)"""
+    if unicodedata.is_normalized("NFC", text):
+        return text, None
+    pieces, starts, begin = [], [], 0
+    for i in range(1, len(text) + 1):
+        if i == len(text) or (unicodedata.combining(text[i]) == 0 and not _is_jamo(text[i])):
+            piece = unicodedata.normalize("NFC", text[begin:i])
+            pieces.append(piece)
+            starts.extend([begin] * len(piece))
+            begin = i
+    return "".join(pieces), starts + [len(text)]
+
+
+def _is_jamo(char: str) -> bool:
+    cp = ord(char)
+    return 0x1100 <= cp <= 0x11FF or 0xA960 <= cp <= 0xA97F or 0xD7B0 <= cp <= 0xD7FF
 
 
 @lru_cache(maxsize=1 << 16)

@@ -33,7 +33,7 @@ import ahocorasick
 import numpy as np
 
 from drkit.data.corpus import Article
-from drkit.data.text import fold, is_token_boundary
+from drkit.data.text import fold, is_token_boundary, nfc_spans
 from drkit.data.tokenizer import DEFAULT_ENCODER, load_tokenizer
 from drkit.errors import ConfigError
 from drkit.index.title_aliases import bare_title
@@ -96,9 +96,13 @@ class EntityLinker:
         return cls.of_table(table, config.min_name_length, config.name_parts)
 
     def find(self, text: str) -> list[tuple[int, int, int]]:
-        """Mentions in `text` as ``(char_start, char_end, entity_id)``, end exclusive, in text order."""
+        """Mentions in `text` as ``(char_start, char_end, entity_id)``, end exclusive, in text order. Text not in
+        Unicode's composed form (NFC) is matched in it, the offsets mapped back to `text`'s."""
         if not len(self._automaton):
             return []
+        normal, starts = nfc_spans(text)
+        if starts is not None:
+            return [(starts[a], starts[b], e) for a, b, e in self.find(normal)]
         folded = fold(text)
         candidates = []
         for last, (entity_id, length) in self._automaton.iter(folded):

@@ -21,7 +21,7 @@ from typing import Iterable
 import numpy as np
 import scipy.sparse as sp
 
-from drkit.data.text import fold
+from drkit.data.text import fold, nfc
 
 _WORD = re.compile(r"\w+")
 
@@ -63,7 +63,7 @@ class NgramHasher:
         return b
 
     def grams(self, text: str) -> list[str]:
-        words = _WORD.findall(fold(text))
+        words = _WORD.findall(fold(nfc(text)))
         keep = [w not in STOPWORDS for w in words]
         out = [w for w, k in zip(words, keep) if k]
         for n in range(2, self.ngram + 1):
