@@ -279,6 +279,32 @@ def test_span_checks_takes_the_best_span_of_the_kind_asked_for(tiny_reader, seed
     assert got.answer == max(every_span(plain, fp, start[:m], end[:m], longest), key=lambda x: x[0])[1]  # no date read: the best
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_a_which_of_two_answer_is_one_of_the_options(tiny_reader, seed):
+    """With span checks, "Which ..., A or B?" whose A and B are titles read is answered by the option that the best
+    span holding or held by one names; options that are not both titles read, or no span checks: the best span."""
+    from drkit.reader.clues import held_title
+    from drkit.reader.decode import CANDIDATES
+
+    e = example()
+    f, n, longest, start, end = random_spans(tiny_reader, e, seed)
+    memphis = piece_at(e, f, 1, "Memphis")
+    start[memphis], end[memphis] = 9.0, 9.0  # "Memphis", named by neither option, the best span by far
+    logits = {"type": torch.tensor([3.0, 0.0, 0.0]), "start": start, "end": end, "support": torch.zeros(n)}
+    spans = sorted(every_span(e, f, start, end, longest), key=lambda x: -x[0])
+    options = ("Moon Over Miami", "Kismet")
+    want = next(held_title(text, options) for _, text in spans[:CANDIDATES] if held_title(text, options))
+    for question in ("Which film came out first, Moon Over Miami or Kismet?",
+                     "Which film was released later, Kismet or Moon Over Miami?",
+                     "Which film is older between Moon Over Miami and Kismet?"):
+        q = dataclasses.replace(e, question=question)
+        assert decode(q, f, logits, 0.5, longest, span_checks=True).answer == want
+        assert decode(q, f, logits, 0.5, longest).answer == "Memphis"  # off: the best span
+    for question in ("Which film came out first, Moon Over Miami or Casablanca?", "Who directed Kismet?"):
+        q = dataclasses.replace(e, question=question)
+        assert decode(q, f, logits, 0.5, longest, span_checks=True).answer == "Memphis"
+
+
 def test_is_date_is_a_date_and_nothing_more():
     from drkit.reader.dates import is_date
 
@@ -580,10 +606,18 @@ def test_a_question_without_passages_is_answered_with_nothing(mixing_run, reader
 def test_answer_cli_names_a_bad_line_and_a_missing_reader(mixing_run, reader_run, tmp_path, capsys):  # noqa: F811
     d = mixing_run
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"id": "1", "question": "Who?"}\n{"id": "2"}\n')
+    bad.write_text('{"id": "1", "question": "Who?"}\n{"id": "2"}\n{not json\n{"id": "4", "question": "Who directed it?"}\n')
     base = ["answer", "--index", str(d / "index1"), "--model", str(d / "run"), "--out", str(tmp_path / "o")]
+    assert main(base + ["--reader", str(reader_run), "--questions", str(bad)]) == 0  # as drkit retrieve: each bad
+    assert f"skipped {bad}:2 (field 'question')" in capsys.readouterr().err  # line skipped, named and counted
+    written = (tmp_path / "o" / "bad_lines.txt").read_text().splitlines()
+    assert [line.split(" ")[0] for line in written] == [f"{bad}:2", f"{bad}:3:"]
+    rows = [json.loads(line) for line in (tmp_path / "o" / "predictions.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["1", "4"]
+    assert json.loads((tmp_path / "o" / "metrics.json").read_text())["bad_lines"] == 2
+    bad.write_text('{"id": "2"}\n')
     assert main(base + ["--reader", str(reader_run), "--questions", str(bad)]) == 2
-    assert f"{bad}:2 (field 'question')" in capsys.readouterr().err
+    assert f"holds no questions that can be read (1 bad lines: {bad}:1 (field 'question')" in capsys.readouterr().err
     assert main(base + ["--reader", str(tmp_path / "nope"), "--questions", str(bad)]) == 2
     assert "does not exist" in capsys.readouterr().err
 

@@ -22,6 +22,12 @@ def test_dates_in_their_common_forms():
     assert got == [(1968, 1, 12, "12 January 1968"), (1886, 3, 23, "March 23, 1886"), (1990, 9, None, "Sept. 1990"),
                    (1918, None, None, "1918")]
     assert [d.year for d in find_dates("died 875")] == [] and [d.year for d in find_dates("died 875", True)] == [875]
+    # numeric forms: ISO's year, month and day; "4/12/1943" only its year (day first or month first, who knows)
+    got = [(d.year, d.month, d.day, d.text) for d in find_dates(
+        "born 1975-04-09, died 4/12/2043; 12.05.1990, 1849-1916, 1975-13-09, 1975-04-09-1 and 2/3/19444")]
+    assert got == [(1975, 4, 9, "1975-04-09"), (2043, None, None, "4/12/2043"), (1990, None, None, "12.05.1990"),
+                   (1849, None, None, "1849"), (1916, None, None, "1916"), (1975, None, None, "1975"),
+                   (1975, None, None, "1975")]  # no month 13; a fourth number: the year alone; 19444 is no year
 
 
 @pytest.mark.parametrize("text, birth, death", [

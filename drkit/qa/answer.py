@@ -19,7 +19,8 @@ with a 95% bootstrap interval; the same for the entity answer; the share of gold
 read (passage recall at N); the share of predicted supporting sentences that lie in a gold passage; and the
 speed: questions/s of the whole pipeline, and the reader's own milliseconds a question at batch 1 on a sample
 (``reader_ms_per_question_batch1``, the questions the rules settle included) and a question it reads
-(``reader_ms_per_read_batch1``).
+(``reader_ms_per_read_batch1``). A question line that cannot be read (not JSON, no id or question, answers not a
+list) is written to OUT/bad_lines.txt with its file and line and counted (``bad_lines``); the others are answered.
 
 `read_and_score` is the same reading and scoring for passages given by anything (the gold passages, a
 peer's ranking): the experiment's rows (`drkit.experiments.twowiki`) all go through it.
@@ -189,7 +190,14 @@ def answer_questions(kit, reader, questions: str | Path, out: str | Path, config
     from drkit.qa.pipeline import answered_alone_on_error
     from drkit.util.progress import progress
 
-    records = read_questions(questions)
+    bad: list[str] = []  # a bad line is written to OUT/bad_lines.txt and counted, as drkit retrieve does
+    records = read_questions(questions, bad=bad)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    (Path(out) / "bad_lines.txt").write_text("".join(b + "\n" for b in bad), encoding="utf-8")
+    for b in bad[:5]:
+        log(f"skipped {b}")
+    if len(bad) > 5:
+        log(f"... {len(bad) - 5} more bad lines, all in {Path(out) / 'bad_lines.txt'}")
     passages, extra = [], []
     t0 = time.perf_counter()
     for i in progress(range(0, len(records), config.batch_size), desc="retrieving"):
@@ -207,6 +215,7 @@ def answer_questions(kit, reader, questions: str | Path, out: str | Path, config
                              timing={"retrieve_seconds": round(retrieve_s, 2), "errors": sum("error" in e for e in extra)})
     total = retrieve_s + metrics["read_seconds"]
     metrics["questions_per_s"] = round(len(records) / total, 2) if total else None
+    metrics["bad_lines"] = len(bad)
     (Path(out) / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return metrics
 

@@ -144,6 +144,23 @@ def parse_question(question: str, titles: Sequence[str] = ()) -> Asked | None:
     return Asked((a, b), attribute, later, relation, cue)
 
 
+def question_options(question: str, titles: Sequence[str]) -> tuple[str, str] | None:
+    """The two options a which-of-two question offers ("Who was born first, A or B?", "Which is older, A or B?",
+    "... between A and B?", any attribute), when both are titles of `titles` (`option_passages`): an answer to it
+    is one of them. None for any other question."""
+    q = " ".join(question.strip().split())
+    if len(q) > MAX_QUESTION_CHARS:
+        return None
+    match, conjunction = next(((m, c) for form, c in _OPTION_FORMS if (m := form.match(q))), (None, None))
+    if match is None:
+        return None
+    a, b = _split(match.group("options"), conjunction, titles)
+    if a and b and normalize_answer(a) != normalize_answer(b) and option_passages(a, titles) \
+            and option_passages(b, titles):
+        return a, b
+    return None
+
+
 def _split(options: str, conjunction: str, titles: Sequence[str]) -> tuple[str, str]:
     """"A or B" (or "A and B") cut into its two options: at the conjunction that makes both titles, else the first."""
     cuts = list(re.finditer(rf"\s+{conjunction}\s+", options))

@@ -1,7 +1,8 @@
 """Dates as English text writes them, and a person's life dates, for `drkit.reader.compare`.
 
-"12 January 1968", "January 12, 1968", "March 1908" or a year (1000 to 2099; any 3 or 4 digits inside a
-life's parenthesis: "(died 875)"); "BC" counts backwards. A person's birth and death come from the first
+"12 January 1968", "January 12, 1968", "March 1908", "1968-01-12" or a year (1000 to 2099; any 3 or 4 digits
+inside a life's parenthesis: "(died 875)"; "4/12/1943" and "4.12.1943" give their year, the order of day and month
+being unknown); "BC" counts backwards. A person's birth and death come from the first
 parenthesis of the passage's subject ("(born 12 January 1968)", "(22 March 1908 - 3 October 1982)", "(-
 November 4, 1873)"; a dash lost in the text, "190030 April 1985", is put back), else from "born ..." and
 "died ..." in its first two sentences, not after "his", "her", "their" or "whose".
@@ -29,7 +30,9 @@ def _date_patterns(year: str) -> tuple:
     """(regex, which groups are day / month / year), longest forms first; a year not inside a longer number,
     not "2000-seat", and may follow a hyphen only after a digit ("1849-1916")."""
     alone = rf"(?<![\d.,:/])(?<![A-Za-z]-)\b{year}\b(?![.,:/]?\d)(?!-[A-Za-z])"
-    return ((re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH}\s*,?\s+{year}\b", re.I), (1, 2, 3)),
+    return ((re.compile(rf"(?<![\d.,:/-]){year}-(\d{{1,2}})-(\d{{1,2}})(?![\d-])"), (3, 2, 1)),  # 1975-04-09
+            (re.compile(rf"(?<![\d.,:/-])\d{{1,2}}([/.])\d{{1,2}}\1{year}(?!\d|[/.]\d)"), (None, None, 2)),  # 4/12/1943
+            (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH}\s*,?\s+{year}\b", re.I), (1, 2, 3)),
             (re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?\s*,?\s+{year}\b", re.I), (2, 1, 3)),
             (re.compile(rf"\b{_MONTH}\s*,?\s+{year}\b", re.I), (None, 1, 2)),
             (re.compile(alone), (None, None, 1)))
@@ -64,9 +67,10 @@ def find_dates(text: str, short_years: bool = False) -> list[Date]:
             a, b = match.span()
             if any(a < e and b > s for s, e in taken):
                 continue
-            month = _MONTH_NUMBER[match.group(m).lower().rstrip(".")[:3]] if m else None
+            month = (int(match.group(m)) if match.group(m).isdigit() else
+                     _MONTH_NUMBER[match.group(m).lower().rstrip(".")[:3]]) if m else None
             day = int(match.group(d)) if d else None
-            if day is not None and not 1 <= day <= 31:
+            if (day is not None and not 1 <= day <= 31) or (month is not None and not 1 <= month <= 12):
                 continue
             year = int(match.group(y))
             if _BC.match(text, b):

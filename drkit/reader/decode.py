@@ -13,6 +13,7 @@ import torch
 from drkit.data.asked import DATE, asked_kinds
 from drkit.index.found import CONNECTORS
 from drkit.reader.clues import bare, held_title, title_key
+from drkit.reader.compare import question_options
 from drkit.reader.dates import is_date
 from drkit.reader.examples import ANSWER_TYPES, SPAN, ReaderExample
 from drkit.reader.reading import TITLE, Reading, Span, Supporting
@@ -24,8 +25,9 @@ if TYPE_CHECKING:
 
 # the span checks' rules: 1 brackets and dates (2026-11-29); 2 names too; 3 a relative "who" ("the director who
 # ...") asks for no person (drkit.data.asked); 4 where no span is among the names given, the best that fits (not the
-# best); a reader row records it
-SPAN_CHECKS = 4
+# best); 5 a which-of-two question's answer is one of its two options where a span among the best holds one
+# (drkit.reader.compare.question_options); a reader row records it
+SPAN_CHECKS = 5
 # spans looked at, best first, for one that is not a bridge's name (`skip_bridges`) nor one of `not_answers`, is
 # one of `answer_among` when given, and `fits` the question (`span_checks`)
 CANDIDATES = 64
@@ -39,7 +41,8 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
     one of ``example.not_answers`` (a hop's own start, `drkit.reader.decompose`); with ``example.answer_among``, the
     best of them that holds one of those names or is held by one (`drkit.reader.clues.held_title`), where one does;
     with `span_checks`, the best of those (of all allowed, where none is among the names) that `fits` the
-    question, where one does."""
+    question, where one does, and for a which-of-two question (`drkit.reader.compare.question_options`, both options
+    titles of passages read) the options are those names, the answer the option the span holds or is held by."""
     type_probs = torch.softmax(logits["type"], 0)
     kind = ANSWER_TYPES[int(type_probs.argmax())]
     n = len(f.ids)
@@ -49,6 +52,9 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
     skipped = bridge_names(example) if skip_bridges else set()
     skipped |= {key for name in example.not_answers for key in (normalize_answer(name), bare(name))}
     asked = asked_kinds(example.question) if span_checks else None
+    options = question_options(example.question, [p.title for p in example.passages]) \
+        if span_checks and not example.answer_among else None
+    names = example.answer_among or options or ()
     for flat in scores.flatten().argsort(descending=True, stable=True)[:CANDIDATES].tolist():
         d, i = divmod(flat, n)
         score = float(scores[d, i])
@@ -65,7 +71,7 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
         allowed = allowed or candidate  # should none be among `answer_among`, nor fit
         ok = not span_checks or fits(text, asked)
         fitting = fitting or (candidate if ok else None)  # should none be among `answer_among`
-        if example.answer_among and held_title(text, example.answer_among) is None:
+        if names and held_title(text, names) is None:
             continue
         among = among or candidate  # should none among them fit (`span_checks`)
         if ok:
@@ -74,6 +80,8 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
     span = span or among or fitting or allowed or best
     if kind == SPAN:
         answer = span.text if span is not None else ""
+        if options and among is not None and span is among:  # "Tony Williams, who" answers "..., Tony Williams or Zoë Müller?"
+            answer = held_title(span.text, options) or answer
     else:
         answer = kind
     probs = torch.sigmoid(logits["support"][f.markers]).tolist() if f.markers else []

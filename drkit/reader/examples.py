@@ -117,24 +117,34 @@ def read_passages(path: str | Path) -> list[ReaderPassage]:
     return out
 
 
-def read_questions(path: str | Path, need_gold: bool = False) -> list[dict]:
+def read_questions(path: str | Path, need_gold: bool = False, bad: list | None = None) -> list[dict]:
     """The question objects of a JSONL file (``{"id", "question"}``, and ``answers``, ``supporting``,
-    ``evidence``, ``type`` where given), each with its ``line``; `need_gold`: answers and supporting are required."""
+    ``evidence``, ``type`` where given), each with its ``line``; `need_gold`: answers and supporting are required.
+    A line that is not such an object is an `InputFormatError`, or with `bad` (a list) its message appended there
+    and the line passed over; a file with no question is a `ConfigError`."""
     out = []
-    for line_no, obj in iter_json_objects(path, "question file"):
-        for key in ("id", "question"):
-            if not isinstance(obj.get(key), str) or not obj[key].strip():
-                raise InputFormatError(path, line_no, "must be a non-empty string", field=key)
-        for key in ("answers", "supporting"):
-            value = obj.get(key)
-            if value is None and not need_gold:
-                continue
-            if not isinstance(value, list) or not value or not all(
-                    isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
-                raise InputFormatError(path, line_no, "must be a non-empty list of strings (or whole numbers)", field=key)
+    for line_no, obj in iter_json_objects(path, "question file", bad):
+        try:
+            for key in ("id", "question"):
+                if not isinstance(obj.get(key), str) or not obj[key].strip():
+                    raise InputFormatError(path, line_no, "must be a non-empty string", field=key)
+            for key in ("answers", "supporting"):
+                value = obj.get(key)
+                if value is None and not need_gold:
+                    continue
+                if not isinstance(value, list) or not value or not all(
+                        isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+                    raise InputFormatError(path, line_no, "must be a non-empty list of strings (or whole numbers)",
+                                           field=key)
+        except InputFormatError as exc:
+            if bad is None:
+                raise
+            bad.append(str(exc))
+            continue
         out.append({**obj, "line": line_no})
     if not out:
-        raise ConfigError(f"{path} holds no questions")
+        raise ConfigError(f"{path} holds no questions" + (f" that can be read ({len(bad)} bad lines: {bad[0]}"
+                                                           f"{', ...' if len(bad) > 1 else ''})" if bad else ""))
     return out
 
 
