@@ -167,6 +167,16 @@ def test_read_manifest_refuses_an_invalid_version(tmp_path, version):
         read_manifest(path, "f", 1)
 
 
+def test_a_folder_without_a_manifest_names_the_artifacts_below_it(tmp_path):
+    run = tmp_path / "run"
+    write_manifest(run / "model", {"format": "want", "format_version": 1})
+    write_manifest(run / "steps" / "index", {"format": "other", "format_version": 1})
+    with pytest.raises(ArtifactError, match=f"the 'want' artifact it holds is {run / 'model'}: pass that"):
+        read_manifest(run, "want", 1)
+    with pytest.raises(ArtifactError, match=r"it holds .*steps/index \(a 'other'\), not a 'third' artifact"):
+        read_manifest(run / "steps", "third", 1)
+
+
 def test_read_manifest_missing_manifest_or_directory(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ArtifactError, match="has no manifest.json"):

@@ -98,6 +98,14 @@ def test_existing_output_needs_overwrite(tiny, capsys):
     assert main(args + ["--overwrite"]) == 0
 
 
+def test_a_bad_setting_names_its_flag(tmp_path, capsys):
+    assert main(["corpus", "--docs", str(tmp_path), "--out", str(tmp_path / "c.jsonl"), "--passage-words", "0"]) == 2
+    assert "passage_words must be at least 1, got 0 (on the command line: --passage-words)" in capsys.readouterr().err
+    assert main(["retrieve", "--index", str(tmp_path), "--model", str(tmp_path), "--questions", "q.jsonl", "--out",
+                 str(tmp_path / "o"), "--top", "0", "--qps-sample", "-1"]) == 2
+    assert "(on the command line: --top, --batch-size, --qps-sample)" in capsys.readouterr().err
+
+
 def test_missing_corpus_file(tiny, capsys):
     code = main(["index", "--corpus", str(tiny / "nope.txt"), "--kb", str(tiny / "kb.txt"), "--out", str(tiny / "idx")])
     assert code == 2

@@ -125,12 +125,9 @@ def test_random_documents_keep_every_word_in_order_within_the_limit(tmp_path):
         assert [w for p in got for w in p.text.split()] == expected_words(text, markdown)  # no word lost, merged or moved
         for p in got:
             assert p.text.split(), p
-            if len(p.text.split()) > limit:  # only one sentence, or a heading (no full stop) and what follows it
+            if len(p.text.split()) > limit:  # only a heading (no full stop) and what follows it, within the limit
                 head, _, rest = p.text.partition("\n")
-                one_sentence = p.text.count(".") == 1
-                headed = ("." not in head and "\n" not in rest
-                          and (len(rest.split()) <= limit or rest.count(".") == 1))
-                assert one_sentence or headed, (limit, p.text)
+                assert "." not in head and "\n" not in rest and len(rest.split()) <= limit, (limit, p.text)
 
 
 def test_bad_input_is_named(tmp_path):
@@ -149,6 +146,14 @@ def test_bad_input_is_named(tmp_path):
         documents_corpus(tmp_path / "none", tmp_path / "c.jsonl")
     with pytest.raises(ConfigError, match="passage_words"):
         DocumentsConfig(passage_words=0)
+    (tmp_path / "blank").mkdir()
+    for name in ("empty.md", "spaces.txt"):
+        (tmp_path / "blank" / name).write_text("  \n\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"no text in its 2 documents, so no passage to write"):
+        documents_corpus(tmp_path / "blank", tmp_path / "c.jsonl")
+    with pytest.raises(ConfigError, match=r"empty\.md: no text in it"):
+        documents_corpus(tmp_path / "blank" / "empty.md", tmp_path / "c.jsonl")
+    assert not (tmp_path / "c.jsonl").exists() and not (tmp_path / "c.jsonl.tmp").exists()
 
 
 HTML = """<!doctype html>

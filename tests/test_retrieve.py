@@ -77,23 +77,34 @@ def test_bad_lines_are_reported_and_counted(tmp_path):
         json.dumps({"id": "bad-sup", "question": "what?", "supporting": "k0"}),
         "",
         json.dumps({"id": "ok2", "question": "where?", "supporting": ["k30"]}),
+        json.dumps({"id": "typo", "question": "when?", "supporting": ["k3", "k99"]}),
     ]) + "\n")
     items, bad = read_questions(q)
-    assert [i.id for i in items] == ["ok", "ok2"]
+    assert [i.id for i in items] == ["ok", "ok2", "typo"]
     assert [b.split(": ")[0] for b in bad] == [f"{q}:2", f"{q}:3", f"{q}:4", f"{q}:5"]
     keys = [f"k{i}" for i in range(40)]
     m = run_retrieval(FirstPassages(), keys, keys, q, tmp_path / "out", log=lambda *a: None)
-    assert m["bad_lines"] == 4 and m["questions"] == 2
-    assert (tmp_path / "out" / "bad_lines.txt").read_text().count("\n") == 4
+    assert m["bad_lines"] == 5 and m["questions"] == 2  # a gold id the corpus does not have is a bad line, not a miss
+    written = (tmp_path / "out" / "bad_lines.txt").read_text().splitlines()
+    assert len(written) == 5 and written[-1] == f"{q}:8: field 'supporting': 'k99' not an id of the index's corpus"
     assert m["overall"]["R@2"] == 0.5 and m["overall"]["AR@20"] == 0.5
     lines = (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()
     assert len(lines) == 2 and len(json.loads(lines[0])["passages"]) == 20
-    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["bad_lines"] == 4
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["bad_lines"] == 5
     # the TREC run and qrels: every listed passage, ranks from 1, and the gold of the scored questions
     run = [line.split() for line in (tmp_path / "out" / "run.trec").read_text().splitlines()]
     assert len(run) == 40 and run[0] == ["ok", "Q0", "k0", "1", "20", "first"]
     assert (tmp_path / "out" / "qrels.trec").read_text() == "ok 0 k0 1\nok 0 k1 1\nok2 0 k30 1\n"
     assert m["ir_measures"]["R@2"] == m["overall"]["R@2"] and m["ir_measures"]["questions"] == 2
+
+
+@pytest.mark.parametrize("lines", [[], ["{not json", json.dumps({"id": "x"})]])
+def test_a_question_file_without_a_good_line_is_an_error(tmp_path, lines):
+    q = tmp_path / "q.jsonl"
+    q.write_text("".join(line + "\n" for line in lines))
+    with pytest.raises(ConfigError, match="no question to retrieve for in .*q.jsonl"):
+        run_retrieval(FirstPassages(), ["k0"], ["k0"], q, tmp_path / "out", log=lambda *a: None)
+    assert (tmp_path / "out" / "bad_lines.txt").read_text().count("\n") == len(lines)
 
 
 def test_bm25_peer_finds_the_passage_with_the_rare_words():
@@ -221,6 +232,20 @@ def test_retrieve_cli_on_the_training_corpus_and_an_unseen_one(mixing_run, tmp_p
     assert metrics["by_type"]["comparison"]["AR@5"] >= 0.9, metrics["by_type"]
     assert metrics["by_type"]["compositional"]["R@5"] >= 0.5, metrics["by_type"]
     assert set(metrics["answers"]) == {"comparison", "compositional"}
+    right = [p["answer"] is not None and p["answer"].casefold() in {a.casefold() for a in q["answers"]}
+             for p, q in zip(preds, questions) if q.get("answers")]
+    assert metrics["answers_overall"] == {"questions": len(right), "hits@1": round(float(np.mean(right)), 4)}
+
+
+@pytest.mark.parametrize("top, shown", [(1, "R@1"), (3, "R@2")])
+def test_retrieve_cli_with_a_top_below_five_prints_the_figures_it_has(mixing_run, tmp_path, top, shown, capsys):
+    d = mixing_run
+    assert main(["retrieve", "--index", str(d / "index1"), "--model", str(d / "run"), "--questions",
+                 str(d / "questions1.jsonl"), "--out", str(tmp_path / "out"), "--top", str(top), "--qps-sample", "0"]) == 0
+    printed = capsys.readouterr().out
+    assert f" {shown} " in printed and "R@5" not in printed
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert f"{printed.split(shown)[1].split()[0]}" == f"{metrics['overall'][shown]:.3f}"
 
 
 def test_index_cli_entities_titles_and_a_list(mixing_run, tmp_path):
@@ -664,6 +689,17 @@ def test_passages_of_a_page_are_ordered_by_the_question_not_by_file_order(mixing
             assert order == sorted(order, key=lambda a: -ref[a])
             checked += 1
     assert checked >= 8  # directors' pages were reached and ordered
+
+
+def test_another_corpus_without_its_mentions_says_how_to_give_them(mixing_run, capsys):
+    from drkit import DrKIT
+    from drkit.errors import ArtifactError
+
+    d = mixing_run
+    with pytest.raises(ArtifactError, match=r"another sparse index .*drkit embed --index .*index2.*--mentions DIR"):
+        DrKIT.load(d / "index2", d / "run")
+    assert main(["ask", "--index", str(d / "index2"), "--model", str(d / "run"), "Who directed it?"]) != 0
+    assert "mentions=DIR" in capsys.readouterr().err
 
 
 def test_the_front_door_loads_a_hop_mixing_model_and_retrieves_typed_passages(mixing_run):

@@ -32,7 +32,8 @@ def _corpus_parser(p) -> None:
     p.add_argument("--docs", required=True, metavar="DIR|FILE",
                    help="the folder of documents (read recursively), one document (.txt, .md, .html: ids "
                    "'<file name>#<n>'), or a JSONL file of long documents "
-                   "({\"id\", \"title\", \"text\"} a line: each cut into passages '<id>#<n>' at its blank lines)")
+                   "({\"id\", \"title\", \"text\"} a line: each text's paragraphs, parted by blank lines, joined into passages "
+                   "'<id>#<n>' as a file's are)")
     p.add_argument("--out", required=True, metavar="FILE", help="the JSONL corpus to write, e.g. corpus.jsonl")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     add_config_flags(p, DocumentsConfig, "passages")

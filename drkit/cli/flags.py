@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 
 from drkit.errors import ConfigError
 
@@ -111,4 +112,11 @@ def config_from_args(args: argparse.Namespace, config_cls):
         if k.startswith(prefix):
             name = k[len(prefix):]
             values[name] = _from_env(v, fields[name]) if isinstance(v, FromEnv) else v
-    return config_cls(**values)
+    try:
+        return config_cls(**values)
+    except ConfigError as exc:  # the settings' names, as the command line spells them: "batch_size" is --batch-size
+        named = [n for n in values if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", str(exc))]
+        if not named or any(f"--{n.replace('_', '-')}" in str(exc) for n in named):
+            raise
+        raise ConfigError(f"{exc} (on the command line: {', '.join('--' + n.replace('_', '-') for n in named)})") \
+            from None

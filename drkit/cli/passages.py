@@ -99,9 +99,10 @@ def _run_retrieve(args) -> int:
     metrics = run_retrieval(retriever, index.article_keys, index.article_titles, args.questions, args.out,
                             config, log=lambda line: print(line, file=sys.stderr))
     o = metrics.get("overall")
+    figures = {name: v for name, v in (o or {}).items() if name.startswith(("R@", "AR@")) and v is not None}
+    shown = [name for k in (2, 5) for name in (f"R@{k}", f"AR@{k}") if name in figures] or list(figures)[:2]
     print(f"wrote {args.out}/predictions.jsonl ({metrics['questions']} questions, {metrics['bad_lines']} bad lines)"
-          + (f"; R@2 {o['R@2']:.3f} R@5 {o['R@5']:.3f} AR@2 {o['AR@2']:.3f} AR@5 {o['AR@5']:.3f} "
-             f"({args.out}/metrics.json)" if o else ""))
+          + (f"; {' '.join(f'{name} {o[name]:.3f}' for name in shown)} ({args.out}/metrics.json)" if shown else ""))
     return 0
 
 

@@ -21,7 +21,7 @@ is a page, cut into passages:
   delimiter row and the pipes being markup (`drkit.data.tables`).
 * **Passages**: paragraphs joined in order, each a line of the passage's text, while the passage keeps to
   `DocumentsConfig.passage_words` words; a longer paragraph is cut between sentences
-  (`drkit.data.text.split_sentences`; a sentence longer than that is a passage of its own). A heading (or
+  (`drkit.data.text.split_sentences`; a sentence longer than that is cut between words). A heading (or
   headings in a row) ends the passage before it and opens the next one. Nothing else is changed: every word of a
   document's text, markup aside, is in its passages, in order (the title's heading is the title, not text; a
   table's column header is in each of its rows).
@@ -63,7 +63,7 @@ class DocumentsConfig:
 
     passage_words: int = field(default=120, metadata={
         "help": "paragraphs are joined into passages of at most this many words (whitespace-separated); a longer "
-                "paragraph is cut between sentences (2Wiki's passages: 44 words at the median, MuSiQue's 65)"})
+                "paragraph is cut between sentences, a longer sentence between words (2Wiki's passages: 44 words at the median, MuSiQue's 65)"})
 
     jsonl_markup: str = field(default="text", metadata={
         "help": "how the texts of a JSONL file of documents are read: text (paragraphs at blank lines) or markdown "
@@ -105,11 +105,18 @@ def document_files(folder: Path) -> tuple[list[Path], Counter]:
 
 
 def _pieces(text: str, limit: int) -> list[str]:
-    """`text` cut between sentences into pieces of at most `limit` words (a longer sentence is a piece alone)."""
+    """`text` cut between sentences into pieces of at most `limit` words (a longer sentence cut between words)."""
     pieces, current, words = [], [], 0
     for a, b in split_sentences(text):
         sentence = text[a:b]
         n = len(sentence.split())
+        if n > limit:  # a sentence of its own too long (a list without full stops, a table row): cut between words
+            if current:
+                pieces.append(" ".join(current))
+                current, words = [], 0
+            chunks = [sentence.split()[i:i + limit] for i in range(0, n, limit)]
+            pieces += [" ".join(c) for c in chunks[:-1]]
+            sentence, n = " ".join(chunks[-1]), len(chunks[-1])  # the rest goes on as a sentence
         if current and words + n > limit:
             pieces.append(" ".join(current))
             current, words = [], 0
@@ -244,6 +251,9 @@ def documents_corpus(docs: str | Path, out: str | Path, config: DocumentsConfig 
                 for p in found:
                     f.write(json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n")
                 passages += len(found)
+        if not passages:
+            raise ConfigError(f"{docs}: no text in {'it' if n_documents == 1 else f'its {n_documents} documents'}, "
+                              f"so no passage to write (nothing was written to {out})")
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

@@ -174,7 +174,9 @@ class MentionIndex:
     def check_compatible(self, index: SparseIndex | None = None, encoder_dir: str | Path | None = None) -> None:
         """Refuse a sparse index or encoder other than the ones this index was built from."""
         if index is not None and self.manifest["index"]["mentions_sha256"] != index_identity(index)["mentions_sha256"]:
-            raise ArtifactError(f"{self.path} was built from another sparse index than {index.path}")
+            raise ArtifactError(f"{self.path} was built from another sparse index than {index.path}: embed that "
+                                f"index's mentions (drkit embed --index {index.path} --encoder <the model's encoder> "
+                                "--out DIR) and pass them (--mentions DIR; in Python, DrKIT.load(..., mentions=DIR))")
         if encoder_dir is not None:
             enc = encoder_identity(resolve_encoder_dir(encoder_dir))
             if enc["sha256"] != self.manifest["encoder"]["sha256"]:

@@ -15,11 +15,14 @@ scores down), asks a `Retriever` for the best passages of each, and writes:
   passages in the top k, HippoRAG's "passage recall") and AR@k (the share of questions with every
   supporting passage in the top k, the DrKIT paper's HotpotQA "accuracy@k") for each k up to ``top``,
   overall and per question type, with questions/s at batch 1 and at the batch size, and ``unreached``:
-  per k, the mean number of unreached passages in the top k (they count in R@k as any other), and
+  per k, the mean number of unreached passages in the top k (they count in R@k as any other), with
+  ``--answers`` the Hits@1 of the entity answers by type (``answers``) and overall (``answers_overall``), and
   ``ir_measures``: R@k, nDCG@10 and MRR (``RR``) of the same rankings computed by ir_measures
   (pytrec_eval), which a test checks against drkit's own R@k;
 * ``bad_lines.txt``: every line that could not be read, with file, line and reason (counted in
-  metrics.json; a bad line never stops the run and is never silently dropped).
+  metrics.json; a bad line never stops the run and is never silently dropped): not JSON, no question, or gold
+  ids of which one is not a corpus id of the index (a mistyped id would score as a miss). A file with no good
+  line at all is an error.
 
 A `Retriever` is anything with ``retrieve(questions, top) -> list[Retrieved]``: `drkit.qa.drkit_retriever.DrKITRetriever` (a
 hop-mixing model: entities ranked by Z*, each replaced by its page), and the peers of
@@ -38,7 +41,16 @@ import numpy as np
 
 from drkit.dense.quantize import QUANTIZE
 from drkit.errors import ConfigError
-from drkit.qa.metrics import KS, answer_hits, ir_measures_metrics, question_ids, recall_metrics, write_trec_qrels, write_trec_run
+from drkit.qa.metrics import (
+    KS,
+    answer_hits,
+    answer_is_right,
+    ir_measures_metrics,
+    question_ids,
+    recall_metrics,
+    write_trec_qrels,
+    write_trec_run,
+)
 from drkit.util.hardware import device_field, precision_field
 from drkit.util.progress import progress
 
@@ -176,11 +188,19 @@ def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], ques
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     items, bad = read_questions(questions)
+    known = set(keys)
+    for q in [q for q in items if q.supporting and not known.issuperset(q.supporting)]:
+        missing = ", ".join(repr(s) for s in q.supporting if s not in known)
+        bad.append(f"{questions}:{q.line}: field 'supporting': {missing} not an id of the index's corpus")
+    items = [q for q in items if not q.supporting or known.issuperset(q.supporting)]
     (out / "bad_lines.txt").write_text("".join(b + "\n" for b in bad), encoding="utf-8")
     for b in bad[:5]:
         log(f"skipped {b}")
     if len(bad) > 5:
         log(f"... {len(bad) - 5} more bad lines, all in {out / 'bad_lines.txt'}")
+    if not items:
+        raise ConfigError(f"no question to retrieve for in {questions}" + (f": its {len(bad)} line(s) are bad, each "
+                          f"in {out / 'bad_lines.txt'}" if bad else " (it has no question line)"))
     results: list[Retrieved] = []
     names = getattr(retriever, "names", None)  # entity names, for a retriever that says which entity placed a passage
     ks = [k for k in KS if k <= config.top] or [config.top]
@@ -219,6 +239,8 @@ def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], ques
                             if results else None for k in ks}
     if any(r.answer is not None for r in results) and any(q.answers for q in items):
         metrics["answers"] = answer_hits(results, items)
+        right = [answer_is_right(r.answer, q.answers) for r, q in zip(results, items) if q.answers]
+        metrics["answers_overall"] = {"questions": len(right), "hits@1": round(float(np.mean(right)), 4)}
     if "overall" in metrics or "answers" in metrics:
         (out / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
     return metrics

@@ -197,7 +197,7 @@ def read_manifest(path: str | Path, format_name: str, max_version: int) -> dict:
     if not path.is_dir():
         raise ArtifactError(f"{path} is not a directory (expected a {format_name} artifact)")
     if not manifest_path.exists():
-        raise ArtifactError(f"{path} has no {MANIFEST}; it is not a drkit artifact or its build did not finish")
+        raise ArtifactError(f"{path} has no {MANIFEST}; " + _artifacts_below(path, format_name))
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -215,6 +215,25 @@ def read_manifest(path: str | Path, format_name: str, max_version: int) -> dict:
             "Upgrade drkit or rebuild the artifact."
         )
     return manifest
+
+
+def _artifacts_below(path: Path, format_name: str) -> str:
+    """What a folder without a manifest holds, for the error: the artifacts one or two levels down (a run folder's
+    model, a reproduction's steps), the wanted kind first, or that it is not an artifact."""
+    found = []
+    for manifest_path in sorted(path.glob(f"*/{MANIFEST}")) + sorted(path.glob(f"*/*/{MANIFEST}")):
+        try:
+            kind = json.loads(manifest_path.read_text(encoding="utf-8")).get("format")
+        except (OSError, ValueError, AttributeError):
+            continue
+        found.append((kind != format_name, str(manifest_path.parent), kind))
+    wanted = [where for other, where, _ in sorted(found) if not other]
+    if wanted:
+        return f"the {format_name!r} artifact it holds is {' or '.join(wanted[:3])}: pass that"
+    if found:
+        listed = ", ".join(f"{where} (a {kind!r})" for _, where, kind in found[:4])
+        return f"it holds {listed}{' and more' if len(found) > 4 else ''}, not a {format_name!r} artifact"
+    return "it is not a drkit artifact or its build did not finish"
 
 
 def load_array(path: str | Path, name: str, mmap: bool = True) -> np.ndarray:
