@@ -100,10 +100,13 @@ def test_existing_output_needs_overwrite(tiny, capsys):
 
 def test_a_bad_setting_names_its_flag(tmp_path, capsys):
     assert main(["corpus", "--docs", str(tmp_path), "--out", str(tmp_path / "c.jsonl"), "--passage-words", "0"]) == 2
-    assert "passage_words must be at least 1, got 0 (on the command line: --passage-words)" in capsys.readouterr().err
+    assert "passage_words must be at least 1, got 0 (flags: --passage-words)" in capsys.readouterr().err
     assert main(["retrieve", "--index", str(tmp_path), "--model", str(tmp_path), "--questions", "q.jsonl", "--out",
                  str(tmp_path / "o"), "--top", "0", "--qps-sample", "-1"]) == 2
-    assert "(on the command line: --top, --batch-size, --qps-sample)" in capsys.readouterr().err
+    assert "(flags: --top, --batch-size, --qps-sample)" in capsys.readouterr().err
+    assert main(["train-reader", "--corpus", "c.jsonl", "--questions", "q.jsonl", "--out", str(tmp_path / "r"),
+                 "--layers", "-1"]) == 2  # "base's" in the message is not the setting --base
+    assert capsys.readouterr().err.rstrip().endswith("got -1 (flags: --layers)")
 
 
 def test_missing_corpus_file(tiny, capsys):

@@ -580,6 +580,36 @@ def test_decomposed_text_finds_composed_names_with_offsets_of_the_text_given():
     assert all(e == len(text) or not unicodedata.combining(text[e]) for _, e, _ in found)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_nfc_spans_is_the_normal_form_with_a_map_back(seed):
+    from drkit.data.text import nfc_spans
+
+    rng = random.Random(seed)
+    alphabet = ["a", "e", "o", " ", "Z", "\u0301", "\u0308", "\u0327", "\u1100", "\u1161", "\u11a8", "\uac00",
+                "\u0995", "\u09c7", "\u09be", "\u09d7", "\u0b47", "\u0b3e", "\u212b", "\u0344", "x"]
+    for _ in range(300):
+        text = "".join(rng.choices(alphabet, k=rng.randint(0, 12)))
+        normal, starts = nfc_spans(text)
+        assert normal == unicodedata.normalize("NFC", text)
+        if starts is None:
+            assert normal == text
+            continue
+        assert len(starts) == len(normal) + 1 and starts[0] == 0 and starts[-1] == len(text)
+        assert starts == sorted(starts)
+        # each run of characters with one start is the normal form of the text between its start and the next
+        cuts = sorted(set(starts))
+        assert "".join(unicodedata.normalize("NFC", text[a:b]) for a, b in zip(cuts, cuts[1:])) == normal
+
+
+def test_text_whose_base_characters_compose_is_matched_in_its_normal_form():
+    # Bengali ka + e-sign + aa-sign: the two signs (base characters both) compose into one o-sign
+    text = "Tagore wrote \u0995\u09c7\u09be, Tagore"
+    assert not unicodedata.is_normalized("NFC", text)
+    name = unicodedata.normalize("NFC", "\u0995\u09c7\u09be")
+    found = linker_for(["Tagore", name], min_length=1).find(text)
+    assert [(unicodedata.normalize("NFC", text[s:e]), i) for s, e, i in found] == [("Tagore", 0), (name, 1), ("Tagore", 0)]
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_find_in_decomposed_text_equals_find_in_composed_text(seed):
     """Random texts of accented words: whatever form the text is typed in, the same names are found, at the

@@ -300,7 +300,8 @@ def test_a_which_of_two_answer_is_one_of_the_options(tiny_reader, seed):
         q = dataclasses.replace(e, question=question)
         assert decode(q, f, logits, 0.5, longest, span_checks=True).answer == want
         assert decode(q, f, logits, 0.5, longest).answer == "Memphis"  # off: the best span
-    for question in ("Which film came out first, Moon Over Miami or Casablanca?", "Who directed Kismet?"):
+    for question in ("Which film came out first, Moon Over Miami or Casablanca?", "Who directed Kismet?",
+                     "What was filmed between Moon Over Miami and Kismet?"):  # no choice offered
         q = dataclasses.replace(e, question=question)
         assert decode(q, f, logits, 0.5, longest, span_checks=True).answer == "Memphis"
 

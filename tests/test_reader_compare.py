@@ -378,3 +378,19 @@ def test_hotpotqa_style_wordings():
              "Edward Davis Wood Jr. (October 10, 1924 – December 10, 1978) was an American filmmaker."]
     assert same_country("Were Scott Derrickson and Ed Wood of the same nationality?", titles, texts)[0] == "yes"
     assert compare("Who was born first, Scott Derrickson or Ed Wood?", titles, texts).answer == "Ed Wood"
+
+
+def test_the_options_of_a_which_of_two_question_are_titles_read():
+    from drkit.reader.compare import question_options
+
+    titles = ["France", "England", "Paris", "Lyon", "Kismet (1944 film)", "Kismet (1955 film)", "Moon Over Miami"]
+    for question, want in (("Which city is larger between Paris and Lyon?", ("Paris", "Lyon")),
+                           ("Who was born first out of England and France?", ("England", "France")),
+                           ("Which film came out first, Kismet (1944 film) or Kismet (1955 film)?",
+                            ("Kismet (1944 film)", "Kismet (1955 film)")),
+                           ("Is Paris or Lyon older?", ("Paris", "Lyon")),
+                           ("What war was fought between England and France?", None),  # no choice
+                           ("What is the distance between Paris and Lyon?", None),
+                           ("Which film came out first, Moon Over Miami or Casablanca?", None),  # not a title read
+                           ("Who directed Moon Over Miami?", None)):
+        assert question_options(question, titles) == want, question

@@ -509,16 +509,18 @@ def test_jsonl_corpus_is_read_in_composed_form_with_its_links_moved(tmp_path):
     text = unicodedata.normalize("NFD", "Zoë Müller met Léa Séydoux in Zürich.")
     name = unicodedata.normalize("NFD", "Léa Séydoux")
     start = text.index(name)
+    mark = text.index("\u0308")  # a link over a combining mark alone covers its whole character
     rows = [{"id": 1, "title": unicodedata.normalize("NFD", "Zoë Müller"), "text": text,
-             "links": [{"start": start, "end": start + len(name), "title": name}]},
+             "links": [{"start": start, "end": start + len(name), "title": name},
+                       {"start": mark, "end": mark + 1, "title": "e"}]},
             {"id": 2, "title": "Plain", "text": "ascii", "links": [{"start": 0, "end": 5, "title": "Plain"}]}]
     path = tmp_path / "c.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     a, b = read_jsonl_corpus(path, WarningLog())
     assert a.title == "Zoë Müller" and unicodedata.is_normalized("NFC", a.text)
     assert a.text == "Zoë Müller met Léa Séydoux in Zürich."
-    (s, e, target), = a.links
-    assert a.text[s:e] == "Léa Séydoux" == target
+    (s, e, target), (s2, e2, _) = a.links
+    assert a.text[s:e] == "Léa Séydoux" == target and a.text[s2:e2] == "ë"
     assert b.links == ((0, 5, "Plain"),)
 
 

@@ -83,19 +83,22 @@ def test_bad_lines_are_reported_and_counted(tmp_path):
     assert [i.id for i in items] == ["ok", "ok2", "typo"]
     assert [b.split(": ")[0] for b in bad] == [f"{q}:2", f"{q}:3", f"{q}:4", f"{q}:5"]
     keys = [f"k{i}" for i in range(40)]
-    m = run_retrieval(FirstPassages(), keys, keys, q, tmp_path / "out", log=lambda *a: None)
-    assert m["bad_lines"] == 5 and m["questions"] == 2  # a gold id the corpus does not have is a bad line, not a miss
-    written = (tmp_path / "out" / "bad_lines.txt").read_text().splitlines()
-    assert len(written) == 5 and written[-1] == f"{q}:8: field 'supporting': 'k99' not an id of the index's corpus"
-    assert m["overall"]["R@2"] == 0.5 and m["overall"]["AR@20"] == 0.5
+    logged = []
+    m = run_retrieval(FirstPassages(), keys, keys, q, tmp_path / "out", log=logged.append)
+    assert m["bad_lines"] == 4 and m["questions"] == 3  # a gold id the corpus does not have: said and counted
+    assert (tmp_path / "out" / "bad_lines.txt").read_text().count("\n") == 4
+    said = f"{q}:8: field 'supporting': 'k99' not an id of the index's corpus; it counts as a miss"
+    assert f"warning: {said}" in logged and m["gold_not_in_corpus"] == {"questions": 1, "e.g.": [said]}
+    assert m["overall"]["R@2"] == pytest.approx(1 / 3, abs=1e-4) and m["overall"]["AR@20"] == pytest.approx(1 / 3, abs=1e-4)
+    assert m["overall"]["R@5"] == pytest.approx((1 + 0 + 0.5) / 3, abs=1e-4)  # "typo": k3 found, k99 a miss
     lines = (tmp_path / "out" / "predictions.jsonl").read_text().splitlines()
-    assert len(lines) == 2 and len(json.loads(lines[0])["passages"]) == 20
-    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["bad_lines"] == 5
+    assert len(lines) == 3 and len(json.loads(lines[0])["passages"]) == 20
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["bad_lines"] == 4
     # the TREC run and qrels: every listed passage, ranks from 1, and the gold of the scored questions
     run = [line.split() for line in (tmp_path / "out" / "run.trec").read_text().splitlines()]
-    assert len(run) == 40 and run[0] == ["ok", "Q0", "k0", "1", "20", "first"]
-    assert (tmp_path / "out" / "qrels.trec").read_text() == "ok 0 k0 1\nok 0 k1 1\nok2 0 k30 1\n"
-    assert m["ir_measures"]["R@2"] == m["overall"]["R@2"] and m["ir_measures"]["questions"] == 2
+    assert len(run) == 60 and run[0] == ["ok", "Q0", "k0", "1", "20", "first"]
+    assert (tmp_path / "out" / "qrels.trec").read_text() == "ok 0 k0 1\nok 0 k1 1\nok2 0 k30 1\ntypo 0 k3 1\ntypo 0 k99 1\n"
+    assert m["ir_measures"]["R@2"] == m["overall"]["R@2"] and m["ir_measures"]["questions"] == 3
 
 
 @pytest.mark.parametrize("lines", [[], ["{not json", json.dumps({"id": "x"})]])

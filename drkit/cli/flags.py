@@ -114,9 +114,10 @@ def config_from_args(args: argparse.Namespace, config_cls):
             values[name] = _from_env(v, fields[name]) if isinstance(v, FromEnv) else v
     try:
         return config_cls(**values)
-    except ConfigError as exc:  # the settings' names, as the command line spells them: "batch_size" is --batch-size
-        named = [n for n in values if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", str(exc))]
-        if not named or any(f"--{n.replace('_', '-')}" in str(exc) for n in named):
+    except ConfigError as exc:  # the settings' names as flags: "batch_size" is --batch-size
+        message = str(exc)
+        subject = message.split(" must ")[0] if " must " in message else ""  # "top and batch_size must be ..."
+        named = [n for n in values if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", message if "_" in n else subject)]
+        if not named or "--" in message:
             raise
-        raise ConfigError(f"{exc} (on the command line: {', '.join('--' + n.replace('_', '-') for n in named)})") \
-            from None
+        raise ConfigError(f"{message} (flags: {', '.join('--' + n.replace('_', '-') for n in named)})") from None

@@ -193,8 +193,8 @@ def read_jsonl_corpus(path: str | Path, warnings: WarningLog) -> Iterator[Articl
                                            "whitespace of the text", field="links")
             links = tuple((start - lead, end - lead, target) for start, end, target in links)
         title, (text, starts) = nfc(title), nfc_spans(text)  # composed form: "Zoë" is one name however typed
-        if links is not None:  # offsets into the normal form: the first of its characters at or after the offset
-            links = tuple((start if starts is None else bisect.bisect_left(starts, start),
+        if links is not None:  # offsets into the normal form, widened to whole characters of it
+            links = tuple((start if starts is None else bisect.bisect_right(starts, start) - 1,
                            end if starts is None else bisect.bisect_left(starts, end), nfc(target))
                           for start, end, target in links)
         if not title and not text:

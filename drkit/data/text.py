@@ -36,21 +36,30 @@ def nfc(text: str) -> str:
 
 
 def nfc_spans(text: str) -> tuple[str, list[int] | None]:
-    """``(normal form of text, starts)``: ``starts[i]`` is the offset in `text` where character i of the normal
-    form begins, ``starts[len]`` is ``len(text)``; None when `text` is in normal form already (offsets are the
-    same). Text is normalised a run at a time: a base character with its combining marks, Hangul jamo with the
-    syllable they make. (In the few scripts where two base characters compose, such as some Indic vowel signs,
-    they stay apart: the text is then normalised run by run, not as a whole.)"""
+    """``(nfc(text), starts)``: ``starts[i]`` is the offset in `text` where character i of the normal form begins,
+    ``starts[len]`` is ``len(text)``; None when `text` is in normal form already (offsets are the same). Text is
+    normalised a run at a time: a base character with its combining marks and whatever composes with them (Hangul
+    jamo, the Indic vowel signs that are base characters themselves). Should the runs' forms not make the
+    normal form of the whole (no known case), `text` is returned as it is, with None."""
     if unicodedata.is_normalized("NFC", text):
         return text, None
     pieces, starts, begin = [], [], 0
     for i in range(1, len(text) + 1):
-        if i == len(text) or (unicodedata.combining(text[i]) == 0 and not _is_jamo(text[i])):
-            piece = unicodedata.normalize("NFC", text[begin:i])
-            pieces.append(piece)
-            starts.extend([begin] * len(piece))
-            begin = i
-    return "".join(pieces), starts + [len(text)]
+        if i < len(text) and (unicodedata.combining(text[i]) or _is_jamo(text[i]) or _composes(text[begin:i], text[i])):
+            continue
+        piece = unicodedata.normalize("NFC", text[begin:i])
+        pieces.append(piece)
+        starts.extend([begin] * len(piece))
+        begin = i
+    out = "".join(pieces)
+    if not unicodedata.is_normalized("NFC", out):
+        return text, None
+    return out, starts + [len(text)]
+
+
+def _composes(run: str, char: str) -> bool:
+    """Whether `char`, a base character, composes with the run before it (Bengali "\u09c7" + "\u09be")."""
+    return unicodedata.normalize("NFC", run + char) != unicodedata.normalize("NFC", run) + char
 
 
 def _is_jamo(char: str) -> bool:

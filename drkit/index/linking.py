@@ -102,7 +102,10 @@ class EntityLinker:
             return []
         normal, starts = nfc_spans(text)
         if starts is not None:
-            return [(starts[a], starts[b], e) for a, b, e in self.find(normal)]
+            return [(starts[a], starts[b], e) for a, b, e in self._find(normal)]
+        return self._find(text)
+
+    def _find(self, text: str) -> list[tuple[int, int, int]]:
         folded = fold(text)
         candidates = []
         for last, (entity_id, length) in self._automaton.iter(folded):

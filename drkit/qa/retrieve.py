@@ -20,9 +20,9 @@ scores down), asks a `Retriever` for the best passages of each, and writes:
   ``ir_measures``: R@k, nDCG@10 and MRR (``RR``) of the same rankings computed by ir_measures
   (pytrec_eval), which a test checks against drkit's own R@k;
 * ``bad_lines.txt``: every line that could not be read, with file, line and reason (counted in
-  metrics.json; a bad line never stops the run and is never silently dropped): not JSON, no question, or gold
-  ids of which one is not a corpus id of the index (a mistyped id would score as a miss). A file with no good
-  line at all is an error.
+  metrics.json; a bad line never stops the run and is never silently dropped). A file with no good line at all is
+  an error. A gold id that is not a corpus id of the index (mistyped, or its passage left out) is said in the log
+  and counted in metrics.json (``gold_not_in_corpus``): that gold passage counts as a miss.
 
 A `Retriever` is anything with ``retrieve(questions, top) -> list[Retrieved]``: `drkit.qa.drkit_retriever.DrKITRetriever` (a
 hop-mixing model: entities ranked by Z*, each replaced by its page), and the peers of
@@ -189,10 +189,13 @@ def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], ques
     out.mkdir(parents=True, exist_ok=True)
     items, bad = read_questions(questions)
     known = set(keys)
-    for q in [q for q in items if q.supporting and not known.issuperset(q.supporting)]:
-        missing = ", ".join(repr(s) for s in q.supporting if s not in known)
-        bad.append(f"{questions}:{q.line}: field 'supporting': {missing} not an id of the index's corpus")
-    items = [q for q in items if not q.supporting or known.issuperset(q.supporting)]
+    unknown = [f"{questions}:{q.line}: field 'supporting': {', '.join(repr(s) for s in q.supporting if s not in known)} "
+               "not an id of the index's corpus; it counts as a miss" for q in items
+               if q.supporting and not known.issuperset(q.supporting)]
+    for line in unknown[:5]:
+        log(f"warning: {line}")
+    if len(unknown) > 5:
+        log(f"warning: ... {len(unknown) - 5} more questions with gold ids not in the corpus (metrics.json)")
     (out / "bad_lines.txt").write_text("".join(b + "\n" for b in bad), encoding="utf-8")
     for b in bad[:5]:
         log(f"skipped {b}")
@@ -218,7 +221,8 @@ def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], ques
             f.write(json.dumps({"id": q.id, "passages": passage_dicts(r, keys, titles, names),
                                 "pi": r.pi, "chain": r.chain, "answer": r.answer}, ensure_ascii=False) + "\n")
     metrics: dict = {"retriever": retriever.name, "questions_file": str(questions), "questions": len(items),
-                     "bad_lines": len(bad), "top": config.top,
+                     "bad_lines": len(bad), "gold_not_in_corpus": {"questions": len(unknown), "e.g.": unknown[:3]},
+                     "top": config.top,
                      f"batch_{config.batch_size}_questions_per_s": round(len(items) / batch_s, 2) if items else None}
     sample = items[:config.qps_sample]
     if sample:

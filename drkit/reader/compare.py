@@ -144,16 +144,22 @@ def parse_question(question: str, titles: Sequence[str] = ()) -> Asked | None:
     return Asked((a, b), attribute, later, relation, cue)
 
 
+# "... between A and B" offers a choice only after "which" or "who" and a comparative: "Which film came out first
+# between A and B?", "Who is older out of A and B?" (not "What war was fought between A and B?")
+_WHICH_OF = re.compile(r"^(?:which|who|whose)\b.*\b(?:first|last|earlier|later|more|most|less|least|\w+er|\w+est)\b",
+                       re.I)
+
+
 def question_options(question: str, titles: Sequence[str]) -> tuple[str, str] | None:
     """The two options a which-of-two question offers ("Who was born first, A or B?", "Which is older, A or B?",
-    "... between A and B?", any attribute), when both are titles of `titles` (`option_passages`): an answer to it
-    is one of them. None for any other question."""
+    "Which film came out first between A and B?", any attribute), when both are titles of `titles`
+    (`option_passages`): an answer to it is one of them. None for any other question."""
     q = " ".join(question.strip().split())
     if len(q) > MAX_QUESTION_CHARS:
         return None
     match, conjunction = next(((m, c) for form, c in _OPTION_FORMS if (m := form.match(q))), (None, None))
-    if match is None:
-        return None
+    if match is None or (conjunction == "and" and not _WHICH_OF.match(match.group("head"))):
+        return None  # "What war was fought between England and France?" offers no choice
     a, b = _split(match.group("options"), conjunction, titles)
     if a and b and normalize_answer(a) != normalize_answer(b) and option_passages(a, titles) \
             and option_passages(b, titles):

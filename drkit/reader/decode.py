@@ -42,7 +42,7 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
     best of them that holds one of those names or is held by one (`drkit.reader.clues.held_title`), where one does;
     with `span_checks`, the best of those (of all allowed, where none is among the names) that `fits` the
     question, where one does, and for a which-of-two question (`drkit.reader.compare.question_options`, both options
-    titles of passages read) the options are those names, the answer the option the span holds or is held by."""
+    titles of passages read) the options are those names, the answer the one option the span holds or is held by."""
     type_probs = torch.softmax(logits["type"], 0)
     kind = ANSWER_TYPES[int(type_probs.argmax())]
     n = len(f.ids)
@@ -80,8 +80,9 @@ def decode(example: ReaderExample, f: Features, logits: dict, support_threshold:
     span = span or among or fitting or allowed or best
     if kind == SPAN:
         answer = span.text if span is not None else ""
-        if options and among is not None and span is among:  # "Tony Williams, who" answers "..., Tony Williams or Zoë Müller?"
-            answer = held_title(span.text, options) or answer
+        named = [o for o in options or () if span is not None and held_title(span.text, (o,))]
+        if len(named) == 1:  # "Tony Williams, who" answers "..., Tony Williams or Zoë Müller?" with the option as asked
+            answer = named[0]
     else:
         answer = kind
     probs = torch.sigmoid(logits["support"][f.markers]).tolist() if f.markers else []
