@@ -193,10 +193,11 @@ def read_jsonl_corpus(path: str | Path, warnings: WarningLog) -> Iterator[Articl
                                            "whitespace of the text", field="links")
             links = tuple((start - lead, end - lead, target) for start, end, target in links)
         title, (text, starts) = nfc(title), nfc_spans(text)  # composed form: "Zoë" is one name however typed
-        if links is not None:  # offsets into the normal form, widened to whole characters of it
-            links = tuple((start if starts is None else bisect.bisect_right(starts, start) - 1,
-                           end if starts is None else bisect.bisect_left(starts, end), nfc(target))
+        if links is not None and starts is not None:  # offsets into the normal form, widened to whole characters
+            links = tuple((bisect.bisect_right(starts, start) - 1, bisect.bisect_left(starts, end), target)
                           for start, end, target in links)
+        if links is not None:
+            links = tuple((start, end, nfc(target)) for start, end, target in links)
         if not title and not text:
             warnings.add("empty_article", f"{path}:{line_no}: article {key!r} has no title and no text; not indexed")
             continue

@@ -188,16 +188,13 @@ def answer_questions(kit, reader, questions: str | Path, out: str | Path, config
                      log=print) -> dict:
     """``drkit answer`` (module docstring): retrieve with `kit`, read with `reader`, write and score."""
     from drkit.qa.pipeline import answered_alone_on_error
+    from drkit.qa.retrieve import write_bad_lines
     from drkit.util.progress import progress
 
     bad: list[str] = []  # a bad line is written to OUT/bad_lines.txt and counted, as drkit retrieve does
     records = read_questions(questions, bad=bad)
     Path(out).mkdir(parents=True, exist_ok=True)
-    (Path(out) / "bad_lines.txt").write_text("".join(b + "\n" for b in bad), encoding="utf-8")
-    for b in bad[:5]:
-        log(f"skipped {b}")
-    if len(bad) > 5:
-        log(f"... {len(bad) - 5} more bad lines, all in {Path(out) / 'bad_lines.txt'}")
+    write_bad_lines(Path(out), bad, log)
     passages, extra = [], []
     t0 = time.perf_counter()
     for i in progress(range(0, len(records), config.batch_size), desc="retrieving"):

@@ -180,6 +180,15 @@ def passage_dicts(r: Retrieved, keys: list[str], titles: list[str], names: list[
     return out
 
 
+def write_bad_lines(out: Path, bad: list[str], log) -> None:
+    """OUT/bad_lines.txt, one bad question line a line (file:line: reason), and the first five logged."""
+    (out / "bad_lines.txt").write_text("".join(b + "\n" for b in bad), encoding="utf-8")
+    for b in bad[:5]:
+        log(f"skipped {b}")
+    if len(bad) > 5:
+        log(f"... {len(bad) - 5} more bad lines, all in {out / 'bad_lines.txt'}")
+
+
 def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], questions: str | Path, out: str | Path,
                   config: RetrieveConfig = RetrieveConfig(), log=print) -> dict:
     """Retrieve for every question of `questions`, write OUT/predictions.jsonl, OUT/bad_lines.txt and (with
@@ -196,11 +205,7 @@ def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], ques
         log(f"warning: {line}")
     if len(unknown) > 5:
         log(f"warning: ... {len(unknown) - 5} more questions with gold ids not in the corpus (metrics.json)")
-    (out / "bad_lines.txt").write_text("".join(b + "\n" for b in bad), encoding="utf-8")
-    for b in bad[:5]:
-        log(f"skipped {b}")
-    if len(bad) > 5:
-        log(f"... {len(bad) - 5} more bad lines, all in {out / 'bad_lines.txt'}")
+    write_bad_lines(out, bad, log)
     if not items:
         raise ConfigError(f"no question to retrieve for in {questions}" + (f": its {len(bad)} line(s) are bad, each "
                           f"in {out / 'bad_lines.txt'}" if bad else " (it has no question line)"))
