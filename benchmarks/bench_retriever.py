@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Questions/s of `DrKITRetriever` (what `drkit retrieve` runs for a hop-mixing model) on a reproduce-2wiki run
 folder, at batch 1 and batch 64, passages alone (the command's default) and with the entity answer; optionally
-two versions of drkit's code (or its question encoder in fp32 and int8) side by side.
+two versions of drkit's code (or its question encoder in int8, or computing in another precision) side by side.
 
     python benchmarks/bench_retriever.py --run runs/2wiki-f0 --code before=/work/wt --code after=. --rounds 3
+    python benchmarks/bench_retriever.py --run runs/2wiki-f0 --code fp32=.@fp32 --code bf16=.@bf16 --code int8=.@int8
 
 Each (round, version) is its own process (the version's folder first on PYTHONPATH), so the versions alternate
 and the machine's drift touches each alike; a process loads the index and model, answers 5 questions untimed,
@@ -28,11 +29,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def worker(run: Path, n: int, quantize: str) -> dict:
+    """`quantize`: none, int8 (the question encoder quantised, in fp32), or a precision (fp32, bf16, auto)."""
     import torch
 
     from drkit.qa.drkit_retriever import DrKITRetriever
 
-    retriever = DrKITRetriever.load(run / "index", run / "train-drkit", answers=False)
+    precision = "fp32" if quantize == "int8" else ("auto" if quantize == "none" else quantize)
+    retriever = DrKITRetriever.load(run / "index", run / "train-drkit", answers=False, precision=precision)
     if quantize == "int8":  # as `drkit retrieve --quantize int8` (drkit.qa.pipeline.DrKIT._quantized)
         from drkit.dense.quantize import quantize_transformer
 
@@ -40,7 +43,7 @@ def worker(run: Path, n: int, quantize: str) -> dict:
     questions = [json.loads(line)["question"] for line in (run / "split" / "dev.jsonl").read_text().splitlines()][:n]
     for q in questions[:5]:
         retriever.retrieve([q], top=20)
-    out, ranked = {"torch_threads": torch.get_num_threads()}, {}
+    out, ranked = {"torch_threads": torch.get_num_threads(), "precision": retriever.vkb.compute.precision}, {}
     for answers in (False, True):
         for batch in (1, 64):
             t = time.perf_counter()
@@ -58,9 +61,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", type=Path, default=ROOT / "runs" / "2wiki-f0", help="a reproduce-2wiki run folder")
     p.add_argument("--questions", type=int, default=192, help="dev questions timed at each batch size")
-    p.add_argument("--code", action="append", default=None, metavar="NAME=DIR[@int8]",
+    p.add_argument("--code", action="append", default=None, metavar="NAME=DIR[@int8|@fp32|@bf16]",
                    help="a version of drkit's code (a checkout's root), with @int8 its question encoder quantised as "
-                        "--quantize int8 does; repeat to compare (default: this checkout)")
+                        "--quantize int8 does (in fp32), with @fp32 or @bf16 computing in that precision (default: "
+                        "auto's choice); repeat to compare (default: this checkout)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "retriever-speed")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -85,7 +89,10 @@ def main() -> None:
             print(f"round {r} {name}: {got}", flush=True)
     keys = ["passages_b1", "passages_b64", "answers_b1", "answers_b64"]
     first = next(iter(outputs.values()))
-    result = {"machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()},
+    import torch
+
+    result = {"machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+                          "cpu_capability": str(torch.backends.cpu.get_cpu_capability()), "torch": torch.__version__},
               "run": str(args.run), "questions": args.questions, "versions": versions, "rounds": rounds,
               "median": {v: {k: statistics.median(x[k] for x in rows) for k in keys} for v, rows in rounds.items()},
               "same_output_as_first": {v: o == first for v, o in outputs.items()}}
