@@ -250,8 +250,8 @@ def md_passages(tmp_path, text: str, name: str = "t.md", limit: int = 120) -> li
 def test_markdown_code_fences_rules_setext_headings_and_front_matter(tmp_path):
     # a "#" line inside a fenced code block is text, not a heading (nor the title)
     assert md_passages(tmp_path, "Intro.\n\n```bash\n# install it\npip install x\n```\n\nMore.\n", "readme.md") == [
-        ("readme", "Intro.\n```bash # install it pip install x ```\nMore.")]
-    assert md_passages(tmp_path, "~~~\n# a\n```\n# b\n~~~\n# Title\n") == [("Title", "~~~ # a ``` # b ~~~")]
+        ("readme", "Intro.\n# install it pip install x\nMore.")]  # the fences are markup, the code as written
+    assert md_passages(tmp_path, "~~~\n# a\n```\n# b\n~~~\n# Title\n") == [("Title", "# a ``` # b")]
     # a horizontal rule at the top is not front matter: nothing after it is lost
     assert md_passages(tmp_path, "---\n\nSome text that matters.\n\n---\n\nMore text.\n") == [
         ("t", "Some text that matters.\nMore text.")]
@@ -313,7 +313,7 @@ def test_markdown_tables_are_rows_of_header_cell_pairs(tmp_path):
     assert md_passages(tmp_path, "# R | 2024\n|---|---|\n| a | b |\n") == [("R | 2024", "|---|---| | a | b |")]
     # inside a code block a table is text; "x | y" over "---" is a setext heading, as before
     assert md_passages(tmp_path, "```\n| a | b |\n|---|---|\n```\n\nx | y\n---\ntext\n") == [
-        ("t", "``` | a | b | |---|---| ```"), ("t", "x | y\ntext")]
+        ("t", "| a | b | |---|---|"), ("t", "x | y\ntext")]
 
 
 def test_random_markdown_and_html_tables_against_a_slow_reading(tmp_path):
@@ -396,7 +396,7 @@ def test_markdown_inline_markup_is_read_as_shown(tmp_path):
             "[1]: https://x.org/definition\n[^1]: A footnote.\n\n## ![](icon.png) Life\n\nSee [Curie][1].\n\n"
             "    def f(*args, **kw): m[i][j] = a__b\n")
     assert md_passages(tmp_path, text) == [
-        ("Marie Curie", "She was born in Warsaw in 1867.\nname: Pierre; link: page\n``` **kept** [as](written) ```\n"
+        ("Marie Curie", "She was born in Warsaw in 1867.\nname: Pierre; link: page\n**kept** [as](written)\n"
                         "[^1]: A footnote."), ("Marie Curie", "Life\nSee Curie.\ndef f(*args, **kw): m[i][j] = a__b")]
 
 
@@ -489,3 +489,55 @@ def test_a_jsonl_file_of_markdown_documents(tmp_path):
     assert "[Warsaw](https://x.org)" in (tmp_path / "plain.jsonl").read_text()
     with pytest.raises(ConfigError, match="jsonl_markup"):
         DocumentsConfig(jsonl_markup="html")
+
+
+def test_markdown_lists_quotes_and_rules_are_markup(tmp_path):
+    from drkit.data.markdown import text_blocks
+
+    def blocks(text: str) -> list[str]:
+        return [b for _, b, _ in text_blocks(list(enumerate(text.split("\n"), 1)), True)]
+
+    # each item a paragraph without its marker; a task's box, a lazy line, an indented paragraph under it included
+    assert blocks("Shopping:\n\n- milk\n- [x] eggs\n  and ham\n* tea\n\n    more on tea\n+ jam\n\nAfter the list.") == [
+        "Shopping:", "milk", "eggs and ham", "tea", "more on tea", "jam", "After the list."]
+    # numbered items; a nested item at any indentation; an empty item is nothing
+    assert blocks("Steps:\n1. Boil\n2) Stir\n   well\n        - deeper\n-\n3. Serve") == [
+        "Steps:", "Boil", "Stir well", "deeper", "Serve"]
+    # a number interrupts a paragraph only from 1: "1999." goes on the sentence
+    assert blocks("It was the year\n1999. It rained.\n\nthe year\n1. one") == [
+        "It was the year 1999. It rained.", "the year", "one"]
+    # after the list, an indented block is code again; block quotes lose their marks; rules end paragraphs
+    assert blocks("- a\n\nprose\n\n    x = *y*\n\n> quoted *text*\n> > deeper\n\ntext\n* * *\nmore\n- - -\n___") == [
+        "a", "prose", "x = *y*", "quoted text deeper", "text", "more"]
+    # emphasis and numbers that are not markers stay words
+    assert blocks("*it* and -5 degrees\n1.5 million, 2*3") == ["it and -5 degrees 1.5 million, 2*3"]
+
+
+def test_random_markdown_lists_against_a_slow_reading(tmp_path):
+    """Random lists (markers, nesting, task boxes, lazy and indented continuation lines, blank lines between items)
+    after an intro paragraph: the blocks are the intro, then each item's words and each indented paragraph's, in order."""
+    from drkit.data.markdown import text_blocks
+
+    rng = random.Random(11)
+    vocabulary = ["alpha", "Beta", "gamma", "Delta", "epsilon", "zeta", "Eta", "theta", "iota."]
+    for trial in range(300):
+        lines, expected = ["Intro line.", ""], ["Intro line."]
+        for k in range(rng.randint(1, 8)):
+            marker = rng.choice(["-", "*", "+", "1.", "2.", "10)", "3)"])
+            indent = " " * (0 if k == 0 else rng.choice([0, 0, 2, 4, 6, 8]))
+            box = rng.choice(["", "", "[ ] ", "[x] "])
+            words = rng.choices(vocabulary, k=rng.randint(1, 5))
+            lines.append(f"{indent}{marker} {box}{' '.join(words)}")
+            if rng.random() < 0.3:  # a lazy line, or one indented under the item
+                more = rng.choices(vocabulary, k=rng.randint(1, 4))
+                lines.append(rng.choice(["", "  ", "    ", "\t"]) + " ".join(more))
+                words += more
+            expected.append(" ".join(words))
+            if rng.random() < 0.3:  # a paragraph of its own under the item, after a blank line
+                under = rng.choices(vocabulary, k=rng.randint(1, 4))
+                lines += ["", rng.choice(["  ", "    ", "     ", "\t"]) + " ".join(under)]
+                expected.append(" ".join(under))
+            if rng.random() < 0.3:
+                lines.append("")
+        got = [b for _, b, _ in text_blocks(list(enumerate(lines, 1)), True)]
+        assert got == expected, "\n".join(lines)

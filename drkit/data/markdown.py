@@ -4,9 +4,12 @@ Blocks (`text_blocks`): runs of non-blank lines are paragraphs, each run's lines
 ATX heading ("## Life") or a setext underline ("Life" over "----" or "====") makes a heading; a line of three or
 more "-", "*" or "_" alone is a horizontal rule, the front matter (YAML-like lines between "---" lines at the top,
 `front_matter`) and a link reference definition ("[1]: https://...") are link targets and layout, not text; the
-lines of a fenced code block (``` or ~~~) and of an indented one (4 spaces or a tab, where no paragraph goes on)
-are text as written, a "#" in them included; a table's rows are lines of "header: cell" pairs
-(`drkit.data.tables`).
+lines of a fenced code block (``` or ~~~) and of an indented one (4 spaces or a tab, where no paragraph or list
+item goes on) are text as written, a "#" in them included, the fences themselves markup; a table's rows are lines of
+"header: cell" pairs (`drkit.data.tables`). A list item ("- milk", "* eggs", "+ tea", "1. Boil", "2) Stir") is a
+paragraph of its own without its marker (a task's "[ ]" or "[x]" too), its lines and the indented paragraphs under
+it included, a nested item at any indentation; a numbered item interrupts a paragraph only from 1, as CommonMark
+has it ("the year\n1999. It rained" is one paragraph). A block quote's "> " marks are markup.
 
 Inline markup (`inline`, everywhere but in code): what a reader of the rendered page sees is kept, the marks
 around it are not: a link ``[Marie Curie](https://...)`` is "Marie Curie", as is ``[Marie Curie][1]`` where the
@@ -28,6 +31,8 @@ FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 INDENTED = re.compile(r"^(?: {4}|\t| {0,3}\t)")
 RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+ITEM = re.compile(r"^([ \t]*)(?:([-+*])|(\d{1,9})[.)])(?:[ \t]+(?:\[[ xX]\][ \t]+)?(.*))?$")  # a list item and its text
+QUOTE = re.compile(r"^ {0,3}>[ \t]?")
 LINK_DEFINITION = re.compile(r"""^ {0,3}\[([^\[\]^][^\[\]]*)\]:[ \t]*\S+(?:[ \t]+(?:"[^"]*"|'[^']*'|\([^()]*\)))?[ \t]*$""")
 _FRONT_TITLE = re.compile(r"^title\s*:\s*(.*?)\s*$", re.IGNORECASE)
 _FRONT_KEY = re.compile(r"^[A-Za-z0-9_][\w.-]*\s*:(\s|$)")
@@ -125,6 +130,7 @@ def text_blocks(lines: list[tuple[int, str]], markdown: bool) -> list[Block]:
     out: list[Block] = []
     run: list[tuple[int, str, bool]] = []  # the paragraph's lines: (line, text, in a code block)
     fence = None  # the opening fence's marker while inside a fenced code block
+    listed = False  # in a list: since its first item, until a line that is neither an item nor indented follows a blank
     labels = frozenset(_label(m.group(1)) for _, t in lines if (m := LINK_DEFINITION.match(t))) if markdown else frozenset()
 
     def close(level: int = 0):
@@ -146,17 +152,19 @@ def text_blocks(lines: list[tuple[int, str]], markdown: bool) -> list[Block]:
         i += 1
         if markdown:
             marker = FENCE.match(text)
-            if fence is not None:  # inside a code block: text, until the fence closes
+            if fence is not None:  # inside a code block: text, until the fence closes (the fences are markup)
                 if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence) and not marker.group(2).strip():
                     fence = None
-                if text.strip():
+                elif text.strip():
                     run.append((line_no, text, True))
                 else:
                     close()
                 continue
+            while QUOTE.match(text):  # a block quote's marks, however deep
+                text = QUOTE.sub("", text, count=1)
+            marker = FENCE.match(text)
             if marker:
                 fence = marker.group(1)
-                run.append((line_no, text, True))
                 continue
             table = None if HEADING.match(text) else markdown_table(lines, i - 1, ends_row, lambda cell: inline(cell, labels))
             if table is not None:  # (a table may follow a paragraph's last line: that paragraph ends there)
@@ -165,18 +173,30 @@ def text_blocks(lines: list[tuple[int, str]], markdown: bool) -> list[Block]:
                 i = table[1]
                 continue
             underline = SETEXT.match(text)
-            if underline and run:
+            if underline and run and not (listed and ITEM.match(text)):
                 close(1 if underline.group(1)[0] == "=" else 2)
                 continue
-            if (RULE.match(text) or LINK_DEFINITION.match(text)) and not run:
+            if RULE.match(text) or (LINK_DEFINITION.match(text) and not run):  # a rule ends a paragraph
+                close()
                 continue
             heading = HEADING.match(text)
             if heading:
                 close()
+                listed = False
                 out.append((line_no, _shown((heading.group(2) or "").strip(), labels), len(heading.group(1))))
                 continue
+            item = ITEM.match(text)
+            if item and not RULE.match(text) and (listed or (len(item.group(1).expandtabs(4)) <= 3 and (
+                    not run or run[-1][2] or item.group(2) or int(item.group(3)) == 1))):
+                close()  # an item opens a paragraph of its own
+                listed = True
+                if (item.group(4) or "").strip():
+                    run.append((line_no, item.group(4), False))
+                continue
+            if listed and not run and text.strip() and not INDENTED.match(text) and text[:1] not in (" ", "\t"):
+                listed = False  # a paragraph after the list, not under its last item
         if text.strip():  # indented by 4 or a tab where no paragraph goes on: an indented code block, as written
-            code = markdown and INDENTED.match(text) is not None and (not run or run[-1][2])
+            code = markdown and not listed and INDENTED.match(text) is not None and (not run or run[-1][2])
             run.append((line_no, text, code))
         else:
             close()
