@@ -11,6 +11,7 @@ import pytest
 
 from drkit.data.kb import EntityTable
 from drkit.errors import ConfigError
+from drkit.index.found import MONTHS
 from drkit.index.linking import EntityLinker
 from drkit.index.ner import (
     TEXTS_PER_PROCESS,
@@ -57,8 +58,30 @@ def test_dates_normalised():
     assert dates_in(text, start, start + len("August 1960")) == ["10 August 1960"]
     assert dates_in("on December 19, 1993 in", 3, 14) == ["December 19, 1993"]
     assert dates_in("the next year") == []
-    assert date_forms("12 December 1915") == ["12 December 1915", "December 12, 1915"]
+    assert date_forms("12 December 1915") == ["12 December 1915", "December 12, 1915", "1915-12-12"]
     assert date_forms("December 1915") == ["December 1915"] and date_forms("1915") == ["1915"]
+
+
+def test_iso_dates_are_full_dates_and_slashed_ones_their_years():
+    assert normal_date("1975-04-09") == "9 April 1975" and normal_date(" 2001-12-31 ") == "31 December 2001"
+    for not_one_date in ("1975-13-09", "1975-04-32", "1975-4-9", "0975-04-09", "1975-04-09-1", "11975-04-09"):
+        assert normal_date(not_one_date) is None, not_one_date
+    assert dates_in("born 1975-04-09 in Paris, died 2001") == ["1975-04-09", "2001"]
+    assert dates_in("from 1975-04-09 to 12 May 1980, then 1990-01-02") == ["1975-04-09", "12 May 1980", "1990-01-02"]
+    assert dates_in("on 4/12/1943 he") == ["1943"]  # day and month cannot be told apart: the year alone
+    # every full date's ISO form is among its forms, so a text or question that writes it links to that date
+    for day, month in ((1, 1), (9, 4), (31, 12), (29, 2)):
+        normal = f"{day} {MONTHS[month - 1]} 1996"
+        assert f"1996-{month:02d}-{day:02d}" in date_forms(normal) and normal_date(date_forms(normal)[-1]) == normal
+    nlp = FakeNlp({0: [("1975-04-09", "DATE")], 1: [("9 April 1975", "DATE")], 2: [("9 April 1975", "DATE")]})
+    texts = ["She was born on 1975-04-09 in Paris.", "Born 9 April 1975.", "On 9 April 1975 it rained."]
+    found = ner_entities(texts, nlp)
+    assert found.names == ["9 April 1975"] * 3 and found.aliases == {"9 April 1975": {"1975-04-09", "April 9, 1975"}}
+    table = EntityTable.from_names(sorted(set(found.names))).with_aliases(found.aliases)
+    date = table.lookup("9 April 1975")
+    text = "Born 1975-04-09 (April 9, 1975); not 1975-04-10."
+    assert [(text[s:e], i) for s, e, i in EntityLinker.of_table(table, 3).find(text)] == [
+        ("1975-04-09", date), ("April 9, 1975", date)]
 
 
 def test_names_cleaned():
@@ -82,7 +105,7 @@ def test_recognised_spans_become_names_and_dates():
     # the corpus writes in lower case, is not a name; a month alone is not a date
     assert found.names == ["Corey Snide", "19 December 1993", "American", "Colonie Central High School", "Lee Hall",
                            "19 December 1993", "2000", "Billy Elliot", "Elmham"]
-    assert found.aliases == {"19 December 1993": {"December 19, 1993"}}
+    assert found.aliases == {"19 December 1993": {"December 19, 1993", "1993-12-19"}}
     assert found.labels["ORDINAL"] == 1 and sum(found.labels.values()) == 13
     assert found.kinds == {"Corey Snide": "PERSON", "American": "NORP", "Colonie Central High School": "ORG",
                            "Lee Hall": "PERSON", "Billy Elliot": "WORK_OF_ART", "Elmham": "GPE",
@@ -139,8 +162,8 @@ def test_real_recogniser_finds_people_places_and_dates():
     names = set(found.names)
     assert {"Barack Obama", "August 4, 1961", "Honolulu", "Hawaii", "Columbia University",
             "Harvard Law School"} <= names, names
-    # the date is named as the text writes it; its normal form is an alias
-    assert found.aliases == {"August 4, 1961": {"4 August 1961"}}
+    # the date is named as the text writes it; its normal form and ISO form are aliases
+    assert found.aliases == {"August 4, 1961": {"4 August 1961", "1961-08-04"}}  # and its ISO form
     # 2Wiki's way of giving a life's dates, where the recogniser's spans leave out the days
     found = ner_entities(["Frank William George Lloyd( 2 February 1886 – 10 August 1960) was a British- born "
                           "American film director."], nlp)

@@ -13,10 +13,11 @@ release renamed; `pip install "drkit[ner]"`; nothing is downloaded at run time).
   writes that word capitalised more often than not where it does not start a sentence (as
   `drkit.index.found` does), so a mislabelled common word ("Bishop") does not link every "bishop".
 * **dates** (DATE spans that hold a year): each date in the span ("12 December 1915", "December 12, 1915",
-  "December 1915", or a year 1000 to 2099). The ways of writing one date (their normal form: "12 December
-  1915", "December 1915", "1915") are one entity, named as the corpus most often writes it; the other
-  forms, seen or usual ("12 December 1915" and "December 12, 1915" for a full date), are its aliases, which
-  the linker finds as it and which a KB fact or an answer may use.
+  "December 1915", ISO 8601's "1915-12-12", or a year 1000 to 2099; "12/4/1915", whose day and month no text
+  tells apart, is its year). The ways of writing one date (their normal form: "12 December 1915", "December
+  1915", "1915") are one entity, named as the corpus most often writes it; the other forms, seen or usual
+  ("12 December 1915", "December 12, 1915" and "1915-12-12" for a full date), are its aliases, which the linker
+  finds as it and which a KB fact or an answer may use.
 * Numbers, amounts, times and ordinals (CARDINAL, MONEY, QUANTITY, PERCENT, TIME, ORDINAL) are left out: as
   strings they match everywhere ("11", "first") without naming anything.
 """
@@ -91,9 +92,15 @@ def pipeline_version(nlp) -> dict:
             "spacy_git_version": nlp.meta.get("spacy_git_version")}
 
 
+ISO_DATE = re.compile(r"(?<![\d-])(1\d{3}|20\d{2})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])(?![\d-])")  # 1915-12-12
+
+
 def normal_date(text: str) -> str | None:
     """The normal form of a date written with its year in digits: "12 December 1915", "December 1915" or
-    "1915" (from "December 12, 1915", "12 December, 1915", ...); None when `text` is not one date."""
+    "1915" (from "December 12, 1915", "12 December, 1915", "1915-12-12", ...); None when `text` is not one date."""
+    iso = ISO_DATE.fullmatch(text.strip())
+    if iso:
+        return f"{int(iso.group(3))} {MONTHS[int(iso.group(2)) - 1]} {iso.group(1)}"
     match = DATE_PATTERN.fullmatch(text.strip())
     if match is None:
         year = YEAR_PATTERN.fullmatch(text.strip())
@@ -106,10 +113,12 @@ def normal_date(text: str) -> str | None:
 
 
 def date_forms(normal: str) -> list[str]:
-    """The usual ways of writing a date given in its normal form: "12 December 1915" and "December 12, 1915";
-    a month or a year alone has one."""
+    """The usual ways of writing a date given in its normal form: "12 December 1915", "December 12, 1915" and
+    "1915-12-12"; a month or a year alone has one."""
     day, month, year = (normal.split(" ") + ["", ""])[:3]
-    return [normal, f"{month} {day}, {year}"] if year else [normal]
+    if not year:
+        return [normal]
+    return [normal, f"{month} {day}, {year}", f"{year}-{MONTHS.index(month) + 1:02d}-{int(day):02d}"]
 
 
 def dates_in(text: str, start: int = 0, end: int | None = None) -> list[str]:
@@ -119,8 +128,9 @@ def dates_in(text: str, start: int = 0, end: int | None = None) -> list[str]:
     end = len(text) if end is None else end
     lo, hi = max(0, start - 3), min(len(text), end + 7)  # room for "10 " before and ", 1960" after
     window = text[lo:hi]
-    full = [(m.start() + lo, m.end() + lo, m.group()) for m in DATE_PATTERN.finditer(window)
-            if m.start() + lo < end and m.end() + lo > start]
+    full = [(m.start() + lo, m.end() + lo, m.group()) for pattern in (DATE_PATTERN, ISO_DATE)
+            for m in pattern.finditer(window) if m.start() + lo < end and m.end() + lo > start]
+    full.sort()
     years = [m.group() for m in YEAR_PATTERN.finditer(text[start:end])
              if not any(a <= m.start() + start < b for a, b, _ in full)]
     return [g for _, _, g in full] + years
