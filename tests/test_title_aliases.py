@@ -4,7 +4,9 @@ import json
 
 import pytest
 
-from drkit.index.title_aliases import bare_title, title_aliases
+from drkit.data.kb import EntityTable
+from drkit.index.linking import EntityLinker
+from drkit.index.title_aliases import bare_title, suffix_conflicts, suffix_kinds, title_aliases
 
 
 def test_the_suffix_is_cut_and_nothing_else():
@@ -15,6 +17,33 @@ def test_the_suffix_is_cut_and_nothing_else():
     assert bare_title("Next of Kin") is None
     assert bare_title("(1982 film)") is None  # nothing before it
     assert bare_title("Boxing (sport) at the Games") is None  # not at the end
+
+
+def test_a_bare_form_followed_by_another_disambiguation_is_not_the_page():
+    titles = ["Next of Kin (2006 film)", "Ian Barry (director)", "Emilio Botín (1903–1993)", "Song of Solomon (novel)",
+              "Dallas (TV series)", "Kismet"]
+    table = EntityTable.from_names(titles).with_aliases({t: {bare_title(t)} for t in titles if bare_title(t)})
+    linker = EntityLinker.of_table(table, 3)
+
+    def linked(text):
+        return [(text[s:e], table.names[i]) for s, e, i in linker.find(text)]
+
+    film, barry, botin = "Next of Kin (2006 film)", "Ian Barry (director)", "Emilio Botín (1903–1993)"
+    # another year or another kind after the bare form: another page, so no link
+    for other in ("Next of Kin (1982 film)", "Next of Kin (1982)", "Next of Kin(novel)", "Next of Kin (TV series)",
+                  "Ian Barry (film)", "Emilio Botín( 1934 – 2014)"):
+        assert linked(f"See {other}, then Kismet.") == [("Kismet", "Kismet")], other
+    # the same page: its suffix agrees, a person's own dates, or a parenthesis that names no kind
+    for same, page in (("Next of Kin (2006)", film), ("Next of Kin (film)", film), ("Next of Kin (2006 American film)", film),
+                       ("Ian Barry (born 1943)", barry), ("Ian Barry (1 May 1900 – 2 June 1980)", barry),
+                       ("Next of Kin (Italian: Parenti)", film), ("Ian Barry (OBE)", barry),
+                       ("Emilio Botín (1903 – 1993)", botin), ("Next of Kin", film)):
+        assert linked(f"See {same}.")[0] == (same.split(" (")[0].split("(")[0], page), same
+    # the whole title is a name of its own, linked as written; a name that is no alias keeps its parenthesis
+    assert linked("Next of Kin (2006 film) and Kismet (1944 film)") == [(film, film), ("Kismet", "Kismet")]
+    assert suffix_kinds(t.casefold() for t in titles) == {"film", "director", "novel", "series"}  # no year
+    assert suffix_conflicts("2006 film", "1982") and not suffix_conflicts("director", "born 1943")
+    assert suffix_conflicts("director", "actor") and not suffix_conflicts("director", "actor", frozenset({"film"}))
 
 
 def test_an_alias_names_one_page_only():

@@ -36,7 +36,7 @@ from drkit.data.corpus import Article
 from drkit.data.text import fold, is_token_boundary, nfc_spans
 from drkit.data.tokenizer import DEFAULT_ENCODER, load_tokenizer
 from drkit.errors import ConfigError
-from drkit.index.title_aliases import bare_title
+from drkit.index.title_aliases import WRITTEN_SUFFIX, bare_title, own_suffix, suffix_conflicts, suffix_kinds
 from drkit.util.progress import progress
 from drkit.util.warnlog import WarningLog
 
@@ -74,11 +74,13 @@ class EntityLinker:
         self.n_linkable = 0  # entities whose name is long enough to link
         for entity_id, key in enumerate(keys):
             if len(key) >= min_length:
-                self._automaton.add_word(key, (entity_id, len(key)))
+                self._automaton.add_word(key, (entity_id, len(key), None))
                 self.n_linkable += 1
+        self._kinds = suffix_kinds(keys)  # the titles' kinds ("film", "novel"), which a written suffix may name
         for key, entity_id in aliases:  # an entity's name, or an earlier alias, keeps a form both could have
             if len(key) >= min_length and not self._automaton.exists(key):
-                self._automaton.add_word(key, (entity_id, len(key)))
+                # a title's bare form keeps the title's suffix: where the text writes another, it is not linked
+                self._automaton.add_word(key, (entity_id, len(key), own_suffix(keys[entity_id], key)))
         if len(self._automaton):
             self._automaton.make_automaton()
 
@@ -108,10 +110,12 @@ class EntityLinker:
     def _find(self, text: str) -> list[tuple[int, int, int]]:
         folded = fold(text)
         candidates = []
-        for last, (entity_id, length) in self._automaton.iter(folded):
+        for last, (entity_id, length, suffix) in self._automaton.iter(folded):
             start, end = last - length + 1, last + 1
             if is_token_boundary(folded, start) and is_token_boundary(folded, end):
-                candidates.append((start, -length, entity_id))
+                written = WRITTEN_SUFFIX.match(folded, end) if suffix is not None else None
+                if written is None or not suffix_conflicts(suffix, written.group(1), self._kinds):
+                    candidates.append((start, -length, entity_id))
         candidates.sort()
         mentions, covered_to = [], 0
         for start, neg_length, entity_id in candidates:

@@ -14,6 +14,15 @@ names the page (2Wiki's one-word forms written capitalised more often than not i
 2Wiki's only page of that name, but the text's "Palo Alto" is the city). A name the recogniser found in the text
 (`drkit.index.ner`) that is such an alias is that page's entity, not an entity of its own: its mentions then
 reach the page.
+
+Where the text itself writes another disambiguation after the bare form ("Next of Kin (1982 film)" where only
+"Next of Kin (2006 film)" has a page), the form names another page and is not linked (`suffix_conflicts`): a year
+the page's dated suffix does not hold ("(1982 film)", "(1982)"), or a kind of its own ("(novel)", "(TV series)"
+beside "(2006 film)", a kind being the last word of some title's suffix). A suffix that agrees ("(2006)",
+"(film)"), a person's dates ("Ian Barry (born 1943)" for "Ian Barry (director)") or a parenthesis that is no
+disambiguation ("(Italian: Parenti)", "(Dick Durock)", "(OBE)", "(son)") leaves the link. On 2Wiki's 6,119
+passages this leaves 2 of 83,426 mentions unlinked, both rightly: "Emilio Botín (1934 – 2014)" and "Archduchess
+Maria of Austria (15 May 1531 - ...)", whose pages are their namesakes of 1903-1993 and 1584-1649.
 """
 
 from __future__ import annotations
@@ -26,6 +35,9 @@ from drkit.data.kb import name_key  # the linker's key of a name: words joined b
 
 PLACES = frozenset({"GPE", "LOC", "FAC"})  # the recogniser's labels of places (drkit.index.ner)
 SUFFIX = re.compile(r"^(?P<bare>.*\S)\s*\((?P<what>[^()]+)\)$")
+WRITTEN_SUFFIX = re.compile(r"[ \t]*\(([^()\n]{1,60})\)")  # a parenthesis right after a name in a text
+_YEAR = re.compile(r"\b(?:1\d{3}|20\d{2})\b")
+_KIND = re.compile(r"(?:(?:1\d{3}|20\d{2}) )?([^\W\d_]+(?: [^\W\d_]+)?)")  # "novel", "2006 film", "tv series"
 
 
 def bare_title(title: str) -> str | None:
@@ -33,6 +45,37 @@ def bare_title(title: str) -> str | None:
     none or nothing is left before it."""
     match = SUFFIX.fullmatch(" ".join(title.split()))
     return match.group("bare") if match else None
+
+
+def own_suffix(key: str, alias: str) -> str | None:
+    """The disambiguation of the title `key` whose bare form is `alias` (both folded: "next of kin (2006 film)",
+    "next of kin" -> "2006 film"); None when `alias` is not its bare form."""
+    match = SUFFIX.fullmatch(key)
+    return match.group("what").strip() if match and match.group("bare") == alias else None
+
+
+def suffix_kinds(keys: Iterable[str]) -> frozenset[str]:
+    """The last words of the titles' disambiguations that are no year ("film", "novel", "series", "footballer"):
+    the kinds a written parenthesis may name (folded keys in, folded words out)."""
+    return frozenset(m.group("what").split()[-1] for k in keys if (m := SUFFIX.fullmatch(k))
+                     and not _YEAR.search(m.group("what").split()[-1]))
+
+
+def suffix_conflicts(own: str, written: str, kinds: frozenset[str] | None = None) -> bool:
+    """Whether a parenthesis `written` after a title's bare form in a text names another page than the title of
+    suffix `own` (both folded; the module's docstring): years, none of them `own`'s where it holds some ("(1982)"
+    or "(1982 film)" beside "2006 film", "(1934 – 2014)" beside "1903–1993"; a person's "(born 1943)" beside
+    "director" is their own), or a kind ("novel", "2006 film") whose last word is another of `kinds` (the titles'
+    own: `suffix_kinds`; None: any word) than `own`'s ("(Dick Durock)" or "(OBE)" name no kind)."""
+    written, years = " ".join(written.split()), set(_YEAR.findall(own))
+    found = set(_YEAR.findall(written))
+    if years and found and not found & years:  # only a dated suffix: "(born 1943)" is a person's own
+        return True
+    kind = _KIND.fullmatch(written)
+    if kind is None or _YEAR.fullmatch(written):
+        return False
+    last = kind.group(1).split()[-1]
+    return last != own.split()[-1] and (kinds is None or last in kinds)
 
 
 def title_aliases(titles: Iterable[str], min_length: int = 3) -> dict[str, str]:
