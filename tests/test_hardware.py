@@ -47,6 +47,26 @@ def test_auto_follows_the_report_then_the_probe(fresh, capsys, report, probe, wa
     assert capsys.readouterr().err == ""  # said once per process
 
 
+def test_a_resolved_auto_handed_on_is_not_said_again_as_set(fresh, capsys):
+    fresh.setattr(hardware, "_said", set())
+    fresh.setattr(hardware, "_stated", set())
+    fresh.setattr(hardware, "cpu_native_bf16", lambda: (True, "the CPU has AMX: native bf16"))
+    fresh.setattr(torch.cuda, "is_available", lambda: False)
+    assert choose("auto", "cpu").precision == "bf16" and choose("bf16", "cpu").reason == "as set"
+    said = capsys.readouterr().err
+    assert said.count("computing in bf16 on cpu") == 1 and "as set" not in said, said
+    choose("fp32", "cpu")  # a precision set that was not said yet is
+    assert "computing in fp32 on cpu (as set)" in capsys.readouterr().err
+    choose("bf16", "cpu", training=True)  # training is said on its own
+    assert "training in bf16 on cpu (as set)" in capsys.readouterr().err
+    fresh.setattr(hardware, "_stated", set())
+    assert EmbedConfig(quantize="int8").compute().precision == "fp32"  # int8 embedding says why it is fp32
+    assert "embedding in fp32 on cpu (int8 dynamic quantisation" in capsys.readouterr().err
+    choose.cache_clear()
+    assert choose("fp32", "cpu").reason == "as set"  # what the encoder's stage hands on: said already
+    assert capsys.readouterr().err == ""
+
+
 def test_this_machines_choice_matches_its_report(fresh):
     native, _ = hardware.cpu_native_bf16()
     if native is None:

@@ -21,7 +21,7 @@ from drkit.dense.quantize import QUANTIZE, quantize_transformer
 from drkit.errors import ConfigError
 from drkit.index.sparse import SparseIndex
 from drkit.util.artifact import file_checksum
-from drkit.util.hardware import choose, device_field, precision_field
+from drkit.util.hardware import Compute, choose, device_field, precision_field, state
 from drkit.util.progress import progress
 from drkit.util.warnlog import WarningLog
 
@@ -57,7 +57,8 @@ class EmbedConfig:
     def compute(self):
         """The `drkit.util.hardware.Compute` the encoder runs with: with int8, fp32 on the CPU (what `auto` then means)."""
         if self.quantize == "int8":
-            return choose("fp32", "cpu")
+            return state(Compute(torch.device("cpu"), "fp32", "int8 dynamic quantisation: its layers compute in fp32 "
+                                 "on the CPU"), verb="embedding")
         return choose(self.precision, self.device)
 
     def resolved(self) -> "EmbedConfig":

@@ -38,6 +38,7 @@ DEVICES = ("auto", "cpu", "cuda")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 PROBE_MIN_SPEEDUP = 1.2  # bf16 is kept by the probe only when at least this much faster than fp32
 _said: set[str] = set()
+_stated: set[tuple[bool, str, str]] = set()  # (training, precision, device) of every Compute said
 
 
 def say(message: str) -> None:
@@ -182,8 +183,17 @@ def choose(precision: str = "auto", device: str = "auto", training: bool = False
             precision, reason = _auto_cpu()
         else:
             reason = "as set"
-    out = Compute(dev, precision, reason)
-    say(f"{'training' if training else 'computing'} in {out.describe()}")
+    return state(Compute(dev, precision, reason), training)
+
+
+def state(out: Compute, training: bool = False, verb: str | None = None) -> Compute:
+    """Say `out` once ("computing in bf16 on cpu (why)"; `verb` for "computing" or "training"), and return it. A
+    precision "as set" is not said where the same one was said before with its reason: a stage handing on what
+    `auto` resolved to is not a setting of the user's."""
+    key = (training, out.precision, out.device.type)
+    if not (out.reason == "as set" and key in _stated):
+        say(f"{verb or ('training' if training else 'computing')} in {out.describe()}")
+    _stated.add(key)
     return out
 
 
