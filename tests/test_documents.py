@@ -500,34 +500,51 @@ def test_markdown_lists_quotes_and_rules_are_markup(tmp_path):
     # each item a paragraph without its marker; a task's box, a lazy line, an indented paragraph under it included
     assert blocks("Shopping:\n\n- milk\n- [x] eggs\n  and ham\n* tea\n\n    more on tea\n+ jam\n\nAfter the list.") == [
         "Shopping:", "milk", "eggs and ham", "tea", "more on tea", "jam", "After the list."]
-    # numbered items; a nested item at any indentation; an empty item is nothing
-    assert blocks("Steps:\n1. Boil\n2) Stir\n   well\n        - deeper\n-\n3. Serve") == [
-        "Steps:", "Boil", "Stir well", "deeper", "Serve"]
-    # a number interrupts a paragraph only from 1: "1999." goes on the sentence
-    assert blocks("It was the year\n1999. It rained.\n\nthe year\n1. one") == [
-        "It was the year 1999. It rained.", "the year", "one"]
+    # numbered items keep their numbers (the page shows them); nested items; an empty item is nothing, a deeper
+    # "- " right after a line goes on its paragraph (CommonMark's lazy line)
+    assert blocks("Steps:\n1. Boil\n2) Stir\n   well\n   - deeper\n      - deepest\n-\n3. Serve\n          - lazy") == [
+        "Steps:", "1. Boil", "2) Stir well", "deeper", "deepest", "3. Serve - lazy"]
+    # a number interrupts a paragraph only from 1 or in a numbered list: "1999." goes on the sentence
+    assert blocks("It was the year\n1999. It rained.\n\nthe year\n1. one\n\n- formed in\n1999. It rained\n2004.") == [
+        "It was the year 1999. It rained.", "the year", "1. one", "formed in 1999. It rained 2004."]
+    assert blocks("1. a\n   - sub\n2. b\n   - sub\n   3) c") == ["1. a", "sub", "2. b", "sub 3) c"]  # 3) is no "1." item
+    # code under an item is indented 4 beyond its text, a fence as its text is; the fence's lines are code
+    assert blocks("- Define it:\n\n        def __init__(self):\n\n  after\n\n1. Add:\n\n    ```yaml\n    steps:\n"
+                  "      - uses: x@v4\n    ```\n\n   *Then* run.\n- [ ]\n- [x] done") == [
+        "Define it:", "def __init__(self):", "after", "1. Add:", "steps: - uses: x@v4", "Then run.", "done"]
     # after the list, an indented block is code again; block quotes lose their marks; rules end paragraphs
     assert blocks("- a\n\nprose\n\n    x = *y*\n\n> quoted *text*\n> > deeper\n\ntext\n* * *\nmore\n- - -\n___") == [
         "a", "prose", "x = *y*", "quoted text deeper", "text", "more"]
+    # a fence in a quote closes in it; a line of code spans is no fence; a quote of a million marks reads at once
+    assert blocks("> ```\n> x = *1*\n> ```\n\n# Usage\n\n```pip install drkit``` then *run*") == [
+        "x = *1*", "Usage", "pip install drkit then run"]
+    assert blocks(">" * 1_000_000 + " deep") == ["deep"]
     # emphasis and numbers that are not markers stay words
     assert blocks("*it* and -5 degrees\n1.5 million, 2*3") == ["it and -5 degrees 1.5 million, 2*3"]
 
 
 def test_random_markdown_lists_against_a_slow_reading(tmp_path):
     """Random lists (markers, nesting, task boxes, lazy and indented continuation lines, blank lines between items)
-    after an intro paragraph: the blocks are the intro, then each item's words and each indented paragraph's, in order."""
+    after an intro paragraph: the blocks are the intro, then each item's words (its number first) and each indented
+    paragraph's, in order."""
     from drkit.data.markdown import text_blocks
 
     rng = random.Random(11)
     vocabulary = ["alpha", "Beta", "gamma", "Delta", "epsilon", "zeta", "Eta", "theta", "iota."]
     for trial in range(300):
         lines, expected = ["Intro line.", ""], ["Intro line."]
+        content = 0  # the column of the last item's text: a nested item is indented less than 4 beyond it
         for k in range(rng.randint(1, 8)):
             marker = rng.choice(["-", "*", "+", "1.", "2.", "10)", "3)"])
-            indent = " " * (0 if k == 0 else rng.choice([0, 0, 2, 4, 6, 8]))
+            indent = 0 if k == 0 else rng.choice([0, 0, 2, content, content + 2])
             box = rng.choice(["", "", "[ ] ", "[x] "])
             words = rng.choices(vocabulary, k=rng.randint(1, 5))
-            lines.append(f"{indent}{marker} {box}{' '.join(words)}")
+            if marker[0].isdigit() and int(marker[:-1]) != 1 and lines[-1]:
+                lines.append("")  # a numbered line but 1 may go on a paragraph (the exact cases say where)
+            lines.append(f"{' ' * indent}{marker} {box}{' '.join(words)}")
+            content = indent + len(marker) + 1
+            if marker[0].isdigit():
+                words = [marker] + words  # a number stays, a bullet and a box do not
             if rng.random() < 0.3:  # a lazy line, or one indented under the item
                 more = rng.choices(vocabulary, k=rng.randint(1, 4))
                 lines.append(rng.choice(["", "  ", "    ", "\t"]) + " ".join(more))

@@ -59,6 +59,7 @@ def test_a_resolved_auto_handed_on_is_not_said_again_as_set(fresh, capsys):
     assert "computing in fp32 on cpu (as set)" in capsys.readouterr().err
     choose("bf16", "cpu", training=True)  # training is said on its own
     assert "training in bf16 on cpu (as set)" in capsys.readouterr().err
+    fresh.setattr(hardware, "_said", set())
     fresh.setattr(hardware, "_stated", set())
     assert EmbedConfig(quantize="int8").compute().precision == "fp32"  # int8 embedding says why it is fp32
     assert "embedding in fp32 on cpu (int8 dynamic quantisation" in capsys.readouterr().err

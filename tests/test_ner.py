@@ -64,7 +64,7 @@ def test_dates_normalised():
 
 def test_iso_dates_are_full_dates_and_slashed_ones_their_years():
     assert normal_date("1975-04-09") == "9 April 1975" and normal_date(" 2001-12-31 ") == "31 December 2001"
-    for not_one_date in ("1975-13-09", "1975-04-32", "1975-4-9", "0975-04-09", "1975-04-09-1", "11975-04-09"):
+    for not_one_date in ("1975-13-09", "1975-04-32", "1975-02-31", "1975-4-9", "0975-04-09", "1975-04-09-1", "11975-04-09"):
         assert normal_date(not_one_date) is None, not_one_date
     assert dates_in("born 1975-04-09 in Paris, died 2001") == ["1975-04-09", "2001"]
     assert dates_in("from 1975-04-09 to 12 May 1980, then 1990-01-02") == ["1975-04-09", "12 May 1980", "1990-01-02"]
@@ -73,6 +73,9 @@ def test_iso_dates_are_full_dates_and_slashed_ones_their_years():
     for day, month in ((1, 1), (9, 4), (31, 12), (29, 2)):
         normal = f"{day} {MONTHS[month - 1]} 1996"
         assert f"1996-{month:02d}-{day:02d}" in date_forms(normal) and normal_date(date_forms(normal)[-1]) == normal
+    # no ISO form where it would not read back: a three-digit year, a day the month does not have
+    assert date_forms("12 December 915") == ["12 December 915", "December 12, 915"]
+    assert date_forms("31 February 1915") == ["31 February 1915", "February 31, 1915"]
     nlp = FakeNlp({0: [("1975-04-09", "DATE")], 1: [("9 April 1975", "DATE")], 2: [("9 April 1975", "DATE")]})
     texts = ["She was born on 1975-04-09 in Paris.", "Born 9 April 1975.", "On 9 April 1975 it rained."]
     found = ner_entities(texts, nlp)

@@ -44,6 +44,16 @@ def test_a_bare_form_followed_by_another_disambiguation_is_not_the_page():
     assert suffix_kinds(t.casefold() for t in titles) == {"film", "director", "novel", "series"}  # no year
     assert suffix_conflicts("2006 film", "1982") and not suffix_conflicts("director", "born 1943")
     assert suffix_conflicts("director", "actor") and not suffix_conflicts("director", "actor", frozenset({"film"}))
+    # the page's kinds are its suffix's words but dates, part by part; a page of dates alone has none to differ from
+    assert not suffix_conflicts("footballer, born 1990", "footballer") and suffix_conflicts("footballer, born 1990", "actor")
+    assert not suffix_conflicts("1903–1993", "banker")
+    # a rejected bare form covers the names inside it; a title of an empty parenthesis is no suffix (and no crash)
+    table = EntityTable.from_names(["Song of Solomon (film)", "Solomon", "Beloved (novel)", "Calling main( )"])
+    linker = EntityLinker.of_table(table.with_aliases({"Song of Solomon (film)": {"Song of Solomon"}}), 3)
+    text = "Song of Solomon (novel), by Solomon; Calling main( )."
+    assert [(text[s:e], table.names[i]) for s, e, i in linker.find(text)] == [
+        ("Solomon", "Solomon"), ("Calling main( )", "Calling main( )")]
+    assert suffix_kinds(["calling main( )", "x (a, b)", "y (1990)"]) == {"a", "b"}
 
 
 def test_an_alias_names_one_page_only():

@@ -7,9 +7,11 @@ more "-", "*" or "_" alone is a horizontal rule, the front matter (YAML-like lin
 lines of a fenced code block (``` or ~~~) and of an indented one (4 spaces or a tab, where no paragraph or list
 item goes on) are text as written, a "#" in them included, the fences themselves markup; a table's rows are lines of
 "header: cell" pairs (`drkit.data.tables`). A list item ("- milk", "* eggs", "+ tea", "1. Boil", "2) Stir") is a
-paragraph of its own without its marker (a task's "[ ]" or "[x]" too), its lines and the indented paragraphs under
-it included, a nested item at any indentation; a numbered item interrupts a paragraph only from 1, as CommonMark
-has it ("the year\n1999. It rained" is one paragraph). A block quote's "> " marks are markup.
+paragraph of its own, a bullet and a task's "[ ]" or "[x]" being markup (a number stays: the page shows it), its
+lines and the paragraphs indented under it included, a nested item too; under an item, code is indented 4 beyond
+its text, and a fence may be indented as its text is. A numbered line interrupts a paragraph only from 1 or in a
+numbered list, as CommonMark has it ("the year\n1999. It rained" and "- formed in\n1999. It rained" are one
+paragraph each). A block quote's "> " marks are markup.
 
 Inline markup (`inline`, everywhere but in code): what a reader of the rendered page sees is kept, the marks
 around it are not: a link ``[Marie Curie](https://...)`` is "Marie Curie", as is ``[Marie Curie][1]`` where the
@@ -27,12 +29,13 @@ import re
 from drkit.data.tables import Block, markdown_table
 
 HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+FENCE = re.compile(r"^ {0,3}(`{3,}(?=[^`]*$)|~{3,})(.*)$")  # a backtick fence's info string holds no backtick
 SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 INDENTED = re.compile(r"^(?: {4}|\t| {0,3}\t)")
 RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
-ITEM = re.compile(r"^([ \t]*)(?:([-+*])|(\d{1,9})[.)])(?:[ \t]+(?:\[[ xX]\][ \t]+)?(.*))?$")  # a list item and its text
-QUOTE = re.compile(r"^ {0,3}>[ \t]?")
+# a list item: its indentation, its bullet or number ("1." kept: a page shows it), a task's box, its text
+ITEM = re.compile(r"^([ \t]*)(?:([-+*])|(\d{1,9}[.)]))(?:[ \t]+(?:\[[ xX]\](?:[ \t]+|$))?(.*))?$")
+QUOTES = re.compile(r"^(?: {0,3}>[ \t]?)*")  # a block quote's marks, however deep (one match: linear time)
 LINK_DEFINITION = re.compile(r"""^ {0,3}\[([^\[\]^][^\[\]]*)\]:[ \t]*\S+(?:[ \t]+(?:"[^"]*"|'[^']*'|\([^()]*\)))?[ \t]*$""")
 _FRONT_TITLE = re.compile(r"^title\s*:\s*(.*?)\s*$", re.IGNORECASE)
 _FRONT_KEY = re.compile(r"^[A-Za-z0-9_][\w.-]*\s*:(\s|$)")
@@ -130,7 +133,9 @@ def text_blocks(lines: list[tuple[int, str]], markdown: bool) -> list[Block]:
     out: list[Block] = []
     run: list[tuple[int, str, bool]] = []  # the paragraph's lines: (line, text, in a code block)
     fence = None  # the opening fence's marker while inside a fenced code block
-    listed = False  # in a list: since its first item, until a line that is neither an item nor indented follows a blank
+    fence_indent, fence_quoted = 0, False  # the opening fence's columns of indentation, and whether in a quote
+    content = None  # in a list: the column of its last item's text (None: no list)
+    opened: list[tuple[int, bool]] = []  # the list's open items: (indentation, whether numbered), outermost first
     labels = frozenset(_label(m.group(1)) for _, t in lines if (m := LINK_DEFINITION.match(t))) if markdown else frozenset()
 
     def close(level: int = 0):
@@ -151,20 +156,22 @@ def text_blocks(lines: list[tuple[int, str]], markdown: bool) -> list[Block]:
         line_no, text = lines[i]
         i += 1
         if markdown:
-            marker = FENCE.match(text)
             if fence is not None:  # inside a code block: text, until the fence closes (the fences are markup)
+                body = _dedent(text[QUOTES.match(text).end():] if fence_quoted else text, fence_indent)
+                marker = FENCE.match(body)
                 if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence) and not marker.group(2).strip():
                     fence = None
-                elif text.strip():
-                    run.append((line_no, text, True))
+                elif body.strip():
+                    run.append((line_no, body, True))
                 else:
                     close()
                 continue
-            while QUOTE.match(text):  # a block quote's marks, however deep
-                text = QUOTE.sub("", text, count=1)
-            marker = FENCE.match(text)
-            if marker:
-                fence = marker.group(1)
+            quote = QUOTES.match(text).end()
+            text = text[quote:]
+            indent = _columns(text)
+            marker = FENCE.match(_dedent(text, content) if content is not None and indent >= content else text)
+            if marker:  # (under a list item, indented as its text may be)
+                fence, fence_indent, fence_quoted = marker.group(1), indent, quote > 0
                 continue
             table = None if HEADING.match(text) else markdown_table(lines, i - 1, ends_row, lambda cell: inline(cell, labels))
             if table is not None:  # (a table may follow a paragraph's last line: that paragraph ends there)
@@ -173,7 +180,7 @@ def text_blocks(lines: list[tuple[int, str]], markdown: bool) -> list[Block]:
                 i = table[1]
                 continue
             underline = SETEXT.match(text)
-            if underline and run and not (listed and ITEM.match(text)):
+            if underline and run and not (content is not None and ITEM.match(text)):
                 close(1 if underline.group(1)[0] == "=" else 2)
                 continue
             if RULE.match(text) or (LINK_DEFINITION.match(text) and not run):  # a rule ends a paragraph
@@ -182,26 +189,63 @@ def text_blocks(lines: list[tuple[int, str]], markdown: bool) -> list[Block]:
             heading = HEADING.match(text)
             if heading:
                 close()
-                listed = False
+                content = None
                 out.append((line_no, _shown((heading.group(2) or "").strip(), labels), len(heading.group(1))))
                 continue
             item = ITEM.match(text)
-            if item and not RULE.match(text) and (listed or (len(item.group(1).expandtabs(4)) <= 3 and (
-                    not run or run[-1][2] or item.group(2) or int(item.group(3)) == 1))):
+            if item and _opens_item(item, content, opened, bool(run) and not run[-1][2]):
                 close()  # an item opens a paragraph of its own
-                listed = True
-                if (item.group(4) or "").strip():
-                    run.append((line_no, item.group(4), False))
+                number, rest = item.group(3), (item.group(4) or "").strip()
+                opened = [o for o in (opened if content is not None else []) if o[0] < indent] + [(indent, number is not None)]
+                content = indent + len(item.group(2) or number) + 1
+                if number or rest:
+                    run.append((line_no, f"{number} {rest}" if number and rest else number or rest, False))
                 continue
-            if listed and not run and text.strip() and not INDENTED.match(text) and text[:1] not in (" ", "\t"):
-                listed = False  # a paragraph after the list, not under its last item
+            if content is not None and text.strip():
+                if run and run[-1][2] and indent < content + 4:
+                    close()  # the code under an item ends where a line is indented less
+                if not run and indent == 0:
+                    content = None  # a paragraph after the list, not under its last item
         if text.strip():  # indented by 4 or a tab where no paragraph goes on: an indented code block, as written
-            code = markdown and not listed and INDENTED.match(text) is not None and (not run or run[-1][2])
+            if not markdown or content is None:
+                code = markdown and INDENTED.match(text) is not None and (not run or run[-1][2])
+            else:  # under a list item: 4 beyond its text
+                code = (not run or run[-1][2]) and _columns(text) >= content + 4
             run.append((line_no, text, code))
         else:
             close()
     close()
     return out
+
+
+def _columns(text: str) -> int:
+    """The columns of a line's indentation (a tab to the next multiple of 4)."""
+    lead = len(text) - len(text.lstrip(" \t"))
+    return len(text[:lead].expandtabs(4))
+
+
+def _dedent(text: str, columns: int) -> str:
+    """`text` with up to `columns` columns of its indentation taken off."""
+    lead = len(text) - len(text.lstrip(" \t"))
+    spaces = text[:lead].expandtabs(4)
+    return spaces[min(columns, len(spaces)):] + text[lead:]
+
+
+def _opens_item(item: re.Match, content: int | None, opened: list[tuple[int, bool]], in_prose: bool) -> bool:
+    """Whether a line matching `ITEM` opens a list item: outside a list (`content` None) indented at most 3, in one
+    less than 4 beyond its last item's text (deeper is code, or goes on its paragraph); a numbered line interrupts a
+    paragraph (`in_prose`) only from 1 or as the next of a numbered item open at its indentation (`opened`); a rule
+    is no item."""
+    if RULE.match(item.group(0)):
+        return False
+    indent = len(item.group(1).expandtabs(4))
+    if indent > (3 if content is None else content + 3):
+        return False
+    number = item.group(3)
+    if not in_prose or number is None or int(number[:-1]) == 1:
+        return True
+    level = [o for o in (opened if content is not None else []) if o[0] <= indent]
+    return bool(level) and level[-1] == (indent, True)
 
 
 def ends_row(text: str) -> bool:

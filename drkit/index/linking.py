@@ -114,13 +114,15 @@ class EntityLinker:
             start, end = last - length + 1, last + 1
             if is_token_boundary(folded, start) and is_token_boundary(folded, end):
                 written = WRITTEN_SUFFIX.match(folded, end) if suffix is not None else None
-                if written is None or not suffix_conflicts(suffix, written.group(1), self._kinds):
-                    candidates.append((start, -length, entity_id))
+                other = written is not None and suffix_conflicts(suffix, written.group(1), self._kinds)
+                # a bare form that names another page is linked to nothing, and no shorter name inside it either
+                candidates.append((start, -length, -1 if other else entity_id))
         candidates.sort()
         mentions, covered_to = [], 0
         for start, neg_length, entity_id in candidates:
             if start >= covered_to:
-                mentions.append((start, start - neg_length, entity_id))
+                if entity_id >= 0:
+                    mentions.append((start, start - neg_length, entity_id))
                 covered_to = start - neg_length
         return self.parts.resolve(mentions) if self.parts is not None else mentions
 

@@ -24,6 +24,7 @@ release renamed; `pip install "drkit[ner]"`; nothing is downloaded at run time).
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 from collections import Counter
@@ -100,7 +101,8 @@ def normal_date(text: str) -> str | None:
     "1915" (from "December 12, 1915", "12 December, 1915", "1915-12-12", ...); None when `text` is not one date."""
     iso = ISO_DATE.fullmatch(text.strip())
     if iso:
-        return f"{int(iso.group(3))} {MONTHS[int(iso.group(2)) - 1]} {iso.group(1)}"
+        year, month, day = (int(g) for g in iso.groups())
+        return f"{day} {MONTHS[month - 1]} {year}" if _is_day(year, month, day) else None
     match = DATE_PATTERN.fullmatch(text.strip())
     if match is None:
         year = YEAR_PATTERN.fullmatch(text.strip())
@@ -118,7 +120,17 @@ def date_forms(normal: str) -> list[str]:
     day, month, year = (normal.split(" ") + ["", ""])[:3]
     if not year:
         return [normal]
-    return [normal, f"{month} {day}, {year}", f"{year}-{MONTHS.index(month) + 1:02d}-{int(day):02d}"]
+    iso = f"{year}-{MONTHS.index(month) + 1:02d}-{int(day):02d}"  # where it is a day of a year ISO_DATE reads
+    return [normal, f"{month} {day}, {year}"] + ([iso] if ISO_DATE.fullmatch(iso) and normal_date(iso) else [])
+
+
+def _is_day(year: int, month: int, day: int) -> bool:
+    """Whether the calendar has that day (no 31 February)."""
+    try:
+        datetime.date(year, month, day)
+    except ValueError:
+        return False
+    return True
 
 
 def dates_in(text: str, start: int = 0, end: int | None = None) -> list[str]:

@@ -51,14 +51,19 @@ def own_suffix(key: str, alias: str) -> str | None:
     """The disambiguation of the title `key` whose bare form is `alias` (both folded: "next of kin (2006 film)",
     "next of kin" -> "2006 film"); None when `alias` is not its bare form."""
     match = SUFFIX.fullmatch(key)
-    return match.group("what").strip() if match and match.group("bare") == alias else None
+    return match.group("what").strip() or None if match and match.group("bare") == alias else None
+
+
+def _kind_words(suffix: str) -> list[str]:
+    """The last word of each comma-separated part of a disambiguation that is no date: "footballer, born 1990" ->
+    ["footballer"], "2006 film" -> ["film"], "1903–1993" -> []."""
+    return [words[-1] for part in suffix.split(",") if (words := part.split()) and not _YEAR.search(words[-1])]
 
 
 def suffix_kinds(keys: Iterable[str]) -> frozenset[str]:
     """The last words of the titles' disambiguations that are no year ("film", "novel", "series", "footballer"):
     the kinds a written parenthesis may name (folded keys in, folded words out)."""
-    return frozenset(m.group("what").split()[-1] for k in keys if (m := SUFFIX.fullmatch(k))
-                     and not _YEAR.search(m.group("what").split()[-1]))
+    return frozenset(w for k in keys if (m := SUFFIX.fullmatch(k)) for w in _kind_words(m.group("what")))
 
 
 def suffix_conflicts(own: str, written: str, kinds: frozenset[str] | None = None) -> bool:
@@ -66,7 +71,8 @@ def suffix_conflicts(own: str, written: str, kinds: frozenset[str] | None = None
     suffix `own` (both folded; the module's docstring): years, none of them `own`'s where it holds some ("(1982)"
     or "(1982 film)" beside "2006 film", "(1934 – 2014)" beside "1903–1993"; a person's "(born 1943)" beside
     "director" is their own), or a kind ("novel", "2006 film") whose last word is another of `kinds` (the titles'
-    own: `suffix_kinds`; None: any word) than `own`'s ("(Dick Durock)" or "(OBE)" name no kind)."""
+    own: `suffix_kinds`; None: any word) than `own`'s ("(Dick Durock)" or "(OBE)" name no kind; `own` without a
+    kind, "1903–1993", none is another)."""
     written, years = " ".join(written.split()), set(_YEAR.findall(own))
     found = set(_YEAR.findall(written))
     if years and found and not found & years:  # only a dated suffix: "(born 1943)" is a person's own
@@ -74,8 +80,8 @@ def suffix_conflicts(own: str, written: str, kinds: frozenset[str] | None = None
     kind = _KIND.fullmatch(written)
     if kind is None or _YEAR.fullmatch(written):
         return False
-    last = kind.group(1).split()[-1]
-    return last != own.split()[-1] and (kinds is None or last in kinds)
+    last, mine = kind.group(1).split()[-1], _kind_words(own)
+    return bool(mine) and last not in mine and (kinds is None or last in kinds)
 
 
 def title_aliases(titles: Iterable[str], min_length: int = 3) -> dict[str, str]:
