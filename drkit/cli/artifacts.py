@@ -22,7 +22,7 @@ from drkit.data.corpus import CORPUS_FORMATS
     "words, a longer one cut between sentences, a heading opening a new passage, a table's rows as lines of "
     "'header: cell' pairs ('name: Marie Curie; born: 1867'); ids are '<path below --docs>#<n>'. "
     "Nothing of the text is dropped but markup: the title's heading, Markdown's front matter, horizontal rules, "
-    "link addresses and emphasis marks ('[Marie Curie](https://...)' is 'Marie Curie'), list markers (each item a "
+    "link addresses and emphasis marks ('[Marie Curie](https://...)' is 'Marie Curie'), list bullets (each item a "
     "paragraph), block quotes' '>', code fences (the code is kept as written), what HTML's <script> and "
     "<style> hold. Files that are not UTF-8 are an error naming the file and line; hidden "
     "files, linked folders and other suffixes are left out and counted.",

@@ -10,7 +10,7 @@ is a page, cut into passages:
   linker finds names whatever their case). Files with one title are one page (a counted warning names them).
 * **Paragraphs**: runs of non-blank lines, each run's lines joined by a space. In Markdown an ATX or setext heading
   is a heading, a horizontal rule ("---", "***", "___" alone), the front matter (YAML-like lines between "---"
-  lines at the top), link reference definitions, list markers ("- ", "1. ", a task's "[x]"; each item a paragraph),
+  lines at the top), link reference definitions, list bullets ("- ", "* ", a task's "[x]"; each item a paragraph, a number kept),
   block quotes' "> " and code fences are markup, not text, code blocks (fenced or indented) are text as written ("#"
   lines in them included), and inline markup is read as the page shows it: a link ``[Marie
   Curie](https://...)`` is "Marie Curie", ``**bold**`` and a code span's backticks lose their marks
