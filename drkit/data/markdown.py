@@ -234,10 +234,8 @@ def _dedent(text: str, columns: int) -> str:
 def _opens_item(item: re.Match, content: int | None, opened: list[tuple[int, bool]], in_prose: bool) -> bool:
     """Whether a line matching `ITEM` opens a list item: outside a list (`content` None) indented at most 3, in one
     less than 4 beyond its last item's text (deeper is code, or goes on its paragraph); a numbered line interrupts a
-    paragraph (`in_prose`) only from 1 or as the next of a numbered item open at its indentation (`opened`); a rule
-    is no item."""
-    if RULE.match(item.group(0)):
-        return False
+    paragraph (`in_prose`) only from 1 or as the next of a numbered item open at its indentation (`opened`). (A rule
+    never gets here: `text_blocks` reads it first.)"""
     indent = len(item.group(1).expandtabs(4))
     if indent > (3 if content is None else content + 3):
         return False

@@ -120,8 +120,8 @@ def date_forms(normal: str) -> list[str]:
     day, month, year = (normal.split(" ") + ["", ""])[:3]
     if not year:
         return [normal]
-    iso = f"{year}-{MONTHS.index(month) + 1:02d}-{int(day):02d}"  # where it is a day of a year ISO_DATE reads
-    return [normal, f"{month} {day}, {year}"] + ([iso] if ISO_DATE.fullmatch(iso) and normal_date(iso) else [])
+    iso = f"{year}-{MONTHS.index(month) + 1:02d}-{int(day):02d}"  # where it reads back as this date
+    return [normal, f"{month} {day}, {year}"] + ([iso] if normal_date(iso) == normal else [])
 
 
 def _is_day(year: int, month: int, day: int) -> bool:

@@ -32,11 +32,11 @@ from collections import Counter
 from typing import Iterable
 
 from drkit.data.kb import name_key  # the linker's key of a name: words joined by one space, case-folded
+from drkit.index.found import YEAR_PATTERN
 
 PLACES = frozenset({"GPE", "LOC", "FAC"})  # the recogniser's labels of places (drkit.index.ner)
 SUFFIX = re.compile(r"^(?P<bare>.*\S)\s*\((?P<what>[^()]+)\)$")
 WRITTEN_SUFFIX = re.compile(r"[ \t]*\(([^()\n]{1,60})\)")  # a parenthesis right after a name in a text
-_YEAR = re.compile(r"\b(?:1\d{3}|20\d{2})\b")
 _KIND = re.compile(r"(?:(?:1\d{3}|20\d{2}) )?([^\W\d_]+(?: [^\W\d_]+)?)")  # "novel", "2006 film", "tv series"
 
 
@@ -57,7 +57,7 @@ def own_suffix(key: str, alias: str) -> str | None:
 def _kind_words(suffix: str) -> list[str]:
     """The last word of each comma-separated part of a disambiguation that is no date: "footballer, born 1990" ->
     ["footballer"], "2006 film" -> ["film"], "1903–1993" -> []."""
-    return [words[-1] for part in suffix.split(",") if (words := part.split()) and not _YEAR.search(words[-1])]
+    return [words[-1] for part in suffix.split(",") if (words := part.split()) and not YEAR_PATTERN.search(words[-1])]
 
 
 def suffix_kinds(keys: Iterable[str]) -> frozenset[str]:
@@ -73,12 +73,12 @@ def suffix_conflicts(own: str, written: str, kinds: frozenset[str] | None = None
     "director" is their own), or a kind ("novel", "2006 film") whose last word is another of `kinds` (the titles'
     own: `suffix_kinds`; None: any word) than `own`'s ("(Dick Durock)" or "(OBE)" name no kind; `own` without a
     kind, "1903–1993", none is another)."""
-    written, years = " ".join(written.split()), set(_YEAR.findall(own))
-    found = set(_YEAR.findall(written))
+    written, years = " ".join(written.split()), set(YEAR_PATTERN.findall(own))
+    found = set(YEAR_PATTERN.findall(written))
     if years and found and not found & years:  # only a dated suffix: "(born 1943)" is a person's own
         return True
     kind = _KIND.fullmatch(written)
-    if kind is None or _YEAR.fullmatch(written):
+    if kind is None or YEAR_PATTERN.fullmatch(written):
         return False
     last, mine = kind.group(1).split()[-1], _kind_words(own)
     return bool(mine) and last not in mine and (kinds is None or last in kinds)

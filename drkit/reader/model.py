@@ -78,16 +78,15 @@ def int8_compute(precision: str = "auto", device: str = "cpu"):
     one computation its quantised layers have. `precision` and `device`: the reader's own settings (``drkit answer``'s
     ``--precision``; ``auto`` gives fp32 here, never bf16); another precision, or a GPU, is refused with the flag to
     pass."""
-    from drkit.util.hardware import Compute, say
+    from drkit.util.hardware import Compute, state
 
     if precision not in ("auto", "fp32"):
         raise ConfigError(f"--reader-quantize int8 reads in fp32; the reader's precision is set to {precision} "
                           "(pass --precision fp32 or auto)")
     if device != "cpu":
         raise ConfigError(f"--reader-quantize int8 reads on the CPU; the reader is on {device} (pass --device cpu)")
-    out = Compute(torch.device("cpu"), "fp32", "an int8 reader: its quantised layers compute in fp32 on the CPU")
-    say(f"reading in {out.describe()}")
-    return out
+    return state(Compute(torch.device("cpu"), "fp32", "an int8 reader: its quantised layers compute in fp32 on the CPU"),
+                 verb="reading")
 
 
 class Reader(nn.Module):
