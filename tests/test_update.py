@@ -480,3 +480,47 @@ def test_int8_embedding_settings_are_checked():
         EmbedConfig(quantize="int8", precision="bf16")
     resolved = EmbedConfig(quantize="int8").resolved()
     assert (resolved.precision, resolved.device, resolved.quantize) == ("fp32", "cpu", "int8")
+
+
+def test_add_finds_the_encoder_from_another_folder_and_in_a_moved_tree(tmp_path, tiny_base, monkeypatch, capsys):
+    """A mention index embedded with a relative --encoder records where the encoder is, so that `drkit add` run
+    from another folder, or on the whole tree of runs moved elsewhere, embeds with it (it once read the
+    relative path against its own folder and stopped: "runs/sample-pretrain/encoder does not exist")."""
+    import shutil
+
+    from drkit.dense.encoder import EncoderConfig
+    from drkit.dense.pretrain import PretrainConfig, pretrain
+
+    work = tmp_path / "work"
+    (work / "runs").mkdir(parents=True)
+    _jsonl(work / "a.jsonl", PAGES)
+    _jsonl(tmp_path / "b.jsonl", ADDED)
+    _jsonl(tmp_path / "c.jsonl", [{"id": "c1", "title": "Enigma", "text": "Alan Turing broke the Enigma cipher."}])
+    monkeypatch.chdir(work)  # every path relative, as in `make demo`
+    build_index("a.jsonl", "runs/index", entities="titles", log=quiet)
+    pretrain("runs/index", None, "runs/enc", PretrainConfig(steps=0, precision="fp32"),
+             EncoderConfig(base=str(tiny_base), dim=32), log=quiet)
+    build_mention_index("runs/index", "runs/enc", "runs/m", EmbedConfig(precision="fp32"), log=quiet)
+    record = MentionIndex.load("runs/m").manifest["encoder"]
+    assert Path(record["path"]) == (work / "runs" / "enc" / "encoder").resolve()
+    assert record["from_mentions"] == "../enc/encoder"
+
+    monkeypatch.chdir(tmp_path)  # another folder
+    assert main(["add", "--index", str(work / "runs" / "index"), "--corpus", "b.jsonl",
+                 "--mentions", str(work / "runs" / "m")]) == 0
+    moved = tmp_path / "moved"
+    shutil.move(work / "runs", moved)  # the recorded absolute path is gone; the one from the index is not
+    assert MentionIndex.load(moved / "m").encoder_dir() == moved / "m" / ".." / "enc" / "encoder"
+    assert main(["add", "--index", str(moved / "index"), "--corpus", "c.jsonl", "--mentions", str(moved / "m")]) == 0
+    assert SparseIndex.load(moved / "index").n_passages == len(PAGES) + len(ADDED) + 1
+    compact(moved / "index", moved / "compact", [moved / "m"], [moved / "compact-m"], log=quiet)
+    compacted = MentionIndex.load(moved / "compact-m").manifest["encoder"]
+    assert compacted["from_mentions"] == "../enc/encoder" and compacted["sha256"] == record["sha256"]
+
+    shutil.rmtree(moved / "enc")  # gone from both places: an error that names them, and nothing added
+    capsys.readouterr()
+    _jsonl(tmp_path / "d.jsonl", [{"id": "d1", "title": "Colossus", "text": "Colossus was built near London."}])
+    assert main(["add", "--index", str(moved / "index"), "--corpus", "d.jsonl", "--mentions", str(moved / "m")]) == 2
+    err = capsys.readouterr().err
+    assert f"the encoder that embedded {moved / 'm'} is not at '{work / 'runs' / 'enc' / 'encoder'}'" in err
+    assert "Traceback" not in err and SparseIndex.load(moved / "index").n_passages == len(PAGES) + len(ADDED) + 1

@@ -81,7 +81,10 @@ class EmbedConfig:
 
 
 def encoder_identity(encoder_dir: str | Path) -> dict:
-    return {"path": str(encoder_dir), "sha256": file_checksum(Path(encoder_dir) / "model.safetensors")["sha256"]}
+    """The encoder's weights and where they are, as an absolute path (a relative one would be read against
+    whatever folder a later command runs in)."""
+    return {"path": str(Path(encoder_dir).resolve()),
+            "sha256": file_checksum(Path(encoder_dir) / "model.safetensors")["sha256"]}
 
 
 def vectors_key(manifest: dict) -> str:

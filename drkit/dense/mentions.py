@@ -109,7 +109,7 @@ def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str
                                        checkpoint=checkpoint)
             vectors.flush()
         record.unlink(missing_ok=True)
-        w.manifest.update(config=identity["config"], encoder=identity["encoder"], index=identity["index"],
+        w.manifest.update(config=identity["config"], encoder=encoder_record(encoder_dir, out), index=identity["index"],
                           dim=identity["dim"], mentions=index.n_mentions, embedding=timing,
                           warnings=warnings.to_dict())
     for line in warnings.lines():
@@ -140,6 +140,13 @@ def _resumable_batches(work: Path, record: Path, identity: dict, log) -> int:
     log(f"{work} holds an interrupted embedding of other inputs (or none recorded); starting over")
     shutil.rmtree(work)
     return 0
+
+
+def encoder_record(encoder_dir: str | Path, out: str | Path) -> dict:
+    """What a mention index at `out` records of the encoder that embedded it: its identity (an absolute path)
+    and the path from `out` to it, so that a tree of runs moved or copied elsewhere as a whole still finds it."""
+    return {**encoder_identity(encoder_dir),
+            "from_mentions": os.path.relpath(Path(encoder_dir).resolve(), Path(out).resolve())}
 
 
 def resolve_encoder_dir(path: str | Path) -> Path:
@@ -182,6 +189,34 @@ class MentionIndex:
             if enc["sha256"] != self.manifest["encoder"]["sha256"]:
                 raise ArtifactError(f"{self.path} was embedded with the encoder {self.manifest['encoder']['path']}, "
                                     f"not {encoder_dir} (their weights differ)")
+
+    def encoder_dir(self) -> Path:
+        """The encoder that embedded this index, where the manifest says it is: the recorded path, else the
+        recorded path from this index's folder (a moved tree of runs). Refused with both places when neither
+        holds it. Indexes embedded before 2026-12-02 recorded the path as given, which may be relative to the
+        folder that `drkit embed` ran in."""
+        record = self.manifest["encoder"]
+        tried = [Path(record["path"])]
+        if "from_mentions" in record:
+            tried.append(self.path / record["from_mentions"])
+        for path in tried:
+            if path.exists():
+                return resolve_encoder_dir(path)
+        where = " nor at ".join(f"'{p}'" for p in tried)
+        if not tried[0].is_absolute():
+            where += " (recorded relative to the folder 'drkit embed' ran in)"
+        raise ArtifactError(f"the encoder that embedded {self.path} is not at {where}: put it back, run from that "
+                            "folder, or embed again ('drkit embed --encoder DIR')")
+
+    def encoder_record_at(self, out: str | Path) -> dict:
+        """This index's encoder record for a copy of it written at `out` (`drkit compact`): the same encoder,
+        found from `out`'s folder too. Kept as it is when the encoder is not where the record says."""
+        record = dict(self.manifest["encoder"])
+        try:
+            folder = self.encoder_dir().resolve()
+        except ArtifactError:
+            return record
+        return {**record, "path": str(folder), "from_mentions": os.path.relpath(folder, Path(out).resolve())}
 
     def vectors_key(self) -> str:
         """The name of this index's vectors in a segment of a grown sparse index (`drkit.dense.update`): one per

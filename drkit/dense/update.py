@@ -37,7 +37,7 @@ from drkit.dense.embedding import (
     mention_rows,
 )
 from drkit.dense.encoder import DualEncoder
-from drkit.dense.mentions import FORMAT, FORMAT_VERSION, MentionIndex, resolve_encoder_dir
+from drkit.dense.mentions import FORMAT, FORMAT_VERSION, MentionIndex
 from drkit.errors import ArtifactError, ConfigError
 from drkit.index.build import with_title_aliases, write_index
 from drkit.index.linking import LinkConfig
@@ -119,7 +119,7 @@ def _mention_indexes(index: SparseIndex, mentions: Sequence[str | Path], log=pri
 
 def _encoder_of(mentions: MentionIndex) -> DualEncoder:
     """The encoder that embedded `mentions`, checked to be the same weights."""
-    folder = resolve_encoder_dir(mentions.manifest["encoder"]["path"])
+    folder = mentions.encoder_dir()
     if encoder_identity(folder)["sha256"] != mentions.manifest["encoder"]["sha256"]:
         raise ArtifactError(f"the encoder {folder} has changed since it embedded {mentions.path}; "
                             "embed with one encoder throughout")
@@ -299,7 +299,7 @@ def recompute_mention_index(old: SparseIndex, mentions: MentionIndex, new: Spars
                         embedded += len(r)
         out_vectors.flush()
         seconds = time.perf_counter() - t
-        w.manifest.update(config=dataclasses.asdict(config), encoder=mentions.manifest["encoder"],
+        w.manifest.update(config=dataclasses.asdict(config), encoder=mentions.encoder_record_at(out),
                           index=index_identity(new), dim=dim, mentions=new.n_mentions,
                           embedding={"seconds": round(seconds, 2), "reused": int(reused.sum()), "embedded": embedded,
                                      "passages_embedded": int(len(missing))},

@@ -135,7 +135,7 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
     the same mention index (see `MultiHopModel.init_from_model`)."""
     run = Path(out)
     mentions = MentionIndex.load(mentions_dir)  # its manifest names the encoder; the vectors stay unread
-    encoder_dir = resolve_encoder_dir(encoder_dir or mentions.manifest["encoder"]["path"])
+    encoder_dir = resolve_encoder_dir(encoder_dir) if encoder_dir else mentions.encoder_dir()
     settings = {"train": dataclasses.asdict(config), "model": dataclasses.asdict(model_config),
                 "follow": dataclasses.asdict(follow_config), "index": str(index_dir), "mentions": str(mentions_dir),
                 "encoder": str(encoder_dir), "train_file": str(train_file), "dev_file": str(dev_file)}

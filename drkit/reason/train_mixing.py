@@ -35,7 +35,7 @@ import torch
 
 from drkit.dense.dropout import cheap_dropout
 from drkit.dense.encoder import DualEncoder
-from drkit.dense.mentions import MentionIndex, resolve_encoder_dir
+from drkit.dense.mentions import MentionIndex
 from drkit.errors import ConfigError, InputFormatError
 from drkit.index.question_linking import QuestionLinkConfig, QuestionLinker
 from drkit.index.sparse import SparseIndex
@@ -186,7 +186,7 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
     dev by entity R@5 of Z*)."""
     run = Path(out)
     mentions = MentionIndex.load(mentions_dir)
-    encoder_dir = resolve_encoder_dir(mentions.manifest["encoder"]["path"])
+    encoder_dir = mentions.encoder_dir()
     settings = {"train": dataclasses.asdict(config), "mix": dataclasses.asdict(mix_config),
                 "model": dataclasses.asdict(model_config), "follow": dataclasses.asdict(follow_config),
                 "link": dataclasses.asdict(link_config), "index": str(index_dir), "mentions": str(mentions_dir),
