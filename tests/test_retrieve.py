@@ -794,3 +794,49 @@ def test_controls_single_step_and_ppr_match_literal_references(mixing_run):
         assert r.scores == sorted(r.scores, reverse=True) and len(r.articles) == 5
         for a, score in zip(r.articles, r.scores):  # each passage carries its title entity's PageRank
             assert score == pytest.approx(pr[index.article_entity[a]])
+
+
+def test_a_tree_of_runs_moved_elsewhere_loads_its_own_mentions_and_encoder(mixing_run, tmp_path, monkeypatch, capsys):
+    """A model records its mention index, and a mention index its encoder, as absolute paths and as paths from
+    their own folders: the tree moved as a whole (the absolute paths gone) loads the moved mention index, answers
+    as before, and trains again from it; with the mention index gone from both places, an error names them."""
+    import shutil
+    from pathlib import Path
+
+    from drkit import DrKIT
+    from drkit.reason.model import ModelConfig
+    from drkit.reason.train_mixing import MixTrainConfig, train_mixing
+
+    d, orig = mixing_run, tmp_path / "orig"
+    for name in ("index1", "mentions1", "enc", "run"):
+        shutil.copytree(d / name, orig / name)
+    model_manifest = orig / "run" / "model" / "manifest.json"
+    record = json.loads(model_manifest.read_text())
+    assert record["mentions"]["path"] == str((d / "mentions1").resolve()) and record["mentions"]["from_model"] == "../../mentions1"
+    record["mentions"]["path"] = str(orig / "mentions1")  # the copy as if trained where it lies
+    model_manifest.write_text(json.dumps(record))
+    mentions_manifest = orig / "mentions1" / "manifest.json"
+    m = json.loads(mentions_manifest.read_text())
+    assert m["encoder"]["from_mentions"] == "../enc/encoder"
+    m["encoder"]["path"] = str(orig / "enc" / "encoder")
+    mentions_manifest.write_text(json.dumps(m))
+    questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()][:6]
+    want = [[p.id for p in r] for r in DrKIT.load(d / "index1", d / "run").retrieve_batch(questions, 5)]
+
+    moved = tmp_path / "moved"
+    shutil.move(orig, moved)
+    monkeypatch.chdir(tmp_path)
+    kit = DrKIT.load(moved / "index1", moved / "run")
+    assert Path(kit.vkb.mentions.path).resolve() == (moved / "mentions1").resolve()
+    assert [[p.id for p in r] for r in kit.retrieve_batch(questions, 5)] == want
+    train_mixing(moved / "index1", moved / "mentions1", d / "questions1.jsonl", d / "questions1.jsonl", moved / "run2",
+                 model_config=ModelConfig(shared_layers=1, hop_layers=1),
+                 config=MixTrainConfig(steps=1, batch_size=4, eval_every=1, precision="fp32"), log=lambda *a: None)
+
+    shutil.rmtree(moved / "mentions1")
+    with pytest.raises(ConfigError, match=f"not at '{orig / 'mentions1'}' nor at '{moved / 'run' / 'model' / '../../mentions1'}'"):
+        DrKIT.load(moved / "index1", moved / "run")
+    assert main(["retrieve", "--index", str(moved / "index1"), "--model", str(moved / "run"),
+                 "--questions", str(d / "questions1.jsonl"), "--out", str(tmp_path / "out")]) != 0
+    err = capsys.readouterr().err
+    assert "pass the mentions directory (--mentions)" in err and "Traceback" not in err

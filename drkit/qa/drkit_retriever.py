@@ -70,7 +70,7 @@ class DrKITRetriever:
         from drkit.index.question_linking import QuestionLinkConfig, QuestionLinker
         from drkit.index.sparse import SparseIndex
         from drkit.reason.mixing import HopMixingModel, is_mixing_model, mixing_model_dir
-        from drkit.reason.vkb import VirtualKB
+        from drkit.reason.vkb import VirtualKB, trained_mentions
 
         model = Path(model)
         if not is_mixing_model(model):
@@ -78,9 +78,7 @@ class DrKITRetriever:
         model = mixing_model_dir(model)
         m = HopMixingModel.load(model)
         if mentions is None:
-            mentions = m.manifest.get("mentions", {}).get("path")
-            if mentions is None:
-                raise ConfigError(f"{model} does not name its mention index; pass --mentions")
+            mentions = trained_mentions(model, m.manifest)
         sparse = SparseIndex.load(index)
         mention_index = MentionIndex.load(mentions)
         trained = m.manifest.get("mentions", {}).get("encoder_sha256")

@@ -42,7 +42,7 @@ from drkit.qa.settings import LoadConfig, QueryConfig  # also imported from here
 from drkit.reader.reading import ReadConfig
 from drkit.reason.follow import FollowConfig
 from drkit.reason.model import MultiHopModel, model_dir_of
-from drkit.reason.vkb import ParsedQuestion, VirtualKB, check_model_index
+from drkit.reason.vkb import ParsedQuestion, VirtualKB, check_model_index, trained_mentions
 
 
 def answered_alone_on_error(run, items: list) -> list:
@@ -125,12 +125,7 @@ class DrKIT:
             return cls._quantized(cls(r.model, r.vkb, r, reader, reading), config)
         model_dir = model_dir_of(model)
         net = MultiHopModel.load(model_dir)
-        mentions = mentions or net.manifest.get("mentions", {}).get("path")
-        if not mentions:
-            raise ConfigError(f"{model_dir} does not name its mention index; pass the mentions directory")
-        if not Path(mentions).exists():
-            raise ConfigError(f"the mention index {mentions} the model was trained with does not exist; "
-                              "pass the mentions directory")
+        mentions = mentions or trained_mentions(model_dir, net.manifest)
         return cls._quantized(cls(net, VirtualKB.load(index, mentions, config.mips, config.precision, device,
                                                       **search),
                                   reader=reader, reading=reading), config)

@@ -45,7 +45,7 @@ from drkit.reason.follow import FollowConfig
 from drkit.reason.model import ModelConfig, MultiHopModel, model_dir_of
 from drkit.reason.predict import answer_batches, hits
 from drkit.reason.segment import segment_logsumexp
-from drkit.reason.vkb import VirtualKB
+from drkit.reason.vkb import VirtualKB, trained_record
 from drkit.util.hardware import device_field, precision_field
 from drkit.util.progress import progress
 from drkit.util.runs import (
@@ -199,8 +199,8 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
         log(f"resuming from {checkpoints(run)[-1]} (step {start} of {config.steps}; best dev Hits@1 so far "
             f"{_score(best)})")
 
-    identity = {"mentions": {"path": str(Path(mentions_dir).resolve()), "encoder_sha256": vkb.mentions.manifest["encoder"]["sha256"],
-                             "index_mentions_sha256": vkb.mentions.manifest["index"]["mentions_sha256"]},
+    identity = {"mentions": trained_record(mentions_dir, vkb.mentions.manifest["encoder"]["sha256"],
+                                           vkb.mentions.manifest["index"]["mentions_sha256"], run),
                 "index": str(Path(index_dir).resolve()), "encoder": str(Path(encoder_dir).resolve())}
 
     def dev_hits() -> float:
