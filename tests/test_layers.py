@@ -124,47 +124,6 @@ def test_f_linear_is_kept_where_the_transposed_weight_does_not_apply():
         torch.testing.assert_close(_linear(lin, small), torch.nn.functional.linear(small, lin.weight, lin.bias))
 
 
-@pytest.mark.parametrize("shape", [(1, 384), (24, 384), (2, 24, 384), (512, 384)])
-@pytest.mark.parametrize("bias", [True, False])
-def test_under_autocast_a_product_with_the_bf16_copy_is_autocasts_own(shape, bias):
-    torch.manual_seed(2)
-    lin = torch.nn.Linear(384, 1536, bias=bias)
-    x = torch.randn(*shape)
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        got = _linear(lin, x)
-        want = torch.nn.functional.linear(x, lin.weight, lin.bias)
-        assert torch.equal(_linear(lin, x.bfloat16()), want)  # an input in bf16 already
-    assert "_drkit_autocast" in vars(lin) and got.dtype == want.dtype == torch.bfloat16
-    assert torch.equal(got, want)
-
-
-def test_the_bf16_copy_follows_a_changed_weight_and_is_not_used_with_autograd():
-    torch.manual_seed(3)
-    lin = torch.nn.Linear(16, 8)
-    x = torch.randn(12, 16)
-
-    def check():
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            assert torch.equal(_linear(lin, x), torch.nn.functional.linear(x, lin.weight, lin.bias))
-
-    with torch.no_grad():
-        check()
-        lin.weight.mul_(2.0)  # in place: a new version of the same storage
-        check()
-        lin.bias.add_(1.0)  # the bias alone
-        check()
-        lin.weight = torch.nn.Parameter(torch.randn(8, 16))  # another tensor
-        check()
-        lin.weight.data = torch.randn(8, 16)  # the same tensor, another storage
-        check()
-        lin.load_state_dict({"weight": torch.randn(8, 16), "bias": torch.randn(8)})  # copied in place
-        check()
-    vars(lin).pop("_drkit_autocast")
-    with torch.autocast("cpu", dtype=torch.bfloat16):  # autograd on: autocast's own cast, which the gradient goes through
-        y = _linear(lin, x)
-    assert "_drkit_autocast" not in vars(lin) and y.requires_grad
-
-
 def test_hidden_states_under_autocast_and_with_gradients(minilm):
     ids, mask = _batch(minilm.config.vocab_size, [10, 6], seed=2)
     with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():

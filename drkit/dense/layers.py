@@ -83,9 +83,6 @@ def _linear(module, x: torch.Tensor) -> torch.Tensor:
     other as itself."""
     kind = type(module)
     if kind is nn.Linear:
-        low = _autocast_copy(module, x)
-        if low is not None:
-            return F.linear(x.to(low[0].dtype), *low)
         wt = _transposed(module, x)
         if wt is None:
             return F.linear(x, module.weight, module.bias)
@@ -131,28 +128,6 @@ def _transposed(module: nn.Linear, x: torch.Tensor) -> torch.Tensor | None:
             cached = (w, key, w.detach().t().contiguous())
         module.__dict__["_drkit_transposed"] = cached
     return cached[2]
-
-
-def _autocast_copy(module: nn.Linear, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-    """`module`'s weight and bias in CPU autocast's dtype (bf16), made once, or None where autocast is off, the
-    input not on the CPU, or autograd on. Under autocast, `F.linear` casts the fp32 weight (and the input and
-    bias) on every call, and the cast is kept only until autocast is left, which a question does after each
-    stage: on 2 cores that cast cost a 24-row product by MiniLM's weights more than the product itself
-    (`benchmarks/bench_autocast_copy.py`). A product with the copy is the one autocast makes, on the same
-    bf16 operands, so the same bits. Made again when the weight or bias changes (as `_transposed`)."""
-    if torch.is_grad_enabled() or x.device.type != "cpu" or not torch.is_autocast_enabled("cpu"):
-        return None
-    dtype = torch.get_autocast_dtype("cpu")
-    w, b = module.weight, module.bias
-    if w.dtype is not torch.float32 or w.device.type != "cpu":
-        return None
-    key = (dtype, w._version, w.data_ptr(), None if b is None else (b._version, b.data_ptr()))
-    cached = module.__dict__.get("_drkit_autocast")
-    if cached is None or cached[0] is not w or cached[1] is not b or cached[2] != key:
-        with torch.inference_mode(False), torch.no_grad():
-            cached = (w, b, key, (w.detach().to(dtype), None if b is None else b.detach().to(dtype)))
-        module.__dict__["_drkit_autocast"] = cached
-    return cached[3]
 
 
 def _norm(norm, x: torch.Tensor) -> torch.Tensor:
