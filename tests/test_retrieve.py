@@ -82,6 +82,15 @@ def test_bad_lines_are_reported_and_counted(tmp_path):
     items, bad = read_questions(q)
     assert [i.id for i in items] == ["ok", "ok2", "typo"]
     assert [b.split(": ")[0] for b in bad] == [f"{q}:2", f"{q}:3", f"{q}:4", f"{q}:5"]
+    answers = tmp_path / "answers.jsonl"  # answers given but not as a list of names: bad lines, never dropped
+    answers.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"id": "a", "question": "who?", "answers": ["Ada", 1815]}, {"id": "b", "question": "who?", "answers": "Ada"},
+        {"id": "c", "question": "who?", "answers": ["Ada", {"name": "x"}]}, {"id": "d", "question": "who?", "answers": []},
+        {"id": "e", "question": "who?", "answers": [" "]}, {"id": "f", "question": "who?", "supporting": [True]}]))
+    items, bad = read_questions(answers)
+    assert [(i.id, i.answers) for i in items] == [("a", ["Ada", "1815"])]
+    assert [b.split(": ", 1)[0] for b in bad] == [f"{answers}:{n}" for n in (2, 3, 4, 5, 6)]
+    assert "field 'answers' must be a non-empty list" in bad[0] and "field 'supporting'" in bad[4]
     keys = [f"k{i}" for i in range(40)]
     logged = []
     m = run_retrieval(FirstPassages(), keys, keys, q, tmp_path / "out", log=logged.append)

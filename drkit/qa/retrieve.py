@@ -130,10 +130,17 @@ class Question:
     answers: list[str] | None = None
 
 
+def _plain_id(value) -> bool:
+    """A string or a whole number (not a bool, which JSON's true and false would be)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
 def read_questions(path: str | Path) -> tuple[list[Question], list[str]]:
     """The usable questions of a JSONL file and one message per bad line (file:line: reason). A line is
-    bad when it is not a JSON object, has no non-empty "question" string, or has a "supporting" that is
-    not a list of ids; a blank line is not a question and not bad."""
+    bad when it is not a JSON object, has no non-empty "question" string, has a "supporting" that is
+    not a list of ids, or has an "answers" that is not a non-empty list of non-empty strings or whole numbers
+    (as the reader's questions must be: `drkit.reader.examples.read_questions`); a blank line is not a question
+    and not bad."""
     from drkit.data.lines import read_lines
 
     path = Path(path)
@@ -154,13 +161,17 @@ def read_questions(path: str | Path) -> tuple[list[Question], list[str]]:
             bad.append(f"{path}:{line_no}: field 'question' must be a non-empty string")
             continue
         sup = obj.get("supporting")
-        if sup is not None and (not isinstance(sup, list) or not all(isinstance(s, (str, int)) for s in sup)):
+        if sup is not None and (not isinstance(sup, list) or not all(_plain_id(s) for s in sup)):
             bad.append(f"{path}:{line_no}: field 'supporting' must be a list of corpus ids")
             continue
         qtype, answers = obj.get("type"), obj.get("answers")
-        answers = [a for a in answers if isinstance(a, str) and a.strip()] if isinstance(answers, list) else None
+        if answers is not None and (not isinstance(answers, list) or not answers or not all(
+                _plain_id(a) and str(a).strip() for a in answers)):
+            bad.append(f"{path}:{line_no}: field 'answers' must be a non-empty list of non-empty strings (or whole numbers)")
+            continue
         items.append(Question(str(obj.get("id", line_no)), q.strip(), [str(s) for s in sup] if sup is not None else None,
-                              qtype if isinstance(qtype, str) else None, line_no, answers or None))
+                              qtype if isinstance(qtype, str) else None, line_no,
+                              [str(a) for a in answers] if answers is not None else None))
     return items, bad
 
 
