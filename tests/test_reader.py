@@ -607,15 +607,17 @@ def test_a_question_without_passages_is_answered_with_nothing(mixing_run, reader
 def test_answer_cli_names_a_bad_line_and_a_missing_reader(mixing_run, reader_run, tmp_path, capsys):  # noqa: F811
     d = mixing_run
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"id": "1", "question": "Who?"}\n{"id": "2"}\n{not json\n{"id": "4", "question": "Who directed it?"}\n')
+    bad.write_text('{"id": "1", "question": "Who?"}\n{"id": "2"}\n{not json\n{"id": 4, "question": "Who directed it?"}\n'
+                   '{"id": true, "question": "Who?"}\n')  # a whole-number id is taken, as drkit retrieve takes it
     base = ["answer", "--index", str(d / "index1"), "--model", str(d / "run"), "--out", str(tmp_path / "o")]
     assert main(base + ["--reader", str(reader_run), "--questions", str(bad)]) == 0  # as drkit retrieve: each bad
     assert f"skipped {bad}:2 (field 'question')" in capsys.readouterr().err  # line skipped, named and counted
     written = (tmp_path / "o" / "bad_lines.txt").read_text().splitlines()
-    assert [line.split(" ")[0] for line in written] == [f"{bad}:2", f"{bad}:3:"]
+    assert [line.split(" ")[0] for line in written] == [f"{bad}:2", f"{bad}:3:", f"{bad}:5"]
+    assert "field 'id'" in written[2] and "or a whole number" in written[2]
     rows = [json.loads(line) for line in (tmp_path / "o" / "predictions.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rows] == ["1", "4"]
-    assert json.loads((tmp_path / "o" / "metrics.json").read_text())["bad_lines"] == 2
+    assert json.loads((tmp_path / "o" / "metrics.json").read_text())["bad_lines"] == 3
     bad.write_text('{"id": "2"}\n')
     assert main(base + ["--reader", str(reader_run), "--questions", str(bad)]) == 2
     assert f"holds no questions that can be read (1 bad lines: {bad}:1 (field 'question')" in capsys.readouterr().err

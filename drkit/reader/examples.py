@@ -119,15 +119,20 @@ def read_passages(path: str | Path) -> list[ReaderPassage]:
 
 def read_questions(path: str | Path, need_gold: bool = False, bad: list | None = None) -> list[dict]:
     """The question objects of a JSONL file (``{"id", "question"}``, and ``answers``, ``supporting``,
-    ``evidence``, ``type`` where given), each with its ``line``; `need_gold`: answers and supporting are required.
+    ``evidence``, ``type`` where given), each with its ``line`` and its ``id`` as a string (a whole number is
+    taken, as `drkit retrieve` takes it); `need_gold`: answers and supporting are required.
     A line that is not such an object is an `InputFormatError`, or with `bad` (a list) its message appended there
     and the line passed over; a file with no question is a `ConfigError`."""
     out = []
     for line_no, obj in iter_json_objects(path, "question file", bad):
         try:
+            qid = obj.get("id")
+            if isinstance(qid, int) and not isinstance(qid, bool):
+                obj = {**obj, "id": str(qid)}
             for key in ("id", "question"):
                 if not isinstance(obj.get(key), str) or not obj[key].strip():
-                    raise InputFormatError(path, line_no, "must be a non-empty string", field=key)
+                    raise InputFormatError(path, line_no, "must be a non-empty string" + (
+                        " or a whole number" if key == "id" else ""), field=key)
             for key in ("answers", "supporting"):
                 value = obj.get(key)
                 if value is None and not need_gold:
