@@ -120,6 +120,12 @@ def read_wikimovies(path: str | Path, warnings: WarningLog) -> Iterator[Article]
         yield article
 
 
+def plain_id(value) -> bool:
+    """Whether a JSON value may be an id or an answer: a string or a whole number (not a bool, which JSON's true
+    and false would be)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
 def iter_json_objects(path: str | Path, what: str = "JSONL file", bad: list | None = None) -> Iterator[tuple[int, dict]]:
     """``(line number, object)`` for each non-blank line of a JSONL file; a line that is not a JSON
     object (or holds a string that is not text: an unpaired surrogate escape such as ``"\\ud800"``)

@@ -30,7 +30,7 @@ from drkit.dense.encoder import DualEncoder
 from drkit.dense.mips import MIPS_KINDS, ExactMIPS, FaissMIPS, default_pq_m, load_ann
 from drkit.errors import ArtifactError, ConfigError
 from drkit.index.sparse import SparseIndex
-from drkit.util.artifact import ArtifactWriter, load_array, read_manifest
+from drkit.util.artifact import ArtifactWriter, load_array, path_record, read_manifest, recorded_places
 from drkit.util.warnlog import WarningLog
 
 FORMAT = "drkit.mention_index"
@@ -109,7 +109,8 @@ def build_mention_index(index_dir: str | Path, encoder_dir: str | Path, out: str
                                        checkpoint=checkpoint)
             vectors.flush()
         record.unlink(missing_ok=True)
-        w.manifest.update(config=identity["config"], encoder=encoder_record(encoder_dir, out), index=identity["index"],
+        encoder = {**identity["encoder"], **path_record(encoder_dir, out, "from_mentions")}  # found from `out` too
+        w.manifest.update(config=identity["config"], encoder=encoder, index=identity["index"],
                           dim=identity["dim"], mentions=index.n_mentions, embedding=timing,
                           warnings=warnings.to_dict())
     for line in warnings.lines():
@@ -140,13 +141,6 @@ def _resumable_batches(work: Path, record: Path, identity: dict, log) -> int:
     log(f"{work} holds an interrupted embedding of other inputs (or none recorded); starting over")
     shutil.rmtree(work)
     return 0
-
-
-def encoder_record(encoder_dir: str | Path, out: str | Path) -> dict:
-    """What a mention index at `out` records of the encoder that embedded it: its identity (an absolute path)
-    and the path from `out` to it, so that a tree of runs moved or copied elsewhere as a whole still finds it."""
-    return {**encoder_identity(encoder_dir),
-            "from_mentions": os.path.relpath(Path(encoder_dir).resolve(), Path(out).resolve())}
 
 
 def resolve_encoder_dir(path: str | Path) -> Path:
@@ -195,10 +189,7 @@ class MentionIndex:
         recorded path from this index's folder (a moved tree of runs). Refused with both places when neither
         holds it. Indexes embedded before 2026-12-02 recorded the path as given, which may be relative to the
         folder that `drkit embed` ran in."""
-        record = self.manifest["encoder"]
-        tried = [Path(record["path"])]
-        if "from_mentions" in record:
-            tried.append(self.path / record["from_mentions"])
+        tried = recorded_places(self.manifest["encoder"], self.path, "from_mentions")
         for path in tried:
             if path.exists():
                 return resolve_encoder_dir(path)
@@ -213,10 +204,9 @@ class MentionIndex:
         found from `out`'s folder too. Kept as it is when the encoder is not where the record says."""
         record = dict(self.manifest["encoder"])
         try:
-            folder = self.encoder_dir().resolve()
+            return {**record, **path_record(self.encoder_dir(), out, "from_mentions")}
         except ArtifactError:
             return record
-        return {**record, "path": str(folder), "from_mentions": os.path.relpath(folder, Path(out).resolve())}
 
     def vectors_key(self) -> str:
         """The name of this index's vectors in a segment of a grown sparse index (`drkit.dense.update`): one per

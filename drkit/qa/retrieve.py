@@ -39,6 +39,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from drkit.data.corpus import plain_id
 from drkit.dense.quantize import QUANTIZE
 from drkit.errors import ConfigError
 from drkit.qa.metrics import (
@@ -130,11 +131,6 @@ class Question:
     answers: list[str] | None = None
 
 
-def _plain_id(value) -> bool:
-    """A string or a whole number (not a bool, which JSON's true and false would be)."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
 def read_questions(path: str | Path) -> tuple[list[Question], list[str]]:
     """The usable questions of a JSONL file and one message per bad line (file:line: reason). A line is
     bad when it is not a JSON object, has no non-empty "question" string, has a "supporting" that is
@@ -161,12 +157,12 @@ def read_questions(path: str | Path) -> tuple[list[Question], list[str]]:
             bad.append(f"{path}:{line_no}: field 'question' must be a non-empty string")
             continue
         sup = obj.get("supporting")
-        if sup is not None and (not isinstance(sup, list) or not all(_plain_id(s) for s in sup)):
+        if sup is not None and (not isinstance(sup, list) or not all(plain_id(s) for s in sup)):
             bad.append(f"{path}:{line_no}: field 'supporting' must be a list of corpus ids")
             continue
         qtype, answers = obj.get("type"), obj.get("answers")
         if answers is not None and (not isinstance(answers, list) or not answers or not all(
-                _plain_id(a) and str(a).strip() for a in answers)):
+                plain_id(a) and str(a).strip() for a in answers)):
             bad.append(f"{path}:{line_no}: field 'answers' must be a non-empty list of non-empty strings (or whole numbers)")
             continue
         items.append(Question(str(obj.get("id", line_no)), q.strip(), [str(s) for s in sup] if sup is not None else None,

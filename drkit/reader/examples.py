@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from drkit.data.corpus import iter_json_objects
+from drkit.data.corpus import iter_json_objects, plain_id
 from drkit.errors import ConfigError, InputFormatError
 from drkit.index.found import MONTHS as MONTH_NAMES
 from drkit.reader.text import normalize_answer
@@ -126,19 +126,16 @@ def read_questions(path: str | Path, need_gold: bool = False, bad: list | None =
     out = []
     for line_no, obj in iter_json_objects(path, "question file", bad):
         try:
-            qid = obj.get("id")
-            if isinstance(qid, int) and not isinstance(qid, bool):
-                obj = {**obj, "id": str(qid)}
-            for key in ("id", "question"):
-                if not isinstance(obj.get(key), str) or not obj[key].strip():
-                    raise InputFormatError(path, line_no, "must be a non-empty string" + (
-                        " or a whole number" if key == "id" else ""), field=key)
+            qid = str(obj["id"]) if plain_id(obj.get("id")) else None
+            if qid is None or not qid.strip():
+                raise InputFormatError(path, line_no, "must be a non-empty string or a whole number", field="id")
+            if not isinstance(obj.get("question"), str) or not obj["question"].strip():
+                raise InputFormatError(path, line_no, "must be a non-empty string", field="question")
             for key in ("answers", "supporting"):
                 value = obj.get(key)
                 if value is None and not need_gold:
                     continue
-                if not isinstance(value, list) or not value or not all(
-                        isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+                if not isinstance(value, list) or not value or not all(plain_id(v) for v in value):
                     raise InputFormatError(path, line_no, "must be a non-empty list of strings (or whole numbers)",
                                            field=key)
         except InputFormatError as exc:
@@ -146,7 +143,7 @@ def read_questions(path: str | Path, need_gold: bool = False, bad: list | None =
                 raise
             bad.append(str(exc))
             continue
-        out.append({**obj, "line": line_no})
+        out.append({**obj, "id": qid, "line": line_no})
     if not out:
         raise ConfigError(f"{path} holds no questions" + (f" that can be read ({len(bad)} bad lines: {bad[0]}"
                                                            f"{', ...' if len(bad) > 1 else ''})" if bad else ""))

@@ -45,7 +45,8 @@ from drkit.reason.follow import FollowConfig
 from drkit.reason.model import ModelConfig, MultiHopModel, model_dir_of
 from drkit.reason.predict import answer_batches, hits
 from drkit.reason.segment import segment_logsumexp
-from drkit.reason.vkb import VirtualKB, trained_record
+from drkit.reason.vkb import VirtualKB
+from drkit.util.artifact import path_record
 from drkit.util.hardware import device_field, precision_field
 from drkit.util.progress import progress
 from drkit.util.runs import (
@@ -199,8 +200,9 @@ def train(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Pat
         log(f"resuming from {checkpoints(run)[-1]} (step {start} of {config.steps}; best dev Hits@1 so far "
             f"{_score(best)})")
 
-    identity = {"mentions": trained_record(mentions_dir, vkb.mentions.manifest["encoder"]["sha256"],
-                                           vkb.mentions.manifest["index"]["mentions_sha256"], run),
+    identity = {"mentions": {**path_record(mentions_dir, run / "model", "from_model"),  # the model is saved in run/model
+                             "encoder_sha256": vkb.mentions.manifest["encoder"]["sha256"],
+                             "index_mentions_sha256": vkb.mentions.manifest["index"]["mentions_sha256"]},
                 "index": str(Path(index_dir).resolve()), "encoder": str(Path(encoder_dir).resolve())}
 
     def dev_hits() -> float:

@@ -43,7 +43,8 @@ from drkit.reason.entity_set import EntitySet
 from drkit.reason.follow import FollowConfig
 from drkit.reason.mixing import HopMixingModel, MixConfig, mixture_loss
 from drkit.reason.model import ModelConfig
-from drkit.reason.vkb import VirtualKB, has_page, trained_record
+from drkit.reason.vkb import VirtualKB, has_page
+from drkit.util.artifact import path_record
 from drkit.util.hardware import device_field, precision_field
 from drkit.util.progress import progress
 from drkit.util.runs import adamw, append_log, optimizer_step, prepare_run, upgrade_run_settings
@@ -234,8 +235,9 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
     opt, sched = adamw(groups, config.weight_decay, config.steps, config.warmup)
     staging = run / ".model-best"
     identity = {"index": str(Path(index_dir).resolve()), "encoder": str(Path(encoder_dir).resolve()),
-                "mentions": trained_record(mentions_dir, mentions.manifest["encoder"]["sha256"],
-                                           mentions.manifest["index"]["mentions_sha256"], run),
+                "mentions": {**path_record(mentions_dir, run / "model", "from_model"),  # the model is saved in run/model
+                             "encoder_sha256": mentions.manifest["encoder"]["sha256"],
+                             "index_mentions_sha256": mentions.manifest["index"]["mentions_sha256"]},
                 "link": dataclasses.asdict(link_config)}
     best = {"passage_R@5": -1.0, "step": 0}
 

@@ -9,7 +9,6 @@ links the corpus, and the least frequent one in the corpus is used (paper, Appen
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from drkit.errors import ConfigError, QuestionError
 from drkit.index.linking import link_question
 from drkit.index.sparse import SparseIndex
 from drkit.reason.graph import FollowGraph
+from drkit.util.artifact import recorded_places
 from drkit.util.hardware import choose
 
 
@@ -129,21 +129,13 @@ class VirtualKB:
         return self._linker
 
 
-def trained_record(mentions_dir: str | Path, encoder_sha256: str, index_mentions_sha256: str, run: str | Path) -> dict:
-    """What a model trained in the run folder `run` records of its mention index: its identity, with its path
-    absolute and as seen from the model's folder (``run/model``), so that a moved tree of runs still finds it."""
-    path = Path(mentions_dir).resolve()
-    return {"path": str(path), "from_model": os.path.relpath(path, (Path(run) / "model").resolve()),
-            "encoder_sha256": encoder_sha256, "index_mentions_sha256": index_mentions_sha256}
-
-
 def trained_mentions(model_dir: str | Path, model_manifest: dict) -> Path:
     """The mention index the model at `model_dir` was trained with: the recorded path, else the recorded path
     from the model's folder (a moved tree of runs); refused, naming both, when neither holds it."""
     record = model_manifest.get("mentions", {})
     if not record.get("path"):
         raise ConfigError(f"{model_dir} does not name its mention index; pass the mentions directory (--mentions)")
-    tried = [Path(record["path"])] + ([Path(model_dir) / record["from_model"]] if record.get("from_model") else [])
+    tried = recorded_places(record, model_dir, "from_model")
     for path in tried:
         if (path / "manifest.json").exists():
             return path

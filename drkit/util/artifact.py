@@ -29,6 +29,20 @@ from drkit.errors import ArtifactError
 MANIFEST = "manifest.json"
 
 
+def path_record(target: str | Path, folder: str | Path, key: str) -> dict:
+    """Where `target` is, as an artifact at `folder` records it: an absolute ``path`` (a relative one would be read
+    against whatever folder a later command runs in) and, under `key`, the path from `folder`, so that a tree of
+    runs moved or copied as a whole still finds it (`recorded_places`)."""
+    target = Path(target).resolve()
+    return {"path": str(target), key: os.path.relpath(target, Path(folder).resolve())}
+
+
+def recorded_places(record: dict, folder: str | Path, key: str) -> list[Path]:
+    """The places a `path_record` made at `folder` names, in order: its ``path``, then its path from `folder` (a
+    record made before `key` existed names only the first)."""
+    return [Path(record["path"])] + ([Path(folder) / record[key]] if record.get(key) else [])
+
+
 def file_checksum(path: str | Path) -> dict:
     """``{"path", "bytes", "sha256"}`` of an input file."""
     h = hashlib.sha256()
