@@ -193,3 +193,31 @@ def test_others_are_the_titles_not_about_the_named_entity():
     own = about(titles, "Kismet")
     assert own == (0, 1, 2)
     assert others(titles, "Kismet") == tuple(p.title for i, p in enumerate(titles) if i not in own)
+
+
+def test_hop_sources_are_the_two_readings_of_a_training_question(decomposer):
+    from drkit.reader.decompose import hop_sources
+    from drkit.reader.examples import OrderConfig, Source, epoch_examples
+
+    film, kismet, leo = PASSAGES
+    asked = Source("q1", "Where was the director of film Blood Street born?", ("Canton",), (film, leo), (kismet,),
+                   ("Canton",), "compositional")
+    inner, outer = hop_sources([asked], decomposer)
+    # the inner hop: the named entity's passage, answered by the bridge it names; the outer: the bridge's passage
+    assert (inner.question, inner.answers, inner.gold, inner.qtype) == (
+        "What is the director of film Blood Street?", ("Leo Fong",), (film,), "hop-inner")
+    assert (outer.question, outer.answers, outer.gold, outer.qtype) == ("Where was Leo Fong born?", ("Canton",), (leo,),
+                                                                         "hop-outer")
+    assert inner.alone and outer.alone and not asked.alone
+    # read on their gold passages alone, where the question itself draws its distractor too
+    got = epoch_examples([asked, inner, outer], OrderConfig(passages=5), seed=0, epoch=0)
+    assert [sorted(p.id for p in e.passages) for e in got] == [["f", "k", "l"], ["f"], ["l"]]
+    # none where a part is not found: the answer not in the bridge's page, no bridge named, a yes/no answer,
+    # a KB question, a question the parser does not split
+    nowhere = Source("q2", asked.question, ("Paris",), (film, leo), (), (), "compositional")
+    unnamed = Source("q3", asked.question, ("Canton",), (film, ReaderPassage("m", "Mo Li", "Mo Li was born in Canton.")),
+                     (), (), "compositional")
+    yes = Source("q4", "Was the director of film Blood Street born in Canton?", ("yes",), (film, leo), (), (), "x")
+    kb = Source("kb-1", asked.question, ("Canton",), (film, leo), (), (), "kb")
+    whole = Source("q5", "Who directed Blood Street and Kismet?", ("Leo Fong",), (film, kismet), (), (), "x")
+    assert hop_sources([nowhere, unnamed, yes, kb, whole], decomposer) == []

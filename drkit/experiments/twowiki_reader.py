@@ -43,14 +43,14 @@ ROW_NAMES = {"gold": "reader on the gold passages (upper bound)", "drkit": "**dr
 def reader_train_config(run: Path, epochs: int):
     """The reader training settings of `reproduce-2wiki` for the reader run `run`: its defaults with `epochs`, and the
     batching of the run already there (a run made before sorted batches keeps, and resumes with, its batches as
-    drawn)."""
+    drawn, one made before hop questions has none)."""
     from drkit.reader.train import ReaderTrainConfig
 
     config = ReaderTrainConfig(epochs=epochs)
     saved = run / "run.json"
     if saved.exists():
         train = json.loads(saved.read_text()).get("train", {})
-        config = dataclasses.replace(config, bucket=train.get("bucket", ReaderTrainConfig.ABSENT_MEANT["bucket"]))
+        config = dataclasses.replace(config, **{k: train.get(k, meant) for k, meant in ReaderTrainConfig.ABSENT_MEANT.items()})
     return config
 
 

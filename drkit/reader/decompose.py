@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from drkit.reader.clues import held_title, is_title_of, without_suffix
-from drkit.reader.examples import ReaderExample, ReaderPassage
+from drkit.reader.examples import SPAN, ReaderExample, ReaderPassage, Source
+from drkit.reader.text import find_all, normalize_answer
 from drkit.util.hardware import say
 
 PLACEHOLDERS = ("Smith", "Jones", "Brown")  # what the parser reads in place of the named entity: plain proper nouns
@@ -226,6 +227,40 @@ def sub_example(example: ReaderExample, question: str, keep: Sequence[int], star
     `start`, the entity the hop starts from, and is best one of `among` (`ReaderExample.answer_among`)."""
     return ReaderExample(example.id, question, tuple(example.passages[i] for i in keep), not_answers=(start,),
                          answer_among=tuple(among))
+
+
+def hop_sources(sources: Sequence[Source], decomposer: "Decomposer") -> list[Source]:
+    """Training sources for the two readings a question is read in (`read_in_two_steps`), built from a training
+    question with answers and gold passages that `decomposer` splits over its gold passages' titles: the inner
+    question, answered by the bridge (the title, without its suffix, of the one other gold passage that the
+    named entity's own gold passages name and that is not the answer) on the named entity's passages, and the
+    outer question with that bridge, answered by the question's answers on the bridge's passage (where one of
+    them is found there). Both read their gold passages alone (``Source.alone``), as the two readings do; a
+    question where any of this is not found gives none. So the reader learns each hop in the words questions
+    ask it, not only in the KB's template ("What is the {relation} of {subject}?")."""
+    out: list[Source] = []
+    for src in sources:
+        if src.qtype.startswith("kb") or not src.answers or ReaderExample("", "", (), src.answers).answer_type != SPAN:
+            continue
+        plan = decomposer(src.question, [p.title for p in src.gold])
+        if plan is None:
+            continue
+        own = [p for p in src.gold if is_title_of(p.title, plan.named)]
+        rest = [p for p in src.gold if not is_title_of(p.title, plan.named)]
+        answers = {normalize_answer(a) for a in src.answers}
+        named_text = " ".join(f"{p.title} {p.text}" for p in own)
+        bridges = [p for p in rest if normalize_answer(without_suffix(p.title)) not in answers
+                   and find_all(named_text, without_suffix(p.title))
+                   and any(find_all(f"{p.title} {p.text}", a) for a in src.answers)]
+        if not own or len({without_suffix(p.title) for p in bridges}) != 1:
+            continue
+        bridge = without_suffix(bridges[0].title)
+        pages = tuple(p for p in rest if without_suffix(p.title) == bridge)
+        out.append(Source(f"{src.id}-inner", plan.inner, (bridge,), tuple(own), src.distractors, (bridge,), "hop-inner",
+                          alone=True))
+        out.append(Source(f"{src.id}-outer", plan.outer(bridge), src.answers, pages, src.distractors, src.support,
+                          "hop-outer", alone=True))
+    return out
 
 
 def _renumbered(reading, keep: Sequence[int]):

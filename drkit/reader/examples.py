@@ -80,6 +80,7 @@ class Source:
     qtype: str = ""
     subject: str = ""  # a KB source's triple: its subject and relation
     relation: str = ""
+    alone: bool = False  # read on its gold passages alone, as a hop of a question read in two steps is
 
 
 @dataclass(frozen=True)
@@ -327,12 +328,14 @@ def arrange(gold: Sequence[ReaderPassage], distractors: Sequence[ReaderPassage],
 def epoch_examples(sources: Sequence[Source], config: OrderConfig, seed: int, epoch: int,
                    alone: frozenset = frozenset()) -> list[ReaderExample]:
     """The examples of one pass over `sources`: passages drawn and ordered by a generator of (seed, epoch); the
-    sources numbered in `alone` (`own_page_sources`) read their gold passage alone."""
+    sources numbered in `alone` (`own_page_sources`) read their gold passage alone, a source marked ``alone``
+    (`drkit.reader.decompose.hop_sources`) its gold passages (at most N)."""
     rng = generator(seed, epoch)
     # drawn for every source, those read alone too, so that the others read what they would without `alone`
     drawn = [arrange(s.gold, s.distractors, config, rng) for s in sources]
-    return [ReaderExample(s.id, s.question, s.gold[:1] if i in alone else passages, s.answers,
-                          frozenset(p.id for p in s.gold), s.support, s.qtype)
+    read = lambda i, s, drawn: s.gold[:1] if i in alone else s.gold[:config.passages] if s.alone else drawn  # noqa: E731
+    return [ReaderExample(s.id, s.question, read(i, s, passages), s.answers, frozenset(p.id for p in s.gold),
+                          s.support, s.qtype)
             for i, (s, passages) in enumerate(zip(sources, drawn))]
 
 

@@ -51,6 +51,11 @@ class ReaderTrainConfig:
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})
     compose: bool = field(default=True, metadata={"help": "with --kb, also questions composed from pairs and chains of "
                                                           "triples: same object (yes/no), earlier/later date, two hops"})
+    hops: bool = field(default=True, metadata={
+        "help": "also train on the two one-hop questions each training question that the parser splits is read as "
+                "(drkit.reader.decompose.hop_sources: the inner one answered by the bridge on the named entity's "
+                "passage, the outer one by the answer on the bridge's), each on its gold passages alone; needs "
+                "spaCy's English pipeline (without it: said, and none)"})
     distractors: int = field(default=8, metadata={"help": "BM25 distractors kept per training question"})
     bucket: int = field(default=16, metadata={
         "help": "batches sorted by length together: each pass takes its drawn examples in pools of this many "
@@ -64,7 +69,8 @@ class ReaderTrainConfig:
     precision: str = precision_field("the reader's transformer")
     device: str = device_field("training")
 
-    ABSENT_MEANT = {"bucket": 0}  # a run made before the setting existed batched as drawn
+    # a run made before a setting existed: batched as drawn, no hop questions
+    ABSENT_MEANT = {"bucket": 0, "hops": False}
 
     def __post_init__(self):
         if self.bucket < 0:
@@ -87,6 +93,12 @@ def training_sources(corpus: str | Path, questions: str | Path, kb: str | Path |
     records = read_questions(questions, need_gold=True)
     distractors = Distractors(passages)
     sources = question_sources(records, passages, distractors, config.distractors, str(questions))
+    hops = []
+    if config.hops:
+        from drkit.reader.decompose import Decomposer, hop_sources
+
+        decomposer = Decomposer.shared()
+        hops = hop_sources(sources, decomposer) if decomposer is not None else []
     kb_count = 0
     if kb:
         extra = kb_sources(list(read_kb(kb)), passages, distractors, config.distractors)
@@ -94,6 +106,7 @@ def training_sources(corpus: str | Path, questions: str | Path, kb: str | Path |
             extra += composed_sources(extra, config.seed, config.distractors)
         kb_count = len(extra)
         sources += extra
+    sources += hops  # after the others: their draws stay what they were without hops
     return records, passages, sources, kb_count, own_page_sources(sources, order.own_page, config.seed)
 
 
@@ -115,8 +128,9 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
         return out / "reader"
     compute = choose(config.precision, config.device, training=True)
     records, passages, sources, kb_count, alone = training_sources(corpus, questions, kb, order, config)
-    log(f"reader training: {len(records):,} questions and {kb_count:,} KB questions ({len(alone):,} read on their "
-        f"subject's passage alone), {len(passages):,} passages")
+    hops = sum(s.alone for s in sources)
+    log(f"reader training: {len(records):,} questions, {hops:,} one-hop questions read from them in two steps and "
+        f"{kb_count:,} KB questions ({len(alone):,} read on their subject's passage alone), {len(passages):,} passages")
     # the questions read on one passage are batched apart from the others: short batches
     groups = [np.array(sorted(alone)), np.array([i for i in range(len(sources)) if i not in alone])] if alone else None
     per_epoch = max(1, sum(group_batches(groups, config.batch_size)) if groups else len(sources) // config.batch_size)
@@ -168,7 +182,8 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
             if (step + 1) % config.checkpoint_every == 0 and step + 1 < steps:
                 save_checkpoint(out, step + 1, reader, opt, sched, {})
     seconds = time.perf_counter() - t0
-    record = {"steps": steps, "questions": len(records), "kb_questions": kb_count, "examples_per_epoch": len(sources),
+    record = {"steps": steps, "questions": len(records), "hop_questions": hops, "kb_questions": kb_count,
+              "examples_per_epoch": len(sources),
               "read_alone": len(alone),
               "seconds_this_session": round(seconds, 1), "examples_per_s": round(seen / seconds, 2) if seconds else None,
               "padding_share_this_session": round(1 - pieces / padded, 3) if padded else None,
