@@ -402,7 +402,7 @@ def test_training_resumes_from_its_last_checkpoint(mixing_run, tiny_base, tmp_pa
               config=config, log=lambda *a: None)
     whole = train_reader(*args, tmp_path / "whole", **kw)
     cut = train_reader(*args, tmp_path / "cut", **kw)
-    # with the hop questions (the default): each of the 32 questions read in two steps gives two
+    # with the hop questions (the default): the 16 of the 32 questions read in two steps give two each
     assert json.loads((whole.parent / "done.json").read_text())["hop_questions"] == 32
     import shutil  # a crash after the step-2 checkpoint: the finished reader and the later checkpoints are gone
 
@@ -871,3 +871,18 @@ def test_a_reading_row_read_with_other_settings_is_read_again(tmp_path):
     earlier["span_checks_rules"] = 1  # read with the first rules (brackets and dates, no names)
     metrics.write_text(json.dumps({"em": 0.5, "made_with": earlier}))
     assert made_again(metrics, row_made_with("sha", questions, None, AnswerConfig()), log=lambda m: None)
+
+
+def test_without_spacy_the_reader_trains_without_hop_questions_and_says_so(mixing_run, monkeypatch, capsys):  # noqa: F811
+    from drkit.reader.decompose import Decomposer
+    from drkit.reader.train import ReaderTrainConfig, training_sources
+
+    d = mixing_run
+    args = (d / "corpus1.jsonl", d / "questions1.jsonl", None, OrderConfig(passages=2))
+    if Decomposer.shared() is not None:  # with spaCy: 16 of the 32 questions give their two hops
+        assert sum(s.alone for s in training_sources(*args, ReaderTrainConfig())[2]) == 32
+    monkeypatch.setattr(Decomposer, "shared", classmethod(lambda cls: None))
+    _, _, sources, _, _ = training_sources(*args, ReaderTrainConfig())
+    assert sources and not any(s.alone or s.qtype.startswith("hop") for s in sources)
+    assert "no hop questions" in capsys.readouterr().err
+    assert training_sources(*args, ReaderTrainConfig(hops=False))[2] == sources

@@ -33,7 +33,7 @@ from drkit.reader.examples import (
 )
 from drkit.reader.model import Reader, ReaderConfig
 from drkit.util.artifact import file_checksum
-from drkit.util.hardware import choose, device_field, precision_field
+from drkit.util.hardware import choose, device_field, precision_field, say
 from drkit.util.progress import progress
 from drkit.util.runs import adamw, append_log, optimizer_step, prepare_run, resume, save_checkpoint, upgrade_run_settings
 from drkit.util.sampling import bucketed_step_rows, group_batches, grouped_step_rows, step_rows
@@ -98,6 +98,8 @@ def training_sources(corpus: str | Path, questions: str | Path, kb: str | Path |
         from drkit.reader.decompose import Decomposer, hop_sources
 
         decomposer = Decomposer.shared()
+        if decomposer is None:
+            say("reader training: no hop questions: --hops needs spaCy's English pipeline (pip install 'drkit[ner]')")
         hops = hop_sources(sources, decomposer) if decomposer is not None else []
     kb_count = 0
     if kb:
