@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from drkit.reader.clues import held_title, is_title_of, without_suffix
-from drkit.reader.examples import SPAN, ReaderExample, ReaderPassage, Source
+from drkit.reader.examples import SPAN, ReaderExample, ReaderPassage, Source, answer_type
 from drkit.reader.text import find_all, normalize_answer
 from drkit.util.hardware import say
 
@@ -240,22 +240,21 @@ def hop_sources(sources: Sequence[Source], decomposer: "Decomposer") -> list[Sou
     ask it, not only in the KB's template ("What is the {relation} of {subject}?")."""
     out: list[Source] = []
     for src in sources:
-        if src.qtype.startswith("kb") or not src.answers or ReaderExample("", "", (), src.answers).answer_type != SPAN:
+        if src.qtype.startswith("kb") or not src.answers or answer_type(src.answers) != SPAN:
             continue
         plan = decomposer(src.question, [p.title for p in src.gold])
         if plan is None:
             continue
         own = [p for p in src.gold if is_title_of(p.title, plan.named)]
-        rest = [p for p in src.gold if not is_title_of(p.title, plan.named)]
-        answers = {normalize_answer(a) for a in src.answers}
         named_text = " ".join(f"{p.title} {p.text}" for p in own)
-        bridges = [p for p in rest if normalize_answer(without_suffix(p.title)) not in answers
-                   and find_all(named_text, without_suffix(p.title))
-                   and any(find_all(f"{p.title} {p.text}", a) for a in src.answers)]
-        if not own or len({without_suffix(p.title) for p in bridges}) != 1:
+        answers = {normalize_answer(a) for a in src.answers}
+        names = {p.id: without_suffix(p.title) for p in src.gold if p not in own}  # the other gold pages' names
+        bridges = {names[p.id] for p in src.gold if p.id in names and normalize_answer(names[p.id]) not in answers
+                   and find_all(named_text, names[p.id]) and any(find_all(f"{p.title} {p.text}", a) for a in src.answers)}
+        if not own or len(bridges) != 1:
             continue
-        bridge = without_suffix(bridges[0].title)
-        pages = tuple(p for p in rest if without_suffix(p.title) == bridge)
+        [bridge] = bridges
+        pages = tuple(p for p in src.gold if names.get(p.id) == bridge)
         out.append(Source(f"{src.id}-inner", plan.inner, (bridge,), tuple(own), src.distractors, (bridge,), "hop-inner",
                           alone=True))
         out.append(Source(f"{src.id}-outer", plan.outer(bridge), src.answers, pages, src.distractors, src.support,

@@ -40,6 +40,12 @@ SPAN, YES, NO = "span", "yes", "no"
 ANSWER_TYPES = (SPAN, YES, NO)
 
 
+def answer_type(answers: Sequence[str]) -> str:
+    """"yes" or "no" when the gold answers are that word, else "span"."""
+    norm = {normalize_answer(a) for a in answers}
+    return YES if norm == {"yes"} else NO if norm == {"no"} else SPAN
+
+
 @dataclass(frozen=True)
 class ReaderPassage:
     id: str  # the corpus id
@@ -63,8 +69,7 @@ class ReaderExample:
 
     @property
     def answer_type(self) -> str:
-        norm = {normalize_answer(a) for a in self.answers}
-        return YES if norm == {"yes"} else NO if norm == {"no"} else SPAN
+        return answer_type(self.answers)
 
 
 @dataclass(frozen=True)
@@ -333,7 +338,10 @@ def epoch_examples(sources: Sequence[Source], config: OrderConfig, seed: int, ep
     rng = generator(seed, epoch)
     # drawn for every source, those read alone too, so that the others read what they would without `alone`
     drawn = [arrange(s.gold, s.distractors, config, rng) for s in sources]
-    read = lambda i, s, drawn: s.gold[:1] if i in alone else s.gold[:config.passages] if s.alone else drawn  # noqa: E731
+
+    def read(i: int, s: Source, passages: tuple) -> tuple:
+        return s.gold[:1] if i in alone else s.gold[:config.passages] if s.alone else passages
+
     return [ReaderExample(s.id, s.question, read(i, s, passages), s.answers, frozenset(p.id for p in s.gold),
                           s.support, s.qtype)
             for i, (s, passages) in enumerate(zip(sources, drawn))]
