@@ -139,6 +139,7 @@ def test_flags_follow_the_config_dataclasses():
 
 def test_every_command_has_a_flag_for_every_field_of_its_settings():
     from drkit.data.documents import DocumentsConfig
+    from drkit.dense.bootstrap import BootstrapConfig
     from drkit.dense.distant import DistantConfig
     from drkit.dense.encoder import EncoderConfig
     from drkit.dense.mentions import EmbedConfig
@@ -164,6 +165,7 @@ def test_every_command_has_a_flag_for_every_field_of_its_settings():
 
     expected = {  # command -> its settings dataclasses, and fields deliberately without a flag
         "corpus": [DocumentsConfig], "index": [LinkConfig, SparseConfig], "pretrain": [DistantConfig, EncoderConfig, PretrainConfig],
+        "bootstrap-kb": [BootstrapConfig],
         "embed": [EmbedConfig], "ann": [], "slot-fill": [], "train": [FollowConfig, ModelConfig, TrainConfig],
         "evaluate": [EvaluateConfig, LoadConfig, QueryConfig], "ask": [AskConfig, LoadConfig, QueryConfig, ReadConfig],
         "reproduce-metaqa": [ReproduceConfig], "retrieve": [RetrieveConfig], "reproduce-2wiki": [TwoWikiConfig],

@@ -886,3 +886,58 @@ def test_without_spacy_the_reader_trains_without_hop_questions_and_says_so(mixin
     assert sources and not any(s.alone or s.qtype.startswith("hop") for s in sources)
     assert "no hop questions" in capsys.readouterr().err
     assert training_sources(*args, ReaderTrainConfig(hops=False))[2] == sources
+
+
+def test_balanced_facts_take_each_relation_in_turn_and_leave_out_the_known():
+    from collections import Counter
+
+    from drkit.data.kb import Triple
+    from drkit.reader.examples import balanced_facts
+
+    triples = [Triple(f"s{i}", "date of death", f"d{i}", i) for i in range(50)]
+    triples += [Triple(f"p{i}", "place of birth", f"c{i}", 100 + i) for i in range(3)]
+    triples += [Triple(f"f{i}", "director", f"m{i}", 200 + i) for i in range(10)]
+    known = {("p0", "place of birth", "c0")}
+    picked = balanced_facts(triples, 12, seed=0, known=known)
+    assert Counter(t.relation for t in picked) == {"place of birth": 2, "director": 5, "date of death": 5}
+    assert ("p0", "place of birth", "c0") not in {(t.subject, t.relation, t.object) for t in picked}
+    assert len(set(picked)) == len(picked) and set(picked) <= set(triples)
+    assert picked == balanced_facts(triples, 12, seed=0, known=known)  # seeded
+    assert len(balanced_facts(triples, 1000, seed=1, known=known)) == len(triples) - 1  # all there are
+    assert balanced_facts(triples, 0, seed=0) == []
+
+
+def test_more_kb_adds_single_hop_questions_of_its_new_facts_last(mixing_run, tmp_path):  # noqa: F811
+    from drkit.data.kb import read_kb
+    from drkit.reader.examples import read_passages
+    from drkit.reader.train import ReaderTrainConfig, training_sources
+
+    d = mixing_run
+    passages = read_passages(d / "corpus1.jsonl")
+    # a KB of two facts, and a bootstrapped one holding them and three more, each object in its subject's passage
+    facts = []
+    for p in passages:
+        words = [w for w in p.text.split() if w.isalpha() and w[0].isupper() and w not in p.title]
+        if words:
+            facts.append(f"{p.title}|mentions|{words[0]}")
+        if len(facts) == 5:
+            break
+    assert len(facts) == 5
+    (tmp_path / "kb.txt").write_text("\n".join(facts[:2]) + "\n")
+    (tmp_path / "more.txt").write_text("\n".join(facts) + "\n")
+    args = (d / "corpus1.jsonl", d / "questions1.jsonl", tmp_path / "kb.txt", OrderConfig(passages=2))
+    config = ReaderTrainConfig(hops=False, compose=False)
+    _, _, base, base_kb, _ = training_sources(*args, config)
+    _, _, more, more_kb, _ = training_sources(*args, config, more_kb=tmp_path / "more.txt")
+    assert more[:len(base)] == base  # the others, and their draws, as without
+    added = more[len(base):]
+    assert sorted(s.id for s in added) == ["more-3", "more-4", "more-5"]  # the facts --kb does not hold
+    assert more_kb == base_kb + 3
+    by_line = {t.line: t for t in read_kb(tmp_path / "more.txt")}
+    for s in added:
+        t = by_line[int(s.id.split("-")[1])]
+        assert s.question == f"What is the mentions of {t.subject}?" and s.answers == (t.object,)
+        assert s.gold[0].title == t.subject
+    capped = training_sources(*args, ReaderTrainConfig(hops=False, compose=False, more_kb_questions=1),
+                              more_kb=tmp_path / "more.txt")[2]
+    assert len(capped) == len(base) + 1

@@ -169,7 +169,7 @@ def _run_reproduce(args) -> int:
     return 0
 
 
-ORDER = ("corpus", "index", "pretrain", "embed", "ann", "slot-fill", "add", "remove", "compact", "train", "evaluate", "ask",
+ORDER = ("corpus", "index", "pretrain", "bootstrap-kb", "embed", "ann", "slot-fill", "add", "remove", "compact", "train", "evaluate", "ask",
          "reproduce-metaqa", "train-mixing", "retrieve", "reproduce-2wiki", "pool-2wiki", "train-reader", "answer",
          "serve")  # as `drkit --help` lists them
 

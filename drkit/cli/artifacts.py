@@ -174,6 +174,39 @@ def _run_pretrain(args) -> int:
 
 
 @command(
+    "bootstrap-kb",
+    help="find more facts for pretraining in a title-entity corpus, by the patterns a KB's own facts teach",
+    description="Learn patterns from the KB: in the passages whose title entity is a KB subject, the words before "
+    "each mention of another entity (1 to --context of them) and that entity's kind, kept for a relation when "
+    "they find at least --min-support of its KB facts at a precision of at least --min-precision. Then read "
+    "every passage with a title entity and write the KB's facts followed by every new (title entity, relation, "
+    "mentioned entity) the patterns find, as a KB file for 'drkit pretrain --kb', with OUT.json beside it "
+    "(the patterns and the counts). See drkit.dense.bootstrap.",
+)
+def _bootstrap_parser(p) -> None:
+    from drkit.dense.bootstrap import BootstrapConfig
+
+    p.add_argument("--index", required=True, metavar="DIR", help="sparse index built by 'drkit index' (entities: titles "
+                   "and, for facts about people, places and dates without a page, ner)")
+    p.add_argument("--kb", required=True, metavar="PATH", help="KB file, subject|relation|object per line: the facts "
+                   "that teach the patterns")
+    p.add_argument("--out", required=True, metavar="PATH", help="the KB file to write (and PATH.json)")
+    p.add_argument("--skip-articles", metavar="FILE", default=None, help="corpus ids, one per line, whose passages "
+                   "find no fact (for example the gold passages of questions to be scored)")
+    add_config_flags(p, BootstrapConfig, "patterns")
+    p.set_defaults(run=_run_bootstrap)
+
+
+def _run_bootstrap(args) -> int:
+    from drkit.dense.bootstrap import BootstrapConfig, bootstrap_kb, corpus_id_articles
+
+    skip = corpus_id_articles(args.index, args.skip_articles) if args.skip_articles else ()
+    bootstrap_kb(args.index, args.kb, args.out, config_from_args(args, BootstrapConfig), skip,
+                 log=lambda line: print(line, file=sys.stderr))
+    return 0
+
+
+@command(
     "embed",
     help="embed every mention of a sparse index with a (pretrained) encoder: the dense mention index",
     description="Compute f(m) = [W_st^T H_start ; W_en^T H_end] for every mention of the sparse index, once, "

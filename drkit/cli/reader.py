@@ -27,6 +27,8 @@ def _train_reader_parser(p) -> None:
     p.add_argument("--questions", required=True, metavar="FILE.jsonl", help="training questions with answers and supporting")
     p.add_argument("--kb", metavar="FILE", default=None, help="subject|relation|object triples for templated questions "
                    "(training part only)")
+    p.add_argument("--more-kb", metavar="FILE", default=None, help="a KB that 'drkit bootstrap-kb' wrote from --kb: "
+                   "up to --more-kb-questions of the facts it found give single-hop questions too")
     p.add_argument("--out", required=True, metavar="DIR", help="run directory")
     p.add_argument("--overwrite", action="store_true", help="delete --out and start again")
     add_config_flags(p, ReaderConfig, "reader")
@@ -42,7 +44,7 @@ def _run_train_reader(args) -> int:
 
     path = train_reader(args.corpus, args.questions, args.out, args.kb, config_from_args(args, ReaderConfig),
                         config_from_args(args, OrderConfig), config_from_args(args, ReaderTrainConfig),
-                        overwrite=args.overwrite, log=lambda line: print(line, file=sys.stderr))
+                        overwrite=args.overwrite, log=lambda line: print(line, file=sys.stderr), more_kb=args.more_kb)
     print(f"wrote {path}")
     return 0
 

@@ -103,6 +103,12 @@ class TwoWikiConfig:
                                                              "the article whose longer name, given earlier in it, has "
                                                              "that word first or last (drkit index --name-parts; off: "
                                                              "no gain measured, docs/entities.md)"})
+    bootstrap: tuple = field(default=("reader",), metadata={
+        "help": "where the facts found in the corpus by the patterns the train split's KB teaches (drkit "
+                "bootstrap-kb, never in a dev question's gold passage) are used beside the KB's own: reader (up to "
+                "1,000 single-hop questions of them in the reader's training), pretrain (the mention encoder's "
+                "pretraining KB); none: give the flag no value", "nargs": "*", "type": str,
+        "choices": ("reader", "pretrain")})
     steps: int = field(default=100, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
     encoder: str = field(default="kb_qa", metadata={"help": "DrKIT's encoder: base (MiniLM, not pretrained) or "
                                                             "pretrained on kb, qa or kb_qa (both in turn)",
@@ -138,7 +144,8 @@ class TwoWikiConfig:
     reader_max_pieces: int = field(default=512, metadata={"help": "word pieces the reader is trained on and reads "
                                                                   "(question and passages)"})
     # what a run made before a setting existed meant by its absence (`drkit pool-2wiki` compares the folds so)
-    ABSENT_MEANT = {"reader_layers": 0, "reader_max_pieces": 512, "embed_quantize": "none", "title_aliases": False}
+    ABSENT_MEANT = {"reader_layers": 0, "reader_max_pieces": 512, "embed_quantize": "none", "title_aliases": False,
+                    "bootstrap": ()}
 
     def __post_init__(self):
         try:
@@ -152,6 +159,8 @@ class TwoWikiConfig:
             raise ConfigError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
         if "titles" not in self.entities or not set(self.entities) <= {"titles", "ner", "found"}:
             raise ConfigError(f"entities must be titles, and ner or found beside it; got {list(self.entities)}")
+        if not set(self.bootstrap) <= {"reader", "pretrain"}:
+            raise ConfigError(f"bootstrap takes reader and pretrain, got {list(self.bootstrap)}")
         if not 0 < self.dev_fraction < 1:
             raise ConfigError(f"dev_fraction must be in (0, 1), got {self.dev_fraction}")
         if self.embed_quantize not in QUANTIZE:
@@ -198,6 +207,8 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     retrieve_config = RetrieveConfig(qps_sample=config.qps_sample, answers=True)
 
     train_kb(train_file, out / "kb-train.txt")
+    if config.bootstrap:
+        _bootstrap(out, index, dev_file, timings, log)
 
     def encoder_of(row: Row) -> str:
         return row.encoder or config.encoder
@@ -211,7 +222,8 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
                                                          log=log), log)
     for name in dict.fromkeys(e for e in wanted if e != "base"):
         run = encoders[name] = out / f"pretrain-{name}"
-        kb = out / "kb-train.txt" if name in ("kb", "kb_qa") else None
+        kb = out / ("kb-bootstrapped.txt" if "pretrain" in config.bootstrap else "kb-train.txt") \
+            if name in ("kb", "kb_qa") else None
         qa = train_file if name in ("qa", "kb_qa") else None
         if not (run / "encoder" / "manifest.json").exists():
             timings.run(f"pretrain-{name}", lambda: pretrain(out / "index", kb, run, PretrainConfig(
@@ -286,6 +298,27 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     plot_recall(results, out / "recall_at_k.png")
     log(f"wrote {out / 'results.md'}")
     return results
+
+
+def _bootstrap(out: Path, index, dev_file: Path, timings, log) -> None:
+    """``out/kb-bootstrapped.txt``: the train split's KB and the facts its patterns find (`drkit.dense.bootstrap`)
+    in every passage but the dev questions' gold ones; made again when the KB or the dev questions change."""
+    from drkit.dense.bootstrap import bootstrap_kb
+    from drkit.experiments.twowiki_data import read_question_records
+
+    made_with = {"kb_sha256": file_checksum(out / "kb-train.txt")["sha256"],
+                 "dev_sha256": file_checksum(dev_file)["sha256"]}
+    report = out / "kb-bootstrapped.txt.json"
+    if (out / "kb-bootstrapped.txt").exists() and report.exists() and \
+            json.loads(report.read_text()).get("made_with") == made_with:
+        return
+    gold = {str(s) for r in read_question_records(dev_file) for s in r.get("supporting") or ()}
+    skip = [a for a, key in enumerate(index.article_keys) if key in gold]
+
+    def run():
+        found = bootstrap_kb(out / "index", out / "kb-train.txt", out / "kb-bootstrapped.txt", skip_articles=skip, log=log)
+        write_json(report, {**found, "made_with": made_with})
+    timings.run("bootstrap-kb", run, log)
 
 
 def _others(config: TwoWikiConfig, encoder: Path) -> dict:

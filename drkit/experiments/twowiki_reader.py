@@ -54,6 +54,13 @@ def reader_train_config(run: Path, epochs: int):
     return config
 
 
+def _has_more_kb(run: Path) -> bool:
+    """Whether the reader run `run` trains with the bootstrapped facts: a new run does; one made before them (its
+    ``run.json`` without a ``more_kb`` input) resumes as it was made."""
+    saved = run / "run.json"
+    return not saved.exists() or "more_kb" in json.loads(saved.read_text()).get("inputs", {})
+
+
 def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, config, timings, log) -> dict:
     """Train the reader unless done, read each row (module docstring), return the rows' metrics."""
     from drkit.reader.examples import read_passages, read_questions
@@ -62,8 +69,9 @@ def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, confi
 
     run = out / "train-reader"
     train_config = reader_train_config(run, config.reader_epochs)
+    more_kb = out / "kb-bootstrapped.txt" if "reader" in config.bootstrap and _has_more_kb(run) else None
     call = lambda: train_reader(data / "corpus.jsonl", split / "train.jsonl", run, out / "kb-train.txt",  # noqa: E731
-                                config.reader_config(), config=train_config, log=log)
+                                config.reader_config(), config=train_config, log=log, more_kb=more_kb)
     call() if (run / "done.json").exists() else timings.run("train-reader", call, log, resumes=run)
     reader = Reader.load(run / "reader")
     found = {"training": json.loads((run / "done.json").read_text()),

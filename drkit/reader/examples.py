@@ -196,9 +196,11 @@ def kb_question(subject: str, relation: str) -> str:
     return f"What is the {relation} of {subject}?"
 
 
-def kb_sources(triples, passages: Sequence[ReaderPassage], distractors: Distractors, k: int = 8) -> list[Source]:
+def kb_sources(triples, passages: Sequence[ReaderPassage], distractors: Distractors, k: int = 8,
+               prefix: str = "kb") -> list[Source]:
     """One single-hop source per triple (subject, relation, object) whose object is in the subject's passage
-    (the passage whose title is the subject; the first such passage when a title has several)."""
+    (the passage whose title is the subject; the first such passage when a title has several); its id is
+    ``<prefix>-<the triple's line>``."""
     from drkit.reader.text import find_all
 
     by_title: dict[str, ReaderPassage] = {}
@@ -210,9 +212,27 @@ def kb_sources(triples, passages: Sequence[ReaderPassage], distractors: Distract
         if p is not None and (find_all(p.text, t.object) or find_all(p.title, t.object)):
             kept.append((t, p))
     questions = [kb_question(t.subject, t.relation) for t, _ in kept]
-    extra = distractors(questions, [{p.id} for _, p in kept], k)
-    return [Source(f"kb-{t.line}", q, (t.object,), (p,), d, (t.object,), "kb", t.subject, t.relation)
+    extra = distractors(questions, [{p.id} for _, p in kept], k) if kept else []
+    return [Source(f"{prefix}-{t.line}", q, (t.object,), (p,), d, (t.object,), "kb", t.subject, t.relation)
             for (t, p), q, d in zip(kept, questions, extra)]
+
+
+def balanced_facts(triples, n: int, seed: int, known=frozenset()) -> list:
+    """At most `n` of `triples` (`drkit.data.kb.Triple`) whose (subject, relation, object) is not in `known`, taken
+    in turn from each relation (relations by name, each one's facts in a seeded order), so that a relation the
+    patterns find thousands of facts of does not crowd out one they find a few of."""
+    by_relation: dict[str, list] = {}
+    for t in triples:
+        if (t.subject, t.relation, t.object) not in known:
+            by_relation.setdefault(t.relation, []).append(t)
+    rng = generator(seed, 2, 2)  # neither an epoch's stream nor own_page_sources'
+    queues = [[facts[i] for i in rng.permutation(len(facts))] for _, facts in sorted(by_relation.items())]
+    picked: list = []
+    while len(picked) < n and any(queues):
+        for q in queues:
+            if q and len(picked) < n:
+                picked.append(q.pop(0))
+    return picked
 
 
 MONTHS = {m.lower(): i for i, m in enumerate(MONTH_NAMES, 1)}  # "january" -> 1

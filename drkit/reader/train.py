@@ -23,6 +23,7 @@ from drkit.errors import ConfigError
 from drkit.reader.examples import (
     Distractors,
     OrderConfig,
+    balanced_facts,
     composed_sources,
     epoch_examples,
     kb_sources,
@@ -56,6 +57,9 @@ class ReaderTrainConfig:
                 "(drkit.reader.decompose.hop_sources: the inner one answered by the bridge on the named entity's "
                 "passage, the outer one by the answer on the bridge's), each on its gold passages alone; needs "
                 "spaCy's English pipeline (without it: said, and none)"})
+    more_kb_questions: int = field(default=1000, metadata={
+        "help": "with --more-kb: at most this many single-hop questions of its facts that --kb does not hold, taken "
+                "in turn from each relation (not composed)"})
     distractors: int = field(default=8, metadata={"help": "BM25 distractors kept per training question"})
     bucket: int = field(default=16, metadata={
         "help": "batches sorted by length together: each pass takes its drawn examples in pools of this many "
@@ -70,11 +74,11 @@ class ReaderTrainConfig:
     device: str = device_field("training")
 
     # a run made before a setting existed: batched as drawn, no hop questions
-    ABSENT_MEANT = {"bucket": 0, "hops": False}
+    ABSENT_MEANT = {"bucket": 0, "hops": False}  # (a run made before --more-kb has no "more_kb" input)
 
     def __post_init__(self):
-        if self.bucket < 0:
-            raise ConfigError(f"bucket must be at least 0, got {self.bucket}")
+        if self.bucket < 0 or self.more_kb_questions < 0:
+            raise ConfigError(f"bucket and more_kb_questions must be at least 0, got {self.bucket}, {self.more_kb_questions}")
         for name in ("epochs", "batch_size", "checkpoint_every", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -83,10 +87,11 @@ class ReaderTrainConfig:
 
 
 def training_sources(corpus: str | Path, questions: str | Path, kb: str | Path | None, order: OrderConfig,
-                     config: ReaderTrainConfig) -> tuple[list, list, list, int, frozenset]:
+                     config: ReaderTrainConfig, more_kb: str | Path | None = None) -> tuple[list, list, list, int, frozenset]:
     """What `train_reader` trains on: the training questions, the corpus's passages, every example's source
-    (the questions', then with `kb` the triples' and, with ``config.compose``, the composed ones'), how many
-    came from `kb`, and the numbers of those read on their own page (`own_page_sources`)."""
+    (the questions', then with `kb` the triples' and, with ``config.compose``, the composed ones', the hop
+    questions, and with `more_kb` up to ``config.more_kb_questions`` of its facts' single-hop questions), how many
+    came from `kb` and `more_kb`, and the numbers of those read on their own page (`own_page_sources`)."""
     from drkit.data.kb import read_kb
 
     passages = read_passages(corpus)
@@ -102,37 +107,48 @@ def training_sources(corpus: str | Path, questions: str | Path, kb: str | Path |
             say("reader training: no hop questions: --hops needs spaCy's English pipeline (pip install 'drkit[ner]')")
         hops = hop_sources(sources, decomposer) if decomposer is not None else []
     kb_count = 0
+    triples = list(read_kb(kb)) if kb else []
     if kb:
-        extra = kb_sources(list(read_kb(kb)), passages, distractors, config.distractors)
+        extra = kb_sources(triples, passages, distractors, config.distractors)
         if config.compose:
             extra += composed_sources(extra, config.seed, config.distractors)
         kb_count = len(extra)
         sources += extra
     sources += hops  # after the others: their draws stay what they were without hops
+    if more_kb and config.more_kb_questions:
+        known = frozenset((t.subject, t.relation, t.object) for t in triples)
+        picked = balanced_facts(read_kb(more_kb), config.more_kb_questions, config.seed, known)
+        extra = kb_sources(picked, passages, distractors, config.distractors, prefix="more")
+        kb_count += len(extra)
+        sources += extra  # last: the draws of the others stay what they were without them
     return records, passages, sources, kb_count, own_page_sources(sources, order.own_page, config.seed)
 
 
 def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb: str | Path | None = None,
                  reader_config: ReaderConfig = ReaderConfig(), order: OrderConfig = OrderConfig(),
-                 config: ReaderTrainConfig = ReaderTrainConfig(), overwrite: bool = False, log=print) -> Path:
+                 config: ReaderTrainConfig = ReaderTrainConfig(), overwrite: bool = False, log=print,
+                 more_kb: str | Path | None = None) -> Path:
     """Train a reader on `questions` (with ``answers`` and ``supporting`` corpus ids of `corpus`) and, with
-    `kb`, the triples' templated questions; return the reader's directory (OUT/reader)."""
+    `kb`, the triples' templated questions (with `more_kb`, those of some of its facts too: a KB that `drkit
+    bootstrap-kb` wrote); return the reader's directory (OUT/reader)."""
     out = Path(out)
+    inputs = {"corpus": file_checksum(corpus), "questions": file_checksum(questions),
+              "kb": file_checksum(kb) if kb else None, **({"more_kb": file_checksum(more_kb)} if more_kb else {})}
     settings = {"reader": dataclasses.asdict(reader_config), "order": dataclasses.asdict(order),
-                "train": dataclasses.asdict(config),
-                "inputs": {"corpus": file_checksum(corpus), "questions": file_checksum(questions),
-                           "kb": file_checksum(kb) if kb else None}}
+                "train": dataclasses.asdict(config), "inputs": inputs}
     upgrade_run_settings(out, {"reader": ReaderConfig, "order": OrderConfig, "train": ReaderTrainConfig})
     prepare_run(out, settings, overwrite, "reader training",
-                paths=("inputs.corpus.path", "inputs.questions.path", "inputs.kb.path"))
+                paths=("inputs.corpus.path", "inputs.questions.path", "inputs.kb.path", "inputs.more_kb.path"))
     if (out / "done.json").exists() and (out / "reader" / "manifest.json").exists():
         log(f"{out}: already trained")
         return out / "reader"
     compute = choose(config.precision, config.device, training=True)
-    records, passages, sources, kb_count, alone = training_sources(corpus, questions, kb, order, config)
+    records, passages, sources, kb_count, alone = training_sources(corpus, questions, kb, order, config, more_kb)
     hops = sum(s.alone for s in sources)
+    more = sum(s.id.startswith("more-") for s in sources)
     log(f"reader training: {len(records):,} questions, {hops:,} one-hop questions read from them in two steps and "
-        f"{kb_count:,} KB questions ({len(alone):,} read on their subject's passage alone), {len(passages):,} passages")
+        f"{kb_count:,} KB questions ({more:,} of them of --more-kb's facts; {len(alone):,} read on their subject's passage "
+        f"alone), {len(passages):,} passages")
     # the questions read on one passage are batched apart from the others: short batches
     groups = [np.array(sorted(alone)), np.array([i for i in range(len(sources)) if i not in alone])] if alone else None
     per_epoch = max(1, sum(group_batches(groups, config.batch_size)) if groups else len(sources) // config.batch_size)
@@ -185,6 +201,7 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
                 save_checkpoint(out, step + 1, reader, opt, sched, {})
     seconds = time.perf_counter() - t0
     record = {"steps": steps, "questions": len(records), "hop_questions": hops, "kb_questions": kb_count,
+              "more_kb_questions": more,
               "examples_per_epoch": len(sources),
               "read_alone": len(alone),
               "seconds_this_session": round(seconds, 1), "examples_per_s": round(seen / seconds, 2) if seconds else None,
