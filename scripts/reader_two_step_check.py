@@ -16,8 +16,9 @@ import argparse
 import json
 from pathlib import Path
 
+from drkit.data.kb import kb_question
 from drkit.reader.decompose import about
-from drkit.reader.examples import ReaderExample, kb_question, read_passages, read_questions
+from drkit.reader.examples import ReaderExample, read_passages, read_questions
 from drkit.reader.model import Reader
 from drkit.reader.reading import ReadConfig
 from drkit.reader.text import best_scores, normalize_answer

@@ -335,11 +335,14 @@ def test_the_answer_is_the_last_hops_best_entity_the_question_does_not_name(mixi
     rows = [json.loads(line) for line in (d / "corpus1.jsonl").read_text().splitlines()]
     questions += [f"Which films did {r['title']} direct?" for r in rows if "-d" in r["id"]]
     # the answer's hops as retrieval's, from the linked Z_0 (test_the_answer_hops_start_where_asked: from the names)
-    keep = DrKITRetriever.load(d / "index1", d / "run", answer_skips_named=False, answer_start="linked")
-    skip = DrKITRetriever.load(d / "index1", d / "run", answer_start="linked")
+    # (without the kind filter, which the next test checks: "Which films" would put a film first)
+    keep = DrKITRetriever.load(d / "index1", d / "run", answer_skips_named=False, answer_start="linked",
+                               answer_kinds=False)
+    skip = DrKITRetriever.load(d / "index1", d / "run", answer_start="linked", answer_kinds=False)
     named = keep.linker.link(questions)
     with torch.no_grad():
-        out = keep.model(questions, linked_entity_set(named), keep.vkb, precision="bf16", answers=True)
+        out = keep.model(questions, linked_entity_set(named), keep.vkb, precision=keep.precision, answers=True,
+                         named=named.named())  # as retrieval calls it
     ranked, _ = out.answer.top(50)  # the answer head's distribution (the run's model has one)
     a, b = keep.retrieve(questions, 20), skip.retrieve(questions, 20)
     n_named = 0
@@ -347,10 +350,19 @@ def test_the_answer_is_the_last_hops_best_entity_the_question_does_not_name(mixi
         exact = {keep.names[int(e)] for e in named.ids[(named.rows == i) & named.exact]}
         assert exact, questions[i]  # every toy question names a film or a director
         assert x.answer == keep.names[int(ranked[i][0])]  # without the rule: the answer hop's best entity
-        expected = next(keep.names[int(e)] for e in ranked[i] if e >= 0 and keep.names[int(e)] not in exact)
+        # (None where the answer hop reached only named entities: from the films' pages, their one director)
+        expected = next((keep.names[int(e)] for e in ranked[i] if e >= 0 and keep.names[int(e)] not in exact), None)
         assert y.answer == expected and y.answer not in exact
         n_named += x.answer in exact
     assert n_named > 0  # the rule was exercised: some last hops walk back to a named entity
+
+
+def from_all_of_z1(retriever):
+    """The retriever's answer head following from all of Z_1 (answer_from_pages off): a wide answer pool, cities
+    and all, where a test needs one."""
+    import dataclasses
+
+    retriever.model.config = dataclasses.replace(retriever.model.config, answer_from_pages=False)
 
 
 def test_the_answer_prefers_the_kind_the_question_asks_for(mixing_run):
@@ -361,12 +373,14 @@ def test_the_answer_prefers_the_kind_the_question_asks_for(mixing_run):
     rows = [json.loads(line) for line in (d / "corpus1.jsonl").read_text().splitlines()]
     questions = [f"Who is tied to {r['title']}?" for r in rows[:8]]  # "who": a person is asked for
     ref = DrKITRetriever.load(d / "index1", d / "run", answer_start="linked")
+    from_all_of_z1(ref)
     ref.answer_top = 50  # the reference: the hops' order, 50 deep, no kinds
     pools = [x.answers for x in ref.retrieve(questions, 20)]
     pos = min(9, len(pools[0]) - 1)
     assert pos >= 5  # beyond the 5 answers kept: the wider pool is what finds it
     marked = {pools[0][pos][0]}  # the only person; every other entity a place
     r = DrKITRetriever.load(d / "index1", d / "run", answer_start="linked")
+    from_all_of_z1(r)
     table = r.vkb.index.entities
     r.vkb.index.entities = EntityTable(table.names, table.aliases,
                                        ["PERSON" if i in marked else "GPE" for i in range(len(table))])
@@ -549,6 +563,8 @@ def test_the_answer_head_is_its_own_hop_trained_by_the_answer_loss_alone(mixing_
     r = DrKITRetriever.load(d / "index1", d / "run")
     model, vkb = r.model, r.vkb
     assert model.config.answer_head and model.base.config.hops == 3
+    # from all of Z_1, as a plain model's last hop follows (the test below: from Z_1 over the pages, the default)
+    model.config = dataclasses.replace(model.config, answer_from_pages=False)
     questions = [json.loads(line)["question"] for line in (d / "questions1.jsonl").read_text().splitlines()[:8]]
     z0 = linked_entity_set(r.linker.link(questions))
     with torch.no_grad():
@@ -849,3 +865,95 @@ def test_a_tree_of_runs_moved_elsewhere_loads_its_own_mentions_and_encoder(mixin
                  "--questions", str(d / "questions1.jsonl"), "--out", str(tmp_path / "out")]) != 0
     err = capsys.readouterr().err
     assert "pass the mentions directory (--mentions)" in err and "Traceback" not in err
+
+
+def test_more_kb_trains_on_its_chained_facts_questions_and_is_part_of_the_runs_settings(mixing_run, tmp_path):
+    """--more-kb: the run writes the chained facts' questions (those `chain_questions` gives) to kb-chains.jsonl and
+    trains on them beside --train's; the KB's checksum is a setting, so another KB is refused, and a run made
+    without one resumes without one."""
+    from drkit.data.kb import read_kb
+    from drkit.index.sparse import SparseIndex
+    from drkit.reason.kb_chains import chain_questions
+    from drkit.reason.model import ModelConfig
+    from drkit.reason.train_mixing import MixTrainConfig, train_mixing
+
+    d = mixing_run
+    rows = [json.loads(line) for line in (d / "corpus1.jsonl").read_text().splitlines()]
+    director = {}
+    for r in rows:
+        if " film directed by " in r["text"]:
+            director[r["title"]] = r["text"].split(" film directed by ")[1].rstrip(".")
+    born = {r["title"]: r["text"].split(" born in ")[1].rstrip(".") for r in rows if " born in " in r["text"]}
+    kb = tmp_path / "kb.txt"
+    kb.write_text("".join(f"{f}|director|{p}\n" for f, p in director.items())
+                  + "".join(f"{p}|place of birth|{c}\n" for p, c in born.items()), encoding="utf-8")
+    lines = []
+    kw = dict(model_config=ModelConfig(shared_layers=1, hop_layers=1), log=lines.append,
+              config=MixTrainConfig(steps=2, batch_size=4, eval_every=2, precision="fp32", more_kb_chains=5))
+    run = tmp_path / "run"
+    train_mixing(d / "index1", d / "mentions1", d / "questions1.jsonl", d / "questions1.jsonl", run, more_kb=kb, **kw)
+    index = SparseIndex.load(d / "index1")
+    written = [json.loads(line) for line in (run / "kb-chains.jsonl").read_text().splitlines()]
+    assert written == chain_questions(read_kb(kb), index.article_titles, index.article_keys, 5, 0) and len(written) == 5
+    assert all(q["question"].startswith("What is the place of birth of the director of ") for q in written)
+    assert any("5 two-hop questions of" in line for line in lines)
+    assert any(f"training questions: {32 + 5} of {32 + 5}" in line for line in lines)
+    assert json.loads((run / "run.json").read_text())["more_kb"]["sha256"]
+    other = tmp_path / "kb2.txt"
+    other.write_text(kb.read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="more_kb"):
+        train_mixing(d / "index1", d / "mentions1", d / "questions1.jsonl", d / "questions1.jsonl", run, more_kb=other, **kw)
+    plain = tmp_path / "plain"
+    train_mixing(d / "index1", d / "mentions1", d / "questions1.jsonl", d / "questions1.jsonl", plain, **kw)
+    assert not (plain / "kb-chains.jsonl").exists() and "more_kb" not in json.loads((plain / "run.json").read_text())
+    assert train_mixing(d / "index1", d / "mentions1", d / "questions1.jsonl", d / "questions1.jsonl", plain, **kw) \
+        == plain / "model"
+
+
+def test_answer_from_pages_starts_the_answer_head_from_z1_over_the_pages(mixing_run, tmp_path):
+    """With answer_from_pages the answer head follows from Z_1 restricted to the entities with a page and
+    renormalised (a hand-made copy of Z_1 here), not from all of Z_1; on index1 (cities without a page) that
+    changes the answer, and the passages not at all. A model saved before the setting existed followed from all
+    of Z_1, and loads so."""
+    import dataclasses
+    import shutil
+
+    import torch
+
+    from drkit.qa.drkit_retriever import DrKITRetriever
+    from drkit.reason.entity_set import EntitySet
+    from drkit.reason.mixing import HopMixingModel
+    from drkit.reason.train_mixing import linked_entity_set
+
+    d = mixing_run
+    r = DrKITRetriever.load(d / "index1", d / "run")
+    model, vkb = r.model, r.vkb
+    rows = [json.loads(line) for line in (d / "corpus1.jsonl").read_text().splitlines()]
+    # from a director, Z_1 reaches the city of their page too
+    questions = [f"Which films did {row['title']} direct?" for row in rows if "-d" in row["id"]]
+    z0 = linked_entity_set(r.linker.link(questions))
+    assert model.config.answer_from_pages  # the default
+    with torch.no_grad():
+        after = model(questions, z0, vkb, precision="fp32", answers=True)
+        model.config = dataclasses.replace(model.config, answer_from_pages=False)
+        before = model(questions, z0, vkb, precision="fp32", answers=True)
+        z1 = before.z[1]
+        pages = vkb.page_entities
+        assert pages is not None and not pages[z1.ids.numpy()].all()  # Z_1 holds entities without a page
+        keep = pages[z1.ids.numpy()]
+        rows, ids, probs = z1.rows.numpy()[keep], z1.ids.numpy()[keep], z1.probs.numpy()[keep]
+        sums = np.zeros(z1.batch_size)
+        np.add.at(sums, rows, probs)
+        start = EntitySet(torch.from_numpy(rows), torch.from_numpy(ids), torch.from_numpy(probs / sums[rows]), z1.batch_size)
+        reference = model._hop(before.encoded[0], model.config.hops, start, vkb, model.follow_config, None, False)[0]
+    assert torch.equal(after.z_star.ids, before.z_star.ids) and torch.equal(after.z_star.probs, before.z_star.probs)
+    assert torch.equal(after.z_answer.rows, reference.rows) and torch.equal(after.z_answer.ids, reference.ids)
+    torch.testing.assert_close(after.z_answer.probs, reference.probs)
+    assert not (torch.equal(after.z_answer.ids, before.z_answer.ids)
+                and torch.allclose(after.z_answer.probs, before.z_answer.probs))
+    old = tmp_path / "old"
+    shutil.copytree(d / "run" / "model", old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    del manifest["mix"]["answer_from_pages"]
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    assert HopMixingModel.load(old).config.answer_from_pages is False

@@ -33,6 +33,9 @@ def _train_mixing_parser(p) -> None:
     p.add_argument("--dev", required=True, metavar="FILE.jsonl", help="dev questions with 'supporting' (learning curve)")
     p.add_argument("--out", required=True, metavar="DIR", help="run directory")
     p.add_argument("--overwrite", action="store_true", help="delete --out and start again")
+    p.add_argument("--more-kb", metavar="FILE", default=None, help="a KB (subject|relation|object; e.g. one 'drkit "
+                   "bootstrap-kb' grew): up to --more-kb-chains two-hop questions of its chained facts are trained on "
+                   "too, written to OUT/kb-chains.jsonl")
     add_config_flags(p, MixConfig, "hop mixing")
     add_config_flags(p, ModelConfig, "question encoder", exclude=("hops",))  # the hop count is --hops of hop mixing
     add_config_flags(p, QuestionLinkConfig, "question linking")
@@ -52,7 +55,7 @@ def _run_train_mixing(args) -> int:
                         model_config=config_from_args(args, ModelConfig),
                         follow_config=config_from_args(args, FollowConfig), config=config_from_args(args, MixTrainConfig),
                         link_config=config_from_args(args, QuestionLinkConfig), overwrite=args.overwrite,
-                        log=lambda line: print(line, file=sys.stderr))
+                        log=lambda line: print(line, file=sys.stderr), more_kb=args.more_kb)
     print(f"wrote {path}")
     return 0
 

@@ -45,6 +45,29 @@ def read_kb(path: str | Path) -> Iterator[Triple]:
         yield Triple(nfc(parts[0].strip()), nfc(parts[1].strip()), nfc(parts[2].strip()), line_no)
 
 
+def kb_question(subject: str, relation: str) -> str:
+    """The templated single-hop question of a fact: "What is the {relation} of {subject}?"."""
+    return f"What is the {relation} of {subject}?"
+
+
+def chain_question(subject: str, first: str, second: str) -> str:
+    """The templated two-hop question of a chain (subject, first, x), (x, second, y), whose answer is y:
+    "What is the {second} of the {first} of {subject}?"."""
+    return f"What is the {second} of the {first} of {subject}?"
+
+
+def in_turn(queues: Sequence[list], n: int) -> list:
+    """At most `n` items taken from each queue in turn (the first of each, then the second of each, ...), so
+    that a long queue does not crowd out a short one."""
+    queues = [list(q) for q in queues]
+    picked: list = []
+    depth = 0
+    while len(picked) < n and any(depth < len(q) for q in queues):
+        picked.extend(q[depth] for q in queues if depth < len(q))
+        depth += 1
+    return picked[:n]
+
+
 def read_entity_list(path: str | Path) -> Iterator[str]:
     """Yield the names of a one-name-per-line file. Blank lines are allowed."""
     for _, line in read_lines(path, "entity list"):

@@ -65,6 +65,7 @@ class Row:
 
 
 ENCODERS = ("base", "kb", "qa", "kb_qa")
+BOOTSTRAP_USES = ("retriever", "reader", "pretrain")  # where --bootstrap's facts go
 SHARED_ROWS = ("fixed_0", "fixed_1", "fixed_2", "remove_named", "links", "both")  # the rows of DrKIT's own encoder
 DRKIT = Row("DrKIT: hop mixing over 0..2 hops, TF-IDF A")
 ROWS = {
@@ -103,14 +104,15 @@ class TwoWikiConfig:
                                                              "the article whose longer name, given earlier in it, has "
                                                              "that word first or last (drkit index --name-parts; off: "
                                                              "no gain measured, docs/entities.md)"})
-    bootstrap: tuple = field(default=(), metadata={
+    bootstrap: tuple = field(default=("retriever",), metadata={
         "help": "where the facts found in the corpus by the patterns the train split's KB teaches (drkit "
-                "bootstrap-kb, never in a dev question's gold passage) are used beside the KB's own: reader (up to "
-                "1,000 single-hop questions of them in the reader's training), pretrain (the mention encoder's "
-                "pretraining KB); default none: with reader, answer EM 0.658 -> 0.679 on both folds "
-                "pooled, no difference called, at twice the reader's training time (docs/reader.md)", "nargs": "*", "type": str,
-        "choices": ("reader", "pretrain")})
-    steps: int = field(default=100, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
+                "bootstrap-kb, never in a dev question's gold passage) are used beside the KB's own: retriever (up "
+                "to 1,000 two-hop questions of their chains in hop-mixing training, train-mixing --more-kb; the "
+                "default), reader (up to 1,000 single-hop questions of them in the reader's training: answer EM "
+                "0.658 -> 0.679 on both folds pooled, no difference called, at twice the reader's training time, "
+                "docs/reader.md), pretrain (the mention encoder's pretraining KB: no gain measured); --bootstrap "
+                "with no value: none", "nargs": "*", "type": str, "choices": BOOTSTRAP_USES})
+    steps: int = field(default=300, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
     encoder: str = field(default="kb_qa", metadata={"help": "DrKIT's encoder: base (MiniLM, not pretrained) or "
                                                             "pretrained on kb, qa or kb_qa (both in turn)",
                                                     "choices": ENCODERS})
@@ -160,8 +162,8 @@ class TwoWikiConfig:
             raise ConfigError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
         if "titles" not in self.entities or not set(self.entities) <= {"titles", "ner", "found"}:
             raise ConfigError(f"entities must be titles, and ner or found beside it; got {list(self.entities)}")
-        if not set(self.bootstrap) <= {"reader", "pretrain"}:
-            raise ConfigError(f"bootstrap takes reader and pretrain, got {list(self.bootstrap)}")
+        if not set(self.bootstrap) <= set(BOOTSTRAP_USES):
+            raise ConfigError(f"bootstrap takes {', '.join(BOOTSTRAP_USES)}, got {list(self.bootstrap)}")
         if not 0 < self.dev_fraction < 1:
             raise ConfigError(f"dev_fraction must be in (0, 1), got {self.dev_fraction}")
         if self.embed_quantize not in QUANTIZE:
@@ -256,8 +258,10 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
         follow_config = FollowConfig(**row.follow)
         train_config = MixTrainConfig(steps=config.steps)
         done = (run / "done.json").exists()
+        more_kb = out / "kb-bootstrapped.txt" if "retriever" in config.bootstrap else None
         train_mixing_call = lambda: train_mixing(out / "index", mentions[row.encoder], train_file, dev_file, run,  # noqa: E731
-                                                 mix_config, follow_config=follow_config, config=train_config, log=log)
+                                                 mix_config, follow_config=follow_config, config=train_config, log=log,
+                                                 more_kb=more_kb)
         train_mixing_call() if done else timings.run(f"train-{name}", train_mixing_call, log)  # starts again if cut
         ev = out / f"retrieve-{name}"
         made_with = {**model_checksums(run), "questions_sha256": file_checksum(dev_file)["sha256"],

@@ -5,7 +5,7 @@ read) inside a relational noun phrase ("the director of film Blood Street"; "Blo
 a possessive). The reader then reads
 
 1. the inner question, "What is the director of film Blood Street?" (the form of the single-hop questions
-   it is trained on, `drkit.reader.examples.kb_question`), in the named entity's own passages when some
+   it is trained on, `drkit.data.kb.kb_question`), in the named entity's own passages when some
    were read (else in all of them): its span is the bridge, "Leo Fong": the reader's best span that names
    another passage read (holds its title or is held by it), where one of its best spans does, else its best,
    snapped to that title (`snap`);

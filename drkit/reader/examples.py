@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Sequence
 
 from drkit.data.corpus import iter_json_objects, plain_id
+from drkit.data.kb import chain_question, in_turn, kb_question
 from drkit.errors import ConfigError, InputFormatError
 from drkit.index.found import MONTHS as MONTH_NAMES
 from drkit.reader.text import normalize_answer
@@ -192,10 +193,6 @@ def question_sources(records: Sequence[dict], passages: Sequence[ReaderPassage],
     return out
 
 
-def kb_question(subject: str, relation: str) -> str:
-    return f"What is the {relation} of {subject}?"
-
-
 def kb_sources(triples, passages: Sequence[ReaderPassage], distractors: Distractors, k: int = 8,
                prefix: str = "kb") -> list[Source]:
     """One single-hop source per triple (subject, relation, object) whose object is in the subject's passage
@@ -226,13 +223,7 @@ def balanced_facts(triples, n: int, seed: int, known=frozenset()) -> list:
         if (t.subject, t.relation, t.object) not in known:
             by_relation.setdefault(t.relation, []).append(t)
     rng = generator(seed, 2, 2)  # neither an epoch's stream nor own_page_sources'
-    queues = [[facts[i] for i in rng.permutation(len(facts))] for _, facts in sorted(by_relation.items())]
-    picked: list = []
-    while len(picked) < n and any(queues):
-        for q in queues:
-            if q and len(picked) < n:
-                picked.append(q.pop(0))
-    return picked
+    return in_turn([[facts[i] for i in rng.permutation(len(facts))] for _, facts in sorted(by_relation.items())], n)
 
 
 MONTHS = {m.lower(): i for i, m in enumerate(MONTH_NAMES, 1)}  # "january" -> 1
@@ -315,8 +306,7 @@ def composed_sources(singles: Sequence[Source], seed: int, k: int = 8) -> list[S
         by_subject.setdefault(src.subject, []).append(src)
     chains = [(a, b) for a in singles for b in by_subject.get(a.answers[0], ()) if b.subject != a.subject]
     for a, b in chains:
-        out.append(pair(a, b, f"What is the {b.relation} of the {a.relation} of {a.subject}?", b.answers,
-                        "kb-chain"))
+        out.append(pair(a, b, chain_question(a.subject, a.relation, b.relation), b.answers, "kb-chain"))
     by_path: dict[tuple[str, str], list[tuple[Source, Source]]] = {}
     for a, b in chains:
         if parse_date(b.answers[0]):

@@ -44,7 +44,7 @@ from drkit.reason.follow import FollowConfig
 from drkit.reason.mixing import HopMixingModel, MixConfig, mixture_loss
 from drkit.reason.model import ModelConfig
 from drkit.reason.vkb import VirtualKB, has_page
-from drkit.util.artifact import path_record
+from drkit.util.artifact import file_checksum, path_record
 from drkit.util.hardware import device_field, precision_field
 from drkit.util.progress import progress
 from drkit.util.runs import adamw, append_log, optimizer_step, prepare_run, upgrade_run_settings
@@ -74,13 +74,16 @@ class MixTrainConfig:
         "help": "Z*'s targets: pages (the gold passages' title entities only; answers have their own loss on Z_T) "
                 "or pages+answers (answers that are entities too: the earlier objective)",
         "choices": ("pages", "pages+answers")})
+    more_kb_chains: int = field(default=1000, metadata={
+        "help": "with --more-kb: at most this many two-hop questions of its chained facts, \"What is the r2 of the r1 "
+                "of s?\" (drkit.reason.kb_chains), trained on beside --train's"})
     precision: str = precision_field("the question encoder")
     device: str = device_field("training (the question encoder and the mention scores)")
     seed: int = field(default=0, metadata={"help": "seed of the question order and dropout"})
 
     def __post_init__(self):
-        if self.steps < 0 or self.batch_size < 1 or self.eval_every < 1:
-            raise ConfigError("steps must be >= 0, batch_size and eval_every >= 1")
+        if self.steps < 0 or self.batch_size < 1 or self.eval_every < 1 or self.more_kb_chains < 0:
+            raise ConfigError("steps and more_kb_chains must be >= 0, batch_size and eval_every >= 1")
         if self.keep not in ("last", "best"):
             raise ConfigError(f"keep must be 'last' or 'best', got {self.keep!r}")
         if self.objective not in ("pages", "pages+answers"):
@@ -182,16 +185,20 @@ def passage_recall(model: HopMixingModel, vkb: VirtualKB, linker: QuestionLinker
 def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: str | Path, dev_file: str | Path,
                  out: str | Path, mix_config: MixConfig = MixConfig(), model_config: ModelConfig = ModelConfig(),
                  follow_config: FollowConfig = FollowConfig(), config: MixTrainConfig = MixTrainConfig(),
-                 link_config: QuestionLinkConfig = QuestionLinkConfig(), overwrite: bool = False, log=print) -> Path:
+                 link_config: QuestionLinkConfig = QuestionLinkConfig(), overwrite: bool = False, log=print,
+                 more_kb: str | Path | None = None) -> Path:
     """Train a hop-mixing model, written to ``out/model`` (the last step's, or with ``keep="best"`` the best on
-    dev by entity R@5 of Z*)."""
+    dev by entity R@5 of Z*). With `more_kb` (a KB, e.g. one `drkit bootstrap-kb` grew), up to
+    ``config.more_kb_chains`` two-hop questions of its chained facts (`drkit.reason.kb_chains`, written to
+    ``out/kb-chains.jsonl``) are trained on beside the questions of `train_file`."""
     run = Path(out)
     mentions = MentionIndex.load(mentions_dir)
     encoder_dir = mentions.encoder_dir()
     settings = {"train": dataclasses.asdict(config), "mix": dataclasses.asdict(mix_config),
                 "model": dataclasses.asdict(model_config), "follow": dataclasses.asdict(follow_config),
                 "link": dataclasses.asdict(link_config), "index": str(index_dir), "mentions": str(mentions_dir),
-                "encoder": str(encoder_dir), "train_file": str(train_file), "dev_file": str(dev_file)}
+                "encoder": str(encoder_dir), "train_file": str(train_file), "dev_file": str(dev_file),
+                **({"more_kb": file_checksum(more_kb)} if more_kb else {})}  # a run made before it resumes
     index = SparseIndex.load(index_dir)
     every_entity_a_page = bool(has_page(index).all())  # then page_mix changes nothing
     if not overwrite:  # a run made before a settings field existed: its run.json as the settings it meant
@@ -213,6 +220,15 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
     vkb = VirtualKB(index, mentions, precision=config.precision, device=config.device)
     linker = QuestionLinker.from_index(index, link_config)
     train_items, train_counts = gold_questions(train_file, index, config.answers)
+    if more_kb and config.more_kb_chains:
+        from drkit.data.kb import read_kb
+        from drkit.reason.kb_chains import chain_questions, write_questions
+
+        chains = write_questions(run / "kb-chains.jsonl", chain_questions(
+            read_kb(more_kb), index.article_titles, index.article_keys, config.more_kb_chains, config.seed))
+        chain_items, chain_counts = gold_questions(chains, index, config.answers)
+        log(f"{len(chain_items):,} two-hop questions of {more_kb}'s chained facts ({chains}; {chain_counts})")
+        train_items += chain_items
     dev_items, dev_counts = gold_questions(dev_file, index, False)
     usable = [it for it in train_items if len(it["gold"])]
     log(f"training questions: {len(usable)} of {len(train_items)} with a gold entity ({train_counts}); "
