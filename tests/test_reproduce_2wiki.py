@@ -55,9 +55,13 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     (other / "train.jsonl").rename(other / "questions.jsonl")
     args = ["reproduce-2wiki", "--data", str(data), "--out", str(out), "--steps", "2", "--pretrain-steps", "2",
             "--answers", "--answer-steps", "2", "--rows", "fixed_1", "no_pretraining", "kb_qa_pretrained", "--qps-sample", "2",
-            "--transfer", str(other), "--reader-epochs", "1"]
+            "--transfer", str(other), "--reader-epochs", "1", "--bootstrap", "retriever"]
     assert main(args) == 0
     results = json.loads((out / "results.json").read_text())
+    # --bootstrap retriever: every row's hop-mixing training also reads the chained facts of the grown KB
+    for run in ("train-drkit", "train-fixed_1", "train-no_pretraining"):
+        assert json.loads((out / run / "run.json").read_text())["more_kb"]["path"].endswith("kb-bootstrapped.txt")
+        assert (out / run / "kb-chains.jsonl").exists()
     assert results["split"] == {"comparison": {"train": 4, "dev": 4}, "compositional": {"train": 4, "dev": 4}}
     drkit = json.loads((out / "retrieve-drkit" / "metrics.json").read_text())
     assert results["drkit"]["overall"] == drkit["overall"] and drkit["questions"] == 8

@@ -104,14 +104,15 @@ class TwoWikiConfig:
                                                              "the article whose longer name, given earlier in it, has "
                                                              "that word first or last (drkit index --name-parts; off: "
                                                              "no gain measured, docs/entities.md)"})
-    bootstrap: tuple = field(default=("retriever",), metadata={
+    bootstrap: tuple = field(default=(), metadata={
         "help": "where the facts found in the corpus by the patterns the train split's KB teaches (drkit "
                 "bootstrap-kb, never in a dev question's gold passage) are used beside the KB's own: retriever (up "
-                "to 1,000 two-hop questions of their chains in hop-mixing training, train-mixing --more-kb; the "
-                "default), reader (up to 1,000 single-hop questions of them in the reader's training: answer EM "
-                "0.658 -> 0.679 on both folds pooled, no difference called, at twice the reader's training time, "
-                "docs/reader.md), pretrain (the mention encoder's pretraining KB: no gain measured); --bootstrap "
-                "with no value: none", "nargs": "*", "type": str, "choices": BOOTSTRAP_USES})
+                "to 1,000 two-hop questions of their chains in hop-mixing training, train-mixing --more-kb: "
+                "compositional Hits@1 +0.03, R@2 -0.01, AR@5 +0.01 on both folds, docs/results-2wiki.md), reader "
+                "(up to 1,000 single-hop questions of them in the reader's training: answer EM 0.658 -> 0.679 on "
+                "both folds pooled, no difference called, at twice the reader's training time, docs/reader.md), "
+                "pretrain (the mention encoder's pretraining KB: no gain measured); default none",
+        "nargs": "*", "type": str, "choices": BOOTSTRAP_USES})
     steps: int = field(default=300, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
     encoder: str = field(default="kb_qa", metadata={"help": "DrKIT's encoder: base (MiniLM, not pretrained) or "
                                                             "pretrained on kb, qa or kb_qa (both in turn)",
