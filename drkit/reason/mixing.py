@@ -86,9 +86,10 @@ class MixConfig:
 
     answer_from_pages: bool = field(default=True, metadata={
         "help": "with an answer head: it follows from Z_{T-1} over the entities with a page, renormalised (as Z* "
-                "weighs them with --page-mix), since a bridge the text says more of has a page; on 2Wiki both folds, "
-                "compositional Hits@1 0.183 -> 0.207 and 0.136 -> 0.259 (docs/results-2wiki.md). Off: from all of "
-                "Z_{T-1}; the same on an index whose entities all have pages"})
+                "weighs them with --page-mix), since a bridge the text says more of has a page; on 2Wiki's two folds "
+                "pooled, entity Hits@1 0.093 -> 0.175 on the compositional and inference questions, a paired test "
+                "calls it (docs/results-2wiki.md). Off: from all of Z_{T-1}; the same on an index whose entities "
+                "all have pages"})
     named_weight: bool = field(default=True, metadata={
         "help": "learn w, how much more an entity the question names verbatim weighs in Z_0 than the linker's "
                 "exact-match bonus says: Z_0[e] exp(w [e named]), renormalised per question, before the rescoring "
