@@ -903,6 +903,9 @@ def test_more_kb_trains_on_its_chained_facts_questions_and_is_part_of_the_runs_s
     other.write_text(kb.read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="more_kb"):
         train_mixing(d / "index1", d / "mentions1", d / "questions1.jsonl", d / "questions1.jsonl", run, more_kb=other, **kw)
+    with pytest.raises(ConfigError, match="--more-kb.*not a file"):
+        train_mixing(d / "index1", d / "mentions1", d / "questions1.jsonl", d / "questions1.jsonl", tmp_path / "none",
+                     more_kb=tmp_path / "missing.txt", **kw)
     plain = tmp_path / "plain"
     train_mixing(d / "index1", d / "mentions1", d / "questions1.jsonl", d / "questions1.jsonl", plain, **kw)
     assert not (plain / "kb-chains.jsonl").exists() and "more_kb" not in json.loads((plain / "run.json").read_text())

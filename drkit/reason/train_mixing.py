@@ -192,6 +192,8 @@ def train_mixing(index_dir: str | Path, mentions_dir: str | Path, train_file: st
     ``config.more_kb_chains`` two-hop questions of its chained facts (`drkit.reason.kb_chains`, written to
     ``out/kb-chains.jsonl``) are trained on beside the questions of `train_file`."""
     run = Path(out)
+    if more_kb is not None and not Path(more_kb).is_file():
+        raise ConfigError(f"the KB of chained facts (--more-kb) {more_kb} is not a file")
     mentions = MentionIndex.load(mentions_dir)
     encoder_dir = mentions.encoder_dir()
     settings = {"train": dataclasses.asdict(config), "mix": dataclasses.asdict(mix_config),
