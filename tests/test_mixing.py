@@ -8,7 +8,7 @@ import torch
 
 from drkit.errors import ConfigError
 from drkit.reason.entity_set import EntitySet
-from drkit.reason.mixing import MixConfig, mix, mixture_loss, on_pages, weigh_named
+from drkit.reason.mixing import MixConfig, mix, mixture_loss, on_pages, pages_or_all, weigh_named
 from drkit.util.runs import as_saved
 
 
@@ -77,6 +77,26 @@ def test_mix_over_pages_matches_a_dense_loop(seed):
     # every entity with a page: the plain mixture of distributions (rows summing to 1, as a follow's)
     normed = [on_pages(z, np.ones(n, bool)) for z in sets]
     torch.testing.assert_close(mix(normed, pi, np.ones(n, bool)).to_dense(n), mix(normed, pi).to_dense(n))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pages_or_all_keeps_a_row_without_pages_whole(seed):
+    """The answer head's start: each row over its pages, renormalised, as `on_pages` does; a row with no entity
+    with a page keeps all of its entities, renormalised (they already sum to what they summed to)."""
+    rng = np.random.default_rng(seed)
+    batch, n = 5, 12
+    z = random_set(rng, batch, n)
+    has_page = rng.random(n) < 0.4
+    has_page[z.ids[z.rows == 0].numpy()] = False  # row 0 reaches no page
+    dense = z.to_dense(n)
+    expected = dense_on_pages(dense, has_page)
+    for b in range(batch):
+        if not any(has_page[e] and float(dense[b, e]) > 0 for e in range(n)) and float(dense[b].sum()) > 0:
+            expected[b] = dense[b] / dense[b].sum()
+    got = pages_or_all(z, has_page)
+    torch.testing.assert_close(got.to_dense(n), expected)
+    assert (got.rows == 0).any() and not (on_pages(z, has_page).rows == 0).any()
+    torch.testing.assert_close(got.logits.exp(), got.probs)
 
 
 @pytest.mark.parametrize("seed, over_pages", [(1, False), (2, True)])

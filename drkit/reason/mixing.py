@@ -34,7 +34,8 @@ default) the answer has a hop of its own: the base model's hop T+1, a follow fro
 layers, projections and TF-IDF power, fed the shared layers' output and Z_{T-1} without their gradient, so
 the answer loss trains the head alone and the passage chain sees the passage loss alone (`MixOutput.answer`).
 With ``answer_from_pages`` (the default) the head follows from Z_{T-1} over the entities with a page
-(`on_pages`, as Z* weighs them): a two-hop question's bridge is the entity of the page its answer is in.
+(`pages_or_all`: as Z* weighs them, or all of Z_{T-1} in a row that reached no page): a two-hop question's bridge
+is the entity of the page its answer is in.
 """
 
 from __future__ import annotations
@@ -124,7 +125,20 @@ class MixOutput:
 def on_pages(z: EntitySet, has_page: np.ndarray) -> EntitySet:
     """`z` restricted to the entities with ``has_page[e]`` and renormalised in each row, ``Z[e] / sum_{e' with a
     page} Z[e']`` (differentiable in the probabilities); a row with no such entity is left empty."""
-    keep = torch.from_numpy(np.flatnonzero(has_page[z.ids.numpy()]))
+    return _kept(z, has_page[z.ids.numpy()])
+
+
+def pages_or_all(z: EntitySet, has_page: np.ndarray) -> EntitySet:
+    """`on_pages` of `z` in each row that holds an entity with a page; a row that holds none keeps all its entities
+    (the answer head's start: a question whose Z_{T-1} reached no page still gets an answer)."""
+    pages = has_page[z.ids.numpy()]
+    bare = np.bincount(z.rows.numpy()[pages], minlength=z.batch_size) == 0
+    return _kept(z, pages | bare[z.rows.numpy()])
+
+
+def _kept(z: EntitySet, keep: np.ndarray) -> EntitySet:
+    """The entries of `z` where `keep` (one bool per entry), renormalised in each row."""
+    keep = torch.from_numpy(np.flatnonzero(keep))
     rows, ids, probs = z.rows[keep], z.ids[keep], z.probs[keep]
     total = torch.zeros(z.batch_size, dtype=probs.dtype).index_add(0, rows, probs)
     probs = probs / total[rows].clamp_min(torch.finfo(probs.dtype).tiny)
@@ -304,7 +318,7 @@ class HopMixingModel(nn.Module):
         """The answer head (the base's extra hop T) from Z_{T-1} = `start`, both taken without their gradient."""
         start = EntitySet(start.rows, start.ids, start.probs.detach(), start.batch_size)
         if self.config.answer_from_pages and vkb.page_entities is not None:
-            start = on_pages(start, vkb.page_entities)
+            start = pages_or_all(start, vkb.page_entities)
         enc = dataclasses.replace(enc, hs=[h.detach() for h in enc.hs])
         return self._hop(enc, self.config.hops, start, vkb, fc, named, False)[0]
 
