@@ -10,15 +10,16 @@ import sys
 from pathlib import Path
 
 from drkit.experiments.steps import Timings, write_json
-from drkit.experiments.twowiki import TwoWikiConfig, _transfer_dir
+from drkit.experiments.twowiki import TwoWikiConfig
 from drkit.experiments.twowiki_reader import reader_step
 from drkit.experiments.twowiki_report import results_markdown
+from drkit.experiments.twowiki_retrievers import transfer_dir
 
 data = Path("../shared/data/2wiki")
 for out in map(Path, sys.argv[1:]):
     results = json.loads((out / "results.json").read_text())
     config = TwoWikiConfig(**{k: v for k, v in results["settings"].items() if k in TwoWikiConfig.__dataclass_fields__})
-    results["reader"] = reader_step(data, out, out / "split", _transfer_dir(data, config.transfer), config,
+    results["reader"] = reader_step(data, out, out / "split", transfer_dir(data, config.transfer), config,
                                     Timings(out / "timings.json"), print)
     results["timings_s"] = json.loads((out / "timings.json").read_text())
     write_json(out / "results.json", results)

@@ -50,6 +50,7 @@ from drkit.errors import ConfigError
 from drkit.experiments.steps import Timings, embedded_as, jsonable, made_again, model_checksums, write_json
 from drkit.experiments.twowiki_answers import answers_step
 from drkit.experiments.twowiki_report import intervals, mean_pi_by_type, plot_recall, results_markdown
+from drkit.experiments.twowiki_retrievers import peers_and_controls, score, transfer_dir, transfer_step
 from drkit.reason.follow import FollowConfig
 from drkit.reason.mixing import MixConfig
 from drkit.util.artifact import file_checksum
@@ -281,9 +282,9 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
         (results["retrieval"] if name == "drkit" else results["rows"])[name] = metrics
     results["drkit"] = results["retrieval"].pop("drkit")
 
-    others = _others(config, encoders[config.encoder])
+    others = peers_and_controls(config, encoders[config.encoder])
     for name, (step, make, extra) in others.items():
-        results["retrieval"][name] = _score(name, step, lambda: make(out / "index", mentions[config.encoder]), out / "index",
+        results["retrieval"][name] = score(name, step, lambda: make(out / "index", mentions[config.encoder]), out / "index",
                                             dev_file, out / step, retrieve_config, timings, log, extra)
     results["intervals"] = intervals(
         {"drkit": out / "retrieve-drkit", **{n: out / step for n, (step, _, _) in others.items()},
@@ -291,9 +292,9 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
 
     if config.answers:
         results["answers"] = answers_step(out, mentions[config.encoder], split, config.answer_steps, timings, log)
-    transfer = _transfer_dir(data, config.transfer)
+    transfer = transfer_dir(data, config.transfer)
     if transfer is not None:
-        results["transfer"] = _transfer(transfer, out, encoders[config.encoder], config, retrieve_config, timings, log)
+        results["transfer"] = transfer_step(transfer, out, encoders[config.encoder], config, retrieve_config, timings, log)
     if config.reader:
         from drkit.experiments.twowiki_reader import reader_step
 
@@ -325,83 +326,3 @@ def _bootstrap(out: Path, index, dev_file: Path, timings, log) -> None:
         found = bootstrap_kb(out / "index", out / "kb-train.txt", out / "kb-bootstrapped.txt", skip_articles=skip, log=log)
         write_json(report, {**found, "made_with": made_with})
     timings.run("bootstrap-kb", run, log)
-
-
-def _others(config: TwoWikiConfig, encoder: Path) -> dict:
-    """The peers and controls asked for: name -> (output step, make(index dir, mentions dir) -> Retriever,
-    the checksums of what else it depends on)."""
-    from drkit.index.question_linking import QuestionLinkConfig
-    from drkit.index.sparse import SparseIndex
-    from drkit.qa.controls import PPRRetriever, SingleStepRetriever
-    from drkit.qa.peers import BM25Retriever, DenseRetriever
-
-    out = {}
-    if config.peers:
-        out["bm25"] = ("peer-bm25", lambda i, m: BM25Retriever.from_index(SparseIndex.load(i)), {})
-        out["dense"] = ("peer-dense", lambda i, m: DenseRetriever.from_index(SparseIndex.load(i)), {})
-    if config.controls:
-        weights = encoder / "encoder" / "model.safetensors"
-        out["single_step"] = ("control-single_step", lambda i, m: SingleStepRetriever.load(i, encoder),
-                              {"encoder_sha256": file_checksum(weights)["sha256"] if weights.exists() else None})
-        # the walk starts from the question linker's Z_0 (drkit's default settings): a change of them is a new walk
-        link = QuestionLinkConfig()
-        out["ppr"] = ("control-ppr", lambda i, m: PPRRetriever.load(i, link), {"link": dataclasses.asdict(link)})
-    return out
-
-
-def _score(name: str, step: str, make, index_dir: Path, questions: Path, ev: Path, retrieve_config, timings, log,
-           extra: dict | None = None) -> dict:
-    """`run_retrieval` of the retriever `make()` into `ev`, skipped when done with the same inputs: the index's,
-    the questions', the retrieval settings and `extra` (the checksums of a model or encoder the retriever uses)."""
-    from drkit.index.sparse import SparseIndex
-    from drkit.qa.retrieve import run_retrieval
-
-    made_with = {"index_sha256": json.loads((index_dir / "manifest.json").read_text()).get("inputs"),
-                 "questions_sha256": file_checksum(questions)["sha256"], "retrieve": dataclasses.asdict(retrieve_config),
-                 **(extra or {})}
-    if made_again(ev / "metrics.json", made_with, log):
-        def run():
-            index = SparseIndex.load(index_dir)
-            metrics = run_retrieval(make(), index.article_keys, index.article_titles, questions, ev, retrieve_config, log=log)
-            write_json(ev / "metrics.json", {**metrics, "made_with": made_with})
-        timings.run(step, run, log)
-    return json.loads((ev / "metrics.json").read_text())
-
-
-def _transfer_dir(data: Path, transfer: str) -> Path | None:
-    if transfer == "none":
-        return None
-    path = Path(data).parent / "musique100" if transfer == "auto" else Path(transfer)
-    if not ((path / "corpus.jsonl").exists() and (path / "questions.jsonl").exists()):
-        if transfer == "auto":
-            return None
-        raise ConfigError(f"--transfer {transfer}: no corpus.jsonl and questions.jsonl there")
-    return path
-
-
-def _transfer(data: Path, out: Path, encoder: Path, config: TwoWikiConfig, retrieve_config, timings, log) -> dict:
-    """The trained model, not retrained, on the corpus of `data`: index it (as the 2Wiki corpus), embed its mentions with
-    DrKIT's encoder, retrieve; the peers and controls on the same questions."""
-    from drkit.dense.mentions import MentionIndex, build_mention_index, partial_dir
-    from drkit.experiments.twowiki_data import index_corpus
-    from drkit.qa.drkit_retriever import DrKITRetriever
-
-    t = out / "transfer"
-    index_corpus(data / "corpus.jsonl", t / "index", config.entities, config.title_aliases, timings, "transfer-index",
-                 log, config.name_parts)
-    if (t / "mentions" / "manifest.json").exists():
-        embedded_as(MentionIndex.load(t / "mentions"), config)
-    else:
-        timings.run("transfer-embed", lambda: build_mention_index(t / "index", encoder, t / "mentions",
-                                                                  config.embed_config(), overwrite=True, log=log),
-                    log, resumes=partial_dir(t / "mentions"))
-    questions = data / "questions.jsonl"
-    found = {"drkit": _score("drkit", "transfer-drkit", lambda: DrKITRetriever.load(
-        t / "index", out / "train-drkit", t / "mentions", **retrieve_config.retriever_options()), t / "index", questions,
-        t / "retrieve-drkit", retrieve_config, timings, log, model_checksums(out / "train-drkit"))}
-    steps = {"drkit": t / "retrieve-drkit"}
-    for name, (step, make, extra) in _others(config, encoder).items():
-        found[name] = _score(name, f"transfer-{name}", lambda: make(t / "index", t / "mentions"), t / "index", questions,
-                             t / step, retrieve_config, timings, log, extra)
-        steps[name] = t / step
-    return {"data": str(data), "retrieval": found, "intervals": intervals(steps, [questions])}
