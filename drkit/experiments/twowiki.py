@@ -250,6 +250,7 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     embedded = {"embed_quantize": loaded[config.encoder].manifest["config"].get("quantize", "none")}
     results: dict = {"data": str(data), "settings": jsonable({**dataclasses.asdict(config), **embedded}),
                      "split": json.loads((split / "split.json").read_text())["counts"], "retrieval": {}, "rows": {}}
+    more_kb = out / "kb-bootstrapped.txt" if "retriever" in config.bootstrap else None  # every row trains on it
     for name, row in [("drkit", DRKIT)] + [(r, ROWS[r]) for r in config.rows]:
         if name != "drkit" and not row.mix and not row.follow and encoder_of(row) == config.encoder:
             results["rows"][name] = {**results["retrieval"]["drkit"], "what": f"{row.what} (= DrKIT's row)"}
@@ -260,7 +261,6 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
         follow_config = FollowConfig(**row.follow)
         train_config = MixTrainConfig(steps=config.steps)
         done = (run / "done.json").exists()
-        more_kb = out / "kb-bootstrapped.txt" if "retriever" in config.bootstrap else None
         train_mixing_call = lambda: train_mixing(out / "index", mentions[row.encoder], train_file, dev_file, run,  # noqa: E731
                                                  mix_config, follow_config=follow_config, config=train_config, log=log,
                                                  more_kb=more_kb)
