@@ -22,6 +22,19 @@ def dense_link_adjacency(L: torch.Tensor, mention_entity: np.ndarray, self_loops
     return A
 
 
+def dense_page_adjacency(A: torch.Tensor, mention_passage: np.ndarray, passage_entity: np.ndarray) -> torch.Tensor:
+    """A_page (E, M) by loops: row e is 1 at the mentions of the passages whose title entity is e, where there is
+    one; else row e of `A` (the TF-IDF A, weighted)."""
+    E, M = A.shape
+    A_page = A.clone()
+    for e in range(E):
+        page = [p for p in range(len(passage_entity)) if passage_entity[p] == e]
+        if page:
+            for m in range(M):
+                A_page[e, m] = 1.0 if mention_passage[m] in page else 0.0
+    return A_page
+
+
 def dense_follow_reference(z: torch.Tensor, queries: torch.Tensor, A: torch.Tensor | None, F: torch.Tensor,
                            mention_entity: np.ndarray, config: FollowConfig, topic=None,
                            L: torch.Tensor | None = None) -> torch.Tensor:
@@ -43,7 +56,8 @@ def dense_follow_reference(z: torch.Tensor, queries: torch.Tensor, A: torch.Tens
         return (config.remove_topic != "never" and topic is not None
                 and int(e) in {int(t) for t in np.atleast_1d(topic[b])})
 
-    use_tfidf, use_links = config.adjacency in ("tfidf", "both"), config.adjacency in ("links", "both")
+    # A of "page" is given as A (`dense_page_adjacency`): it is read as the TF-IDF A is, per passage
+    use_tfidf, use_links = config.adjacency in ("tfidf", "both", "page"), config.adjacency in ("links", "both")
     A_tfidf = A_full = None
     if use_tfidf:
         A_full = A_tfidf = A

@@ -960,3 +960,35 @@ def test_answer_from_pages_starts_the_answer_head_from_z1_over_the_pages(mixing_
     del manifest["mix"]["answer_from_pages"]
     (old / "manifest.json").write_text(json.dumps(manifest))
     assert HopMixingModel.load(old).config.answer_from_pages is False
+
+
+def test_answer_adjacency_gives_the_answer_head_its_own_a(mixing_run):
+    """With answer_adjacency "page" the answer head's follow expands Z_1 (over the pages) by the page A, as a
+    follow called with that A does; the passages (Z*) do not change, and on index1 the answer does."""
+    import dataclasses
+
+    import torch
+
+    from drkit.qa.drkit_retriever import DrKITRetriever
+    from drkit.reason.mixing import pages_or_all
+    from drkit.reason.train_mixing import linked_entity_set
+
+    d = mixing_run
+    r = DrKITRetriever.load(d / "index1", d / "run")
+    model, vkb = r.model, r.vkb
+    rows = [json.loads(line) for line in (d / "corpus1.jsonl").read_text().splitlines()]
+    questions = [f"Which films did {row['title']} direct?" for row in rows if "-d" in row["id"]]
+    z0 = linked_entity_set(r.linker.link(questions))
+    assert model.config.answer_adjacency is None  # the default: the follow's A
+    with torch.no_grad():
+        before = model(questions, z0, vkb, precision="fp32", answers=True)
+        model.config = dataclasses.replace(model.config, answer_adjacency="page")
+        after = model(questions, z0, vkb, precision="fp32", answers=True)
+        start = pages_or_all(before.z[1], vkb.page_entities)
+        fc = dataclasses.replace(model.follow_config, adjacency="page")
+        reference = model._hop(before.encoded[0], model.config.hops, start, vkb, fc, None, False)[0]
+    assert torch.equal(after.z_star.ids, before.z_star.ids) and torch.equal(after.z_star.probs, before.z_star.probs)
+    assert torch.equal(after.z_answer.ids, reference.ids) and torch.equal(after.z_answer.rows, reference.rows)
+    torch.testing.assert_close(after.z_answer.probs, reference.probs)
+    assert not (torch.equal(after.z_answer.ids, before.z_answer.ids)
+                and torch.allclose(after.z_answer.probs, before.z_answer.probs))

@@ -31,7 +31,7 @@ from drkit.errors import ConfigError
 from drkit.index.linking import EntityLinker
 from drkit.index.tfidf import NgramHasher, document_frequency, idf_weights, tfidf
 
-ADJACENCIES = ("tfidf", "links", "both")
+ADJACENCIES = ("tfidf", "links", "both", "page")  # as drkit.reason.expansion.ADJACENCIES (drkit.index does not import drkit.reason)
 
 
 @dataclass(frozen=True)
@@ -146,14 +146,21 @@ class QuestionLinker:
 
 def hop_matrix(index, adjacency: str = "tfidf") -> sp.csr_matrix:
     """(E, E) 0/1: x is one hop from e. tfidf: x is mentioned in one of e's top-mu TF-IDF passages (the
-    support of A); links: the link graph L of the index (e on x's page or x on e's); both: either."""
+    support of A); links: the link graph L of the index (e on x's page or x on e's); both: either; page: x is
+    mentioned on e's own page where e has one, else as tfidf."""
     if adjacency not in ADJACENCIES:
         raise ConfigError(f"adjacency must be one of {ADJACENCIES}, got {adjacency!r}")
     E, P = index.n_entities, index.n_passages
     out = sp.csr_matrix((E, E), dtype=np.float32)
-    if adjacency in ("tfidf", "both"):
+    if adjacency in ("tfidf", "both", "page"):
         indptr = np.asarray(index.entity_passage_indptr, dtype=np.int64)
         ep = sp.csr_matrix((np.ones(indptr[-1], np.float32), np.asarray(index.entity_passage), indptr), shape=(E, P))
+        if adjacency == "page":  # the rows of the entities with a page: their page's passages
+            titles = np.asarray(index.passage_entity, dtype=np.int64)
+            on = np.flatnonzero(titles >= 0)
+            page = sp.csr_matrix((np.ones(len(on), np.float32), (titles[on], on)), shape=(E, P))
+            bare = sp.diags((np.diff(page.indptr) == 0).astype(np.float32))
+            ep = page + bare @ ep
         out = out + ep @ sp.csr_matrix(index.mention_incidence.T, dtype=np.float32)
     if adjacency in ("links", "both"):
         indptr = getattr(index, "entity_link_indptr", None)

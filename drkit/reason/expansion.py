@@ -1,6 +1,6 @@
 """The sparse expansion of the follow, step 1 of equation 5: ``Z^T A`` read at given (row, mention) pairs.
 
-Two adjacencies A, and their sum (`Expansion`, chosen by ``FollowConfig.adjacency``):
+Three adjacencies A, and the sum of the first two (`Expansion`, chosen by ``FollowConfig.adjacency``):
 
 * **TF-IDF** (MetaQA, the default): A[e, m] is non-zero when mention m lies in one of e's top-mu TF-IDF
   passages, and its value depends on the passage only, so ``(Z^T A)[m] = w[passage(m)]``: the expansion
@@ -10,6 +10,11 @@ Two adjacencies A, and their sum (`Expansion`, chosen by ``FollowConfig.adjacenc
   graph (e mentioned on the page of m's entity, or that entity on e's page), so
   ``(Z^T A_link)[m] = u[entity(m)]`` with ``u = Z^T L``: computed per entity, from L's rows, in
   O(nnz(Z) degree), and read at any mention of the entity (`EntityWeights`).
+
+* **Page** (the answer head's A on a corpus of title pages): from an entity with a page, the mentions of its
+  own page's passages, 0/1 (``A_page[e, m] = [title entity of passage(m) = e]``: the facts a title page states
+  about its entity are on it, where the TF-IDF rows also reach the pages that merely mention e); an entity
+  without a page keeps its TF-IDF row (`PageWeights`, per passage as TF-IDF).
 
 Sums are accumulated in float64, term by term in the order of Z's entries, so a row's weights do not
 depend on the other rows of the batch.
@@ -30,7 +35,7 @@ from drkit.reason.graph import FollowGraph
 _DENSE_LIMIT = 1 << 26
 _DENSE_FLOOR = 1 << 16
 _DENSE_PER_KEY = 16
-ADJACENCIES = ("tfidf", "links", "both")
+ADJACENCIES = ("tfidf", "links", "both", "page")
 
 
 class _KeyedSums:
@@ -74,21 +79,26 @@ class PassageWeights(_KeyedSums):
 
     def __init__(self, z: EntitySet, graph: FollowGraph, power: float | torch.Tensor | None = None):
         self.z, self.graph, self.power = z, graph, power
-        indptr = graph.entity_passage_indptr
-        e = z.ids.numpy()  # (N,)
-        starts, lengths = indptr[e], indptr[e + 1] - indptr[e]
-        src = torch.from_numpy(np.repeat(np.arange(len(e)), lengths))  # (n,) the Z entry of each EP entry read
-        positions = concat_ranges(starts, lengths)  # (n,) positions in EP
-        graph.will_need_entries(positions)  # the pages of EP's rows asked for together
-        passages = np.asarray(graph.entity_passage[positions], dtype=np.int64)  # (n,)
-        keys = z.rows.numpy()[src.numpy()] * graph.n_passages + passages  # (n,) row * P + passage
-        values = z.probs[src].double() * self._factor(positions, np.repeat(e, lengths))  # (n,) Z[row, e] A[e, passage]
+        src, passages, factor = self._entries(z.ids.numpy())
+        keys = z.rows.numpy()[src] * graph.n_passages + passages  # (n,) row * P + passage
+        values = z.probs[torch.from_numpy(src)].double() * factor  # (n,) Z[row, e] A[e, passage]
         self.n_passages = graph.n_passages
         self._sum(keys, values, z.batch_size * graph.n_passages)
-        # each term by (Z entry, passage): sorted, as Z's entries are and each EP row is by passage; `lookup`
-        # finds an entity's own term here instead of searching EP again
-        self._term_keys = src.numpy() * graph.n_passages + passages
+        # each term by (Z entry, passage): sorted, as Z's entries are and each row of A by passage; `lookup`
+        # finds an entity's own term here instead of searching A again
+        self._term_keys = src * graph.n_passages + passages
         self._terms = values
+
+    def _entries(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, torch.Tensor | float]:
+        """The non-zero entries of A's rows `e` (N,), row after row, by passage: (the row of each in `e` (n,),
+        its passage (n,), its value A[e, passage] (n,) float64, or 1.0 for all)."""
+        indptr = self.graph.entity_passage_indptr
+        starts, lengths = indptr[e], indptr[e + 1] - indptr[e]
+        src = np.repeat(np.arange(len(e)), lengths)  # (n,) the Z entry of each EP entry read
+        positions = concat_ranges(starts, lengths)  # (n,) positions in EP
+        self.graph.will_need_entries(positions)  # the pages of EP's rows asked for together
+        passages = np.asarray(self.graph.entity_passage[positions], dtype=np.int64)  # (n,)
+        return src, passages, self._factor(positions, np.repeat(e, lengths))
 
     def _factor(self, positions: np.ndarray, owners: np.ndarray) -> torch.Tensor | float:
         """``(score(e, p) / best score of e) ** power`` of the EP entries at `positions` (of the entities
@@ -118,6 +128,28 @@ class PassageWeights(_KeyedSums):
             weights = weights.index_add(0, torch.from_numpy(sel), -self._terms[torch.from_numpy(term[is_term])])
         present = counts > 0
         return present, weights[torch.from_numpy(np.flatnonzero(present))]
+
+
+class PageWeights(PassageWeights):
+    """`PassageWeights` of the page adjacency: an entity with a page reaches its own page's passages, each with
+    weight 1; an entity without one, its TF-IDF row (weighted by `power`)."""
+
+    def _entries(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, torch.Tensor | float]:
+        graph = self.graph
+        graph.require_pages("the page adjacency")
+        indptr = graph.entity_page_indptr
+        lengths = indptr[e + 1] - indptr[e]
+        paged, bare = np.flatnonzero(lengths > 0), np.flatnonzero(lengths == 0)
+        src = np.repeat(paged, lengths[paged])
+        passages = graph.entity_page[concat_ranges(indptr[e[paged]], lengths[paged])]
+        tf_src, tf_passages, tf_factor = super()._entries(e[bare])
+        src = np.concatenate([src, bare[tf_src]])
+        passages = np.concatenate([passages, tf_passages])
+        tf_factor = tf_factor.double() if torch.is_tensor(tf_factor) else \
+            torch.full((len(tf_passages),), float(tf_factor), dtype=torch.float64)
+        factor = torch.cat([torch.ones(len(passages) - len(tf_passages), dtype=torch.float64), tf_factor])
+        order = np.lexsort((passages, src))  # row after row of `e`, by passage
+        return src[order], passages[order], factor[torch.from_numpy(order)]
 
 
 class EntityWeights(_KeyedSums):
@@ -150,8 +182,8 @@ class EntityWeights(_KeyedSums):
 
 class Expansion:
     """``(Z^T A)[b, m]`` for the adjacency A named by `adjacency`: "tfidf" (`PassageWeights`), "links"
-    (`EntityWeights`) or "both", the sum ``w[b, passage(m)] + u[b, entity(m)]``. `power` weighs the
-    TF-IDF part only. Without `self_loops`, the TF-IDF part leaves out the mention's own entity's term
+    (`EntityWeights`), "both", the sum ``w[b, passage(m)] + u[b, entity(m)]``, or "page" (`PageWeights`).
+    `power` weighs the TF-IDF part only. Without `self_loops`, the TF-IDF part leaves out the mention's own entity's term
     and the link part reads L (no diagonal); with them, A's self-loops are kept (L + I)."""
 
     def __init__(self, z: EntitySet, graph: FollowGraph, adjacency: str, power: float | torch.Tensor | None,
@@ -159,7 +191,8 @@ class Expansion:
         if adjacency not in ADJACENCIES:
             raise ValueError(f"adjacency must be one of {ADJACENCIES}, got {adjacency!r}")
         self.graph, self.self_loops = graph, self_loops
-        self.passages = PassageWeights(z, graph, power) if adjacency in ("tfidf", "both") else None
+        self.passages = PassageWeights(z, graph, power) if adjacency in ("tfidf", "both") else \
+            PageWeights(z, graph, power) if adjacency == "page" else None
         self.entities = EntityWeights(z, graph, self_loops) if adjacency in ("links", "both") else None
 
     def lookup(self, rows: np.ndarray, mentions: np.ndarray):

@@ -94,7 +94,8 @@ class FollowConfig:
     adjacency: str = field(default="tfidf", metadata={
         "help": "A_{E->M}: tfidf (m in one of e's top-mu TF-IDF passages; MetaQA), links (L[e, entity(m)], L the "
                 "index's link graph: e mentioned on the page of m's entity or that entity on e's page; the paper's "
-                "HotpotQA A) or both (the sum of the two weights)",
+                "HotpotQA A), both (the sum of the two weights) or page (m on e's own page where e has one, else "
+                "e's TF-IDF row; the answer head's A with MixConfig.answer_adjacency)",
         "choices": ADJACENCIES})
 
     def __post_init__(self):
@@ -241,6 +242,7 @@ def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, conf
         tfidf: (Z^T A)[b, m] = sum_e Z[b, e] [passage(m) in EP(e)] (score(e, passage(m)) / best(e)) ** P
         links: (Z^T A)[b, m] = sum_e Z[b, e] L[e, entity(m)]
         both:  the sum of the two
+        page:  (Z^T A)[b, m] = Z[b, title(passage(m))] + the tfidf sum over the e of row b without a page
 
     each without the term of e = entity(m) unless ``config.self_loops`` (then L + I for the links).
 
@@ -255,8 +257,10 @@ def follow(z: EntitySet, queries: torch.Tensor, graph: FollowGraph, search, conf
     batch = queries.shape[0]
     if z.batch_size != batch:
         raise ValueError(f"Z has {z.batch_size} rows but there are {batch} queries")
-    if config.tfidf and config.adjacency != "tfidf":
+    if config.tfidf and config.adjacency in ("links", "both"):
         graph.require_links(f"adjacency={config.adjacency!r}")
+    if config.tfidf and config.adjacency == "page":
+        graph.require_pages("adjacency='page'")
     topic = None if topic is None or config.remove_topic == "never" else np.asarray(topic, dtype=np.int64)
     power = config.tfidf_power if tfidf_power is None else tfidf_power
     if config.tfidf and config.retrieval == "restricted":

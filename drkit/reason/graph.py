@@ -174,6 +174,32 @@ class FollowGraph:
                                 f"[-1, {self.n_entities}); got shape {titles.shape}")
         return titles
 
+    @functools.cached_property
+    def _pages(self) -> tuple[np.ndarray, np.ndarray] | None:
+        titles = self.passage_entity
+        if titles is None:
+            return None
+        order = np.argsort(titles, kind="stable")  # by title entity, then passage id
+        order = order[titles[order] >= 0]
+        return np.searchsorted(titles[order], np.arange(self.n_entities + 1)).astype(np.int64), order.astype(np.int64)
+
+    @property
+    def entity_page_indptr(self) -> np.ndarray | None:
+        """(E+1,) entity e's page is the passages ``entity_page[indptr[e]:indptr[e+1]]`` (none: e has no page);
+        None when the graph does not know the passages' title entities."""
+        return None if self._pages is None else self._pages[0]
+
+    @property
+    def entity_page(self) -> np.ndarray | None:
+        """(P',) the passages of each entity's page (those whose title entity it is), ascending within an entity."""
+        return None if self._pages is None else self._pages[1]
+
+    def require_pages(self, what: str) -> None:
+        """A ConfigError naming the graph's index when it does not know the passages' title entities."""
+        if self._pages is None:
+            raise ConfigError(f"{what} needs each passage's title entity (passage_entity), which {self.source} "
+                              "does not have")
+
     def set_passage_scores(self, scores: np.ndarray) -> None:
         """The TF-IDF score G(e).F(d) of each entry of EP (kept as given: the index's memory map), and each
         entity's best score; `log_rel` reads log(score / the entity's best score) from them."""

@@ -35,7 +35,8 @@ layers, projections and TF-IDF power, fed the shared layers' output and Z_{T-1} 
 the answer loss trains the head alone and the passage chain sees the passage loss alone (`MixOutput.answer`).
 With ``answer_from_pages`` (the default) the head follows from Z_{T-1} over the entities with a page
 (`pages_or_all`: as Z* weighs them, or all of Z_{T-1} in a row that reached no page): a two-hop question's bridge
-is the entity of the page its answer is in.
+is the entity of the page its answer is in. ``answer_adjacency`` gives the head an A of its own (for example
+"page": from the bridge, only the mentions of its own page).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from torch import nn
 
 from drkit.errors import ArtifactError, ConfigError
 from drkit.reason.entity_set import EntitySet
+from drkit.reason.expansion import ADJACENCIES
 from drkit.reason.follow import FollowConfig, FollowTrace, follow, rescore
 from drkit.reason.model import ModelConfig, MultiHopModel
 from drkit.reason.question_encoder import rows_alike
@@ -91,6 +93,10 @@ class MixConfig:
                 "pooled, entity Hits@1 0.093 -> 0.175 on the compositional and inference questions, a paired test "
                 "calls it (docs/results-2wiki.md). Off: from all of Z_{T-1}; the same on an index whose entities "
                 "all have pages"})
+    answer_adjacency: str | None = field(default=None, metadata={
+        "help": "with an answer head: the A its follow expands Z_{T-1} by (FollowConfig.adjacency), e.g. page: an "
+                "entity with a page reaches the mentions of its own page only, where the facts of a title corpus about "
+                "it are stated", "type": str, "choices": ADJACENCIES, "default_help": "the follow's"})
     named_weight: bool = field(default=True, metadata={
         "help": "learn w, how much more an entity the question names verbatim weighs in Z_0 than the linker's "
                 "exact-match bonus says: Z_0[e] exp(w [e named]), renormalised per question, before the rescoring "
@@ -104,6 +110,8 @@ class MixConfig:
             raise ConfigError(f"hops must be at least 1, got {self.hops}")
         if self.fixed is not None and not 0 <= self.fixed <= self.hops:
             raise ConfigError(f"fixed must be a hop count in 0..{self.hops}, got {self.fixed}")
+        if self.answer_adjacency is not None and self.answer_adjacency not in ADJACENCIES:
+            raise ConfigError(f"answer_adjacency must be one of {ADJACENCIES}, got {self.answer_adjacency!r}")
 
 
 @dataclass
@@ -320,6 +328,8 @@ class HopMixingModel(nn.Module):
         if self.config.answer_from_pages and vkb.page_entities is not None:
             start = pages_or_all(start, vkb.page_entities)
         enc = dataclasses.replace(enc, hs=[h.detach() for h in enc.hs])
+        if self.config.answer_adjacency is not None:
+            fc = dataclasses.replace(fc, adjacency=self.config.answer_adjacency)
         return self._hop(enc, self.config.hops, start, vkb, fc, named, False)[0]
 
     # -- persistence: the base model in base/, the heads beside it ---------------------------------------
