@@ -913,6 +913,17 @@ def test_more_kb_trains_on_its_chained_facts_questions_and_is_part_of_the_runs_s
         == plain / "model"
 
 
+def _director_questions(d):
+    """The mixing run's model and VirtualKB on index1, a question about each director's films, and their linked Z_0."""
+    from drkit.qa.drkit_retriever import DrKITRetriever
+    from drkit.reason.train_mixing import linked_entity_set
+
+    r = DrKITRetriever.load(d / "index1", d / "run")
+    rows = [json.loads(line) for line in (d / "corpus1.jsonl").read_text().splitlines()]
+    questions = [f"Which films did {row['title']} direct?" for row in rows if "-d" in row["id"]]
+    return r.model, r.vkb, questions, linked_entity_set(r.linker.link(questions))
+
+
 def test_answer_from_pages_starts_the_answer_head_from_z1_over_the_pages(mixing_run, tmp_path):
     """With answer_from_pages the answer head follows from Z_1 restricted to the entities with a page and
     renormalised (a hand-made copy of Z_1 here), not from all of Z_1; on index1 (cities without a page) that
@@ -923,18 +934,11 @@ def test_answer_from_pages_starts_the_answer_head_from_z1_over_the_pages(mixing_
 
     import torch
 
-    from drkit.qa.drkit_retriever import DrKITRetriever
     from drkit.reason.entity_set import EntitySet
     from drkit.reason.mixing import HopMixingModel
-    from drkit.reason.train_mixing import linked_entity_set
 
     d = mixing_run
-    r = DrKITRetriever.load(d / "index1", d / "run")
-    model, vkb = r.model, r.vkb
-    rows = [json.loads(line) for line in (d / "corpus1.jsonl").read_text().splitlines()]
-    # from a director, Z_1 reaches the city of their page too
-    questions = [f"Which films did {row['title']} direct?" for row in rows if "-d" in row["id"]]
-    z0 = linked_entity_set(r.linker.link(questions))
+    model, vkb, questions, z0 = _director_questions(d)  # from a director, Z_1 reaches the city of their page too
     assert model.config.answer_from_pages  # the default
     with torch.no_grad():
         after = model(questions, z0, vkb, precision="fp32", answers=True)
@@ -969,16 +973,9 @@ def test_answer_adjacency_gives_the_answer_head_its_own_a(mixing_run):
 
     import torch
 
-    from drkit.qa.drkit_retriever import DrKITRetriever
     from drkit.reason.mixing import pages_or_all
-    from drkit.reason.train_mixing import linked_entity_set
 
-    d = mixing_run
-    r = DrKITRetriever.load(d / "index1", d / "run")
-    model, vkb = r.model, r.vkb
-    rows = [json.loads(line) for line in (d / "corpus1.jsonl").read_text().splitlines()]
-    questions = [f"Which films did {row['title']} direct?" for row in rows if "-d" in row["id"]]
-    z0 = linked_entity_set(r.linker.link(questions))
+    model, vkb, questions, z0 = _director_questions(mixing_run)
     assert model.config.answer_adjacency is None  # the default: the follow's A
     with torch.no_grad():
         before = model(questions, z0, vkb, precision="fp32", answers=True)
