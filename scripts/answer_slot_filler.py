@@ -4,8 +4,9 @@ on a reproduce-2wiki run's compositional and inference dev (or train) questions,
 trains, against the same encoder given the question's own text. The relation is the gold one of the question's
 last evidence triple (an upper bound) or one predicted from the question's words by a classifier trained on the
 train split's questions and their evidence (logistic regression on word n-grams); the bridge is the gold one
-(the subject of that triple) or the model's own (the best entity with a page of the answer head's Z_1 start, as
-`drkit retrieve --answers` computes it). No kind filter. Writes a JSON file of the counts.
+(the subject of that triple) or the model's own (the first of the retrieval's top 3 entities of Z_1, the passage
+chain's hop from the linked Z_0, that has a page; the answer head starts from the named entities instead, so this is
+an approximation of its bridge). No kind filter. Writes a JSON file of the counts.
 
     python scripts/answer_slot_filler.py --run runs/2wiki-f0 --encoder pretrain-kb_qa/encoder \
         --mentions mentions-kb_qa --model train-drkit --out benchmarks/results/x/slot-f0.json
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from drkit.dense.encoder import DualEncoder
+from drkit.index.csr import concat_ranges
 from drkit.qa.drkit_retriever import DrKITRetriever
 from drkit.qa.metrics import answer_is_right
 
@@ -69,8 +71,7 @@ def main() -> None:
             if e is None:
                 continue
             ps = g.entity_page[g.entity_page_indptr[e]:g.entity_page_indptr[e + 1]]
-            ms = np.concatenate([np.arange(g.passage_mention_indptr[p], g.passage_mention_indptr[p + 1]) for p in ps]
-                                + [np.zeros(0, np.int64)])
+            ms = concat_ranges(g.passage_mention_indptr[ps], np.diff(g.passage_mention_indptr)[ps])  # the page's mentions
             ms = ms[g.mention_entity[ms] != e]
             if not len(ms):
                 continue

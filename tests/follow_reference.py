@@ -22,6 +22,29 @@ def dense_link_adjacency(L: torch.Tensor, mention_entity: np.ndarray, self_loops
     return A
 
 
+def gradcheck_follow(graph: FollowGraph, z0: EntitySet, adjacency: str, topic: np.ndarray | None = None) -> None:
+    """`follow` passes torch's gradcheck w.r.t. the queries, Z's probabilities and the TF-IDF power, for both
+    retrievals and aggregations (the queries also depend on Z, as a hop's query does), over `adjacency`."""
+    from drkit.reason.entity_set import entity_set_mean
+    from drkit.reason.follow import follow
+
+    search = exact_search(graph)
+    batch = z0.batch_size
+    table = torch.from_numpy(np.random.default_rng(2).normal(size=(graph.n_entities, 5)))
+    for config in (FollowConfig(top_k=20, temperature=2.0, retrieval="global", adjacency=adjacency),
+                   FollowConfig(top_k=20, aggregate="sum", adjacency=adjacency, self_loops=True),
+                   FollowConfig(top_k=5, temperature=2.0, adjacency=adjacency)):
+        def fn(q, probs, power):
+            z = EntitySet(z0.rows, z0.ids, probs, batch)
+            return follow(z, q + 0.1 * entity_set_mean(z, table), graph, search, config, topic, tfidf_power=power).probs
+
+        q = torch.from_numpy(np.random.default_rng(3).normal(size=(batch, 5))).requires_grad_()
+        probs = z0.probs.clone().requires_grad_()
+        power = torch.tensor(1.7, dtype=torch.float64, requires_grad=True)
+        assert len(fn(q, probs, power)) > 3
+        assert torch.autograd.gradcheck(fn, (q, probs, power), eps=1e-6, atol=1e-6)
+
+
 def dense_page_adjacency(A: torch.Tensor, mention_passage: np.ndarray, passage_entity: np.ndarray) -> torch.Tensor:
     """A_page (E, M) by loops: row e is 1 at the mentions of the passages whose title entity is e, where there is
     one; else row e of `A` (the TF-IDF A, weighted)."""

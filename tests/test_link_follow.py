@@ -11,6 +11,7 @@ from follow_reference import (
     cancelling_graph,
     dense_follow_reference,
     exact_search,
+    gradcheck_follow,
     link_arrays,
     random_graph,
     random_z,
@@ -18,7 +19,7 @@ from follow_reference import (
 )
 
 from drkit.errors import ArtifactError, ConfigError
-from drkit.reason.entity_set import EntitySet, entity_set_mean
+from drkit.reason.entity_set import EntitySet
 from drkit.reason.expansion import EntityWeights, Expansion
 from drkit.reason.follow import FollowConfig, follow
 from drkit.reason.graph import FollowGraph
@@ -138,23 +139,7 @@ def test_link_follow_gradcheck(adjacency):
     """Gradients w.r.t. the queries, Z's probabilities and the TF-IDF power, for both retrievals and
     aggregations (the queries also depend on Z, as a hop's query does)."""
     graph, _, _ = random_graph(5, links=True, **SIZES)
-    search = exact_search(graph)
-    z0 = random_z(5, 3, graph.n_entities)
-    topic = np.array([0, 1, 2])
-    table = torch.from_numpy(np.random.default_rng(2).normal(size=(graph.n_entities, 5)))
-    for config in (FollowConfig(top_k=20, temperature=2.0, retrieval="global", adjacency=adjacency),
-                   FollowConfig(top_k=20, aggregate="sum", adjacency=adjacency, self_loops=True),
-                   FollowConfig(top_k=5, temperature=2.0, adjacency=adjacency)):
-        def fn(q, probs, power):
-            z = EntitySet(z0.rows, z0.ids, probs, 3)
-            z1 = follow(z, q + 0.1 * entity_set_mean(z, table), graph, search, config, topic, tfidf_power=power)
-            return z1.probs
-
-        q = torch.from_numpy(np.random.default_rng(3).normal(size=(3, 5))).requires_grad_()
-        probs = z0.probs.clone().requires_grad_()
-        power = torch.tensor(1.7, dtype=torch.float64, requires_grad=True)
-        assert len(fn(q, probs, power)) > 3
-        assert torch.autograd.gradcheck(fn, (q, probs, power), eps=1e-6, atol=1e-6)
+    gradcheck_follow(graph, random_z(5, 3, graph.n_entities), adjacency, topic=np.array([0, 1, 2]))
 
 
 def test_two_link_hops_gradcheck():

@@ -7,10 +7,18 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from follow_reference import dense_follow_reference, dense_page_adjacency, exact_search, random_graph, random_z, weighted
+from follow_reference import (
+    dense_follow_reference,
+    dense_page_adjacency,
+    exact_search,
+    gradcheck_follow,
+    random_graph,
+    random_z,
+    weighted,
+)
 
 from drkit.errors import ConfigError
-from drkit.reason.entity_set import EntitySet, entity_set_mean
+from drkit.reason.entity_set import EntitySet
 from drkit.reason.expansion import PageWeights, PassageWeights
 from drkit.reason.follow import FollowConfig, follow
 from drkit.reason.graph import FollowGraph
@@ -92,22 +100,9 @@ def test_page_follow_gradcheck():
     """Gradients w.r.t. the queries, Z's probabilities and the TF-IDF power (which reaches the entities without
     a page), for both retrievals and aggregations."""
     graph, _, _ = random_graph(5, links=True, **SIZES)
-    search = exact_search(graph)
     z0 = random_z(5, 3, graph.n_entities)
     assert not np.isin(z0.ids.numpy(), graph.passage_entity).all()  # some entity of Z without a page
-    table = torch.from_numpy(np.random.default_rng(2).normal(size=(graph.n_entities, 5)))
-    for config in (FollowConfig(top_k=20, temperature=2.0, retrieval="global", adjacency="page"),
-                   FollowConfig(top_k=20, aggregate="sum", adjacency="page", self_loops=True),
-                   FollowConfig(top_k=5, temperature=2.0, adjacency="page")):
-        def fn(q, probs, power):
-            z = EntitySet(z0.rows, z0.ids, probs, 3)
-            return follow(z, q + 0.1 * entity_set_mean(z, table), graph, search, config, tfidf_power=power).probs
-
-        q = torch.from_numpy(np.random.default_rng(3).normal(size=(3, 5))).requires_grad_()
-        probs = z0.probs.clone().requires_grad_()
-        power = torch.tensor(1.7, dtype=torch.float64, requires_grad=True)
-        assert len(fn(q, probs, power)) > 3
-        assert torch.autograd.gradcheck(fn, (q, probs, power), eps=1e-6, atol=1e-6)
+    gradcheck_follow(graph, z0, "page")
 
 
 def test_on_a_corpus_where_every_entity_has_a_page_the_power_does_nothing():

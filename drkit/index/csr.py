@@ -17,6 +17,9 @@ import scipy.sparse as sp
 
 from drkit.errors import ArtifactError
 
+# the adjacencies A_{E->M} the follow knows (`drkit.reason.expansion`) and `hop_matrix` reads
+ADJACENCIES = ("tfidf", "links", "both", "page")
+
 
 class DerivedA:
     """`A_indptr`, `A_indices`, `A_data` of A_{E->M}, derived from EP on first use, for a class with

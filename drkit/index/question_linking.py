@@ -28,10 +28,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from drkit.errors import ConfigError
+from drkit.index.csr import ADJACENCIES
 from drkit.index.linking import EntityLinker
 from drkit.index.tfidf import NgramHasher, document_frequency, idf_weights, tfidf
-
-ADJACENCIES = ("tfidf", "links", "both", "page")  # as drkit.reason.expansion.ADJACENCIES (drkit.index does not import drkit.reason)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from drkit.index.csr import concat_ranges
+from drkit.index.csr import ADJACENCIES, concat_ranges
 from drkit.reason.entity_set import EntitySet
 from drkit.reason.graph import FollowGraph
 
@@ -35,7 +35,6 @@ from drkit.reason.graph import FollowGraph
 _DENSE_LIMIT = 1 << 26
 _DENSE_FLOOR = 1 << 16
 _DENSE_PER_KEY = 16
-ADJACENCIES = ("tfidf", "links", "both", "page")
 
 
 class _KeyedSums:

@@ -176,12 +176,9 @@ class FollowGraph:
 
     @functools.cached_property
     def _pages(self) -> tuple[np.ndarray, np.ndarray] | None:
-        titles = self.passage_entity
-        if titles is None:
-            return None
-        order = np.argsort(titles, kind="stable")  # by title entity, then passage id
-        order = order[titles[order] >= 0]
-        return np.searchsorted(titles[order], np.arange(self.n_entities + 1)).astype(np.int64), order.astype(np.int64)
+        from drkit.index.link_graph import pages  # the index's entity -> articles, here over passages
+
+        return None if self.passage_entity is None else pages(self.passage_entity, self.n_entities)
 
     @property
     def entity_page_indptr(self) -> np.ndarray | None:
