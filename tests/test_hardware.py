@@ -47,6 +47,20 @@ def test_auto_follows_the_report_then_the_probe(fresh, capsys, report, probe, wa
     assert capsys.readouterr().err == ""  # said once per process
 
 
+@pytest.mark.parametrize("flags, capability, want", [
+    ((True, False), "AVX512", True), ((False, True), "AVX512", True), ((False, False), "AVX2", False),
+    ((False, True), "AVX2", None),  # AVX512-BF16 with torch held to AVX2 code (ATEN_CPU_CAPABILITY): the probe
+    ((False, False), "SVE256", None)])
+def test_the_cpu_report(fresh, flags, capability, want):
+    fresh.setattr(torch.cpu, "_is_amx_tile_supported", lambda: flags[0])
+    fresh.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: flags[1])
+    fresh.setattr(hardware, "cpu_capability", lambda: capability)
+    fresh.setattr(hardware.platform, "machine", lambda: "x86_64")
+    native, why = hardware.cpu_native_bf16()
+    assert native is want
+    assert ("native bf16" in why) if want else (capability in why)
+
+
 def test_a_resolved_auto_handed_on_is_not_said_again_as_set(fresh, capsys):
     fresh.setattr(hardware, "_said", set())
     fresh.setattr(hardware, "_stated", set())

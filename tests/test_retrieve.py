@@ -10,7 +10,7 @@ import pytest
 from drkit.cli import main
 from drkit.errors import ConfigError
 from drkit.qa.metrics import recall_metrics
-from drkit.qa.retrieve import Retrieved, read_questions, run_retrieval
+from drkit.qa.retrieve import RetrieveConfig, Retrieved, read_questions, run_retrieval
 
 
 def test_recall_metrics_by_hand():
@@ -108,6 +108,39 @@ def test_bad_lines_are_reported_and_counted(tmp_path):
     assert len(run) == 60 and run[0] == ["ok", "Q0", "k0", "1", "20", "first"]
     assert (tmp_path / "out" / "qrels.trec").read_text() == "ok 0 k0 1\nok 0 k1 1\nok2 0 k30 1\ntypo 0 k3 1\ntypo 0 k99 1\n"
     assert m["ir_measures"]["R@2"] == m["overall"]["R@2"] and m["ir_measures"]["questions"] == 3
+
+
+class AnsweringPassages(FirstPassages):
+    """A retriever that gives entity answers unless told not to, and records how it was called."""
+    answers = True
+
+    def __init__(self):
+        self.calls = []
+
+    def retrieve(self, questions, top, answers=None):
+        self.calls.append((len(questions), self.answers if answers is None else answers))
+        out = super().retrieve(questions, top)
+        for r in out:
+            r.answer = "Ada" if self.calls[-1][1] else None
+        return out
+
+
+def test_questions_per_s_time_passages_alone_and_with_answers_apart(tmp_path):
+    """The plain questions/s are passage retrieval alone (answers=False: no second pass of the follows); the
+    "_with_answers" ones time the pass that also found the answers, and the predictions hold the answers."""
+    q = tmp_path / "q.jsonl"
+    q.write_text("".join(json.dumps({"id": f"q{i}", "question": f"who {i}?", "supporting": ["k0"], "answers": ["Ada"]})
+                         + "\n" for i in range(5)))
+    r = AnsweringPassages()
+    m = run_retrieval(r, [f"k{i}" for i in range(20)], [f"t{i}" for i in range(20)], q, tmp_path / "out",
+                      RetrieveConfig(batch_size=2, qps_sample=3), log=lambda *a: None)
+    assert r.calls == ([(2, True), (2, True), (1, True)] + [(2, False), (2, False), (1, False)]  # the batches
+                       + [(1, False)] * 4 + [(1, True)] * 3)  # batch 1: a warm-up and 3 alone, then 3 with answers
+    assert {"batch_2_questions_per_s", "batch_2_questions_per_s_with_answers", "batch_1_questions_per_s",
+            "batch_1_questions_per_s_with_answers"} <= set(m) and m["answers_overall"]["hits@1"] == 1.0
+    plain = run_retrieval(FirstPassages(), [f"k{i}" for i in range(20)], [f"t{i}" for i in range(20)], q,
+                          tmp_path / "plain", RetrieveConfig(batch_size=2, qps_sample=3), log=lambda *a: None)
+    assert not any(k.endswith("_with_answers") for k in plain) and plain["batch_1_sample"] == 3
 
 
 @pytest.mark.parametrize("lines", [[], ["{not json", json.dumps({"id": "x"})]])
