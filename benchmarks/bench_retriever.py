@@ -5,6 +5,11 @@ two versions of drkit's code (or its question encoder in int8, or computing in a
 
     python benchmarks/bench_retriever.py --run runs/2wiki-f0 --code before=/work/wt --code after=. --rounds 3
     python benchmarks/bench_retriever.py --run runs/2wiki-f0 --code fp32=.@fp32 --code bf16=.@bf16 --code int8=.@int8
+    python benchmarks/bench_retriever.py --run runs/2wiki-f0 --code native=. --code avx2=.@auto+avx2
+
+A version ending in ``+avx2`` runs with torch's, MKL's and oneDNN's kernels held to AVX2 (``AVX2_CODE``): the code
+path of an AVX2-only CPU on this one (``auto`` then computes in fp32), not that CPU's speed (its cores, clocks
+and caches are this machine's).
 
 Each (round, version) is its own process (the version's folder first on PYTHONPATH), so the versions alternate
 and the machine's drift touches each alike; a process loads the index and model, answers 5 questions untimed,
@@ -26,6 +31,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# torch's ATen, MKL and oneDNN kept to AVX2 code, as on a CPU without AVX-512
+AVX2_CODE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
 
 def worker(run: Path, n: int, quantize: str) -> dict:
@@ -43,7 +50,8 @@ def worker(run: Path, n: int, quantize: str) -> dict:
     questions = [json.loads(line)["question"] for line in (run / "split" / "dev.jsonl").read_text().splitlines()][:n]
     for q in questions[:5]:
         retriever.retrieve([q], top=20)
-    out, ranked = {"torch_threads": torch.get_num_threads(), "precision": retriever.vkb.compute.precision}, {}
+    out, ranked = {"torch_threads": torch.get_num_threads(), "precision": retriever.vkb.compute.precision,
+                   "cpu_capability": str(torch.backends.cpu.get_cpu_capability())}, {}
     for answers in (False, True):
         for batch in (1, 64):
             t = time.perf_counter()
@@ -61,10 +69,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", type=Path, default=ROOT / "runs" / "2wiki-f0", help="a reproduce-2wiki run folder")
     p.add_argument("--questions", type=int, default=192, help="dev questions timed at each batch size")
-    p.add_argument("--code", action="append", default=None, metavar="NAME=DIR[@int8|@fp32|@bf16]",
+    p.add_argument("--code", action="append", default=None, metavar="NAME=DIR[@int8|@fp32|@bf16|@auto][+avx2]",
                    help="a version of drkit's code (a checkout's root), with @int8 its question encoder quantised as "
                         "--quantize int8 does (in fp32), with @fp32 or @bf16 computing in that precision (default: "
-                        "auto's choice); repeat to compare (default: this checkout)")
+                        "auto's choice), with +avx2 its kernels held to AVX2; repeat to compare (default: this checkout)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "retriever-speed")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -79,7 +87,8 @@ def main() -> None:
     for r in range(args.rounds):
         for name, spec in versions.items():
             code, _, quantize = spec.partition("@")
-            env = dict(os.environ, PYTHONPATH=str(Path(code).resolve()), DRKIT_PROGRESS="0")
+            quantize, avx2 = quantize.removesuffix("+avx2"), quantize.endswith("+avx2")
+            env = dict(os.environ, PYTHONPATH=str(Path(code).resolve()), DRKIT_PROGRESS="0", **(AVX2_CODE if avx2 else {}))
             done = subprocess.run([sys.executable, __file__, "--worker", "--run", str(args.run), "--questions",
                                    str(args.questions), "--quantize", quantize or "none"], env=env,
                                   capture_output=True, text=True, check=True)
@@ -88,6 +97,7 @@ def main() -> None:
             rounds[name].append(got)
             print(f"round {r} {name}: {got}", flush=True)
     keys = ["passages_b1", "passages_b64", "answers_b1", "answers_b64"]
+    said = {v: f"{rows[0]['precision']}, {rows[0]['cpu_capability']}" for v, rows in rounds.items()}
     first = next(iter(outputs.values()))
     import torch
 
@@ -100,10 +110,11 @@ def main() -> None:
     (args.out / "retriever.json").write_text(json.dumps(result, indent=1) + "\n")
     lines = [f"# DrKITRetriever questions/s, {args.run} ({args.questions} dev questions, top 20, medians of "
              f"{args.rounds} alternating rounds)", "",
-             "| version | passages, batch 1 | passages, batch 64 | with answers, batch 1 | with answers, batch 64 | "
-             "same passages, hops, chain and answers as the first |", "|---|---|---|---|---|---|"]
+             "| version | computed in, kernels | passages, batch 1 | passages, batch 64 | with answers, batch 1 | "
+             "with answers, batch 64 | same passages, hops, chain and answers as the first |", "|---|---|---|---|---|---|---|"]
     for v, m in result["median"].items():
-        lines.append(f"| {v} | " + " | ".join(f"{m[k]:.2f}" for k in keys) + f" | {result['same_output_as_first'][v]} |")
+        lines.append(f"| {v} | {said[v]} | " + " | ".join(f"{m[k]:.2f}" for k in keys)
+                     + f" | {result['same_output_as_first'][v]} |")
     (args.out / "retriever.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
