@@ -49,6 +49,19 @@ def tiny_2wiki(d, seed=0):
     return d
 
 
+
+def assert_tables_well_formed(md: str) -> None:
+    """Every Markdown table has as many cells in each row as in its header, and a separator that matches it."""
+    table: list[str] = []
+    for line in md.splitlines() + [""]:
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        if table:
+            widths = [row.count("|") - 1 for row in table]
+            assert len(set(widths)) == 1 and set(table[1].strip("|").split("|")) == {"---"}, table[:3]
+            table = []
+
 def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     data, out = tiny_2wiki(tmp_path / "data"), tmp_path / "run"
     other = tiny_2wiki(tmp_path / "other", seed=1)  # the transfer corpus: corpus.jsonl and questions.jsonl
@@ -104,6 +117,8 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     assert reader["transfer"]["rows"]["gold"]["passage_recall_read"] == 1.0  # the transfer questions' own passages
     md = (out / "results.md").read_text()
     assert "| **drkit** (hop mixing) |" in md and "BM25" in md and "Entity answers" in md
+    assert_tables_well_formed(md)
+    assert "q/s with the entity answer" in md  # passages alone and with the answer's second pass, apart
     ir = drkit["ir_measures"]
     assert f"| {drkit['overall']['AR@20']:.3f} | {ir['nDCG@10']:.3f} | {ir['RR']:.3f} |" in md
     assert "| **drkit** top N + reader |" in md and "not trained on): gold passages + reader EM" in md
@@ -119,6 +134,7 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     out1 = tmp_path / "run1"
     assert main([a if a != str(out) else str(out1) for a in args] + ["--fold", "1", "--rows", "fixed_1"]) == 0
     assert main(["pool-2wiki", "--runs", str(out), str(out1), "--out", str(tmp_path / "pooled")]) == 0
+    assert_tables_well_formed((out1 / "results.md").read_text())  # with a row of --rows
     pooled = json.loads((tmp_path / "pooled" / "results.json").read_text())
     assert pooled["retrieval"]["drkit"]["overall"]["questions"] == 16
     assert pooled["intervals"]["drkit"]["R@5"]["questions"] == 16 and "row:fixed_1" in pooled["intervals"]
