@@ -49,7 +49,6 @@ def tiny_2wiki(d, seed=0):
     return d
 
 
-
 def assert_tables_well_formed(md: str) -> None:
     """Every Markdown table has as many cells in each row as in its header, and a separator that matches it."""
     table: list[str] = []
@@ -61,6 +60,7 @@ def assert_tables_well_formed(md: str) -> None:
             widths = [row.count("|") - 1 for row in table]
             assert len(set(widths)) == 1 and set(table[1].strip("|").split("|")) == {"---"}, table[:3]
             table = []
+
 
 def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     data, out = tiny_2wiki(tmp_path / "data"), tmp_path / "run"

@@ -211,20 +211,20 @@ def results_markdown(results: dict) -> list[str]:
     cols = [f"R@{k}" for k in KS] + [f"AR@{k}" for k in KS]
     head = ("| retriever | " + " | ".join(cols) + " | nDCG@10 | MRR | q/s batch 1 | q/s batch 64 | q/s with the entity "
             "answer, batch 1 / 64 |")
+    rule = "|" + "---|" * (head.count("|") - 1)  # the separator under `head`, one cell a column
     fold = results.get("settings", {}).get("fold", 0)
     part = "dev split" if not fold else "fold 1: the seeded split's dev part trained on, its train part scored"
     lines = [f"# 2WikiMultiHopQA, {part} ({results['drkit']['overall']['questions']} questions, seeded by type)", "",
              f"DrKIT's encoder: {results['settings']['encoder']} (see `drkit reproduce-2wiki --help`). Split (train / dev "
              "questions): " + ", ".join(f"{t} {c['train']} / {c['dev']}" for t, c in results["split"].items()) + ".",
-             "", "## Passage retrieval", "", head, "|" + "---|" * (len(cols) + 6)]
+             "", "## Passage retrieval", "", head, rule]
 
     def row(name, m):
         o = m["overall"]
+        answering = [m.get(f"batch_{b}_questions_per_s_with_answers") for b in (1, 64)]
         return (f"| {name} | " + " | ".join(f"{o[c]:.3f}" for c in cols) + f" | {ranking_cells(m)}"
                 + f" | {m.get('batch_1_questions_per_s', '-')} | {m.get('batch_64_questions_per_s', '-')} | "
-                + (f"{m['batch_1_questions_per_s_with_answers']} / {m['batch_64_questions_per_s_with_answers']}"
-                   if "batch_64_questions_per_s_with_answers" in m and "batch_1_questions_per_s_with_answers" in m
-                   else "-") + " |")
+                + (" / ".join(map(str, answering)) if None not in answering else "-") + " |")
 
     lines.append(row("**drkit** (hop mixing)", results["drkit"]))
     for name, m in results["retrieval"].items():
@@ -232,7 +232,7 @@ def results_markdown(results: dict) -> list[str]:
     if results.get("intervals"):
         lines += [""] + interval_lines(results["intervals"], "### Intervals and paired tests")
     if results["rows"]:
-        lines += ["", "## Rows (one change each from drkit)", "", head, "|" + "---|" * (len(cols) + 6)]
+        lines += ["", "## Rows (one change each from drkit)", "", head, rule]
         for name, m in results["rows"].items():
             lines.append(row(f"{name}: {m['what']}", m))
     lines += ["", "## By question type (drkit)", "", "| type | questions | R@2 | R@5 | AR@2 | AR@5 |", "|---|---|---|---|---|---|"]
@@ -251,7 +251,7 @@ def results_markdown(results: dict) -> list[str]:
                   f"{a['fixed_2hop_bracketed_hits@1']} on {a['fixed_2hop_bracketed_lines']} lines"]
     t = results.get("transfer")
     if t:
-        lines += ["", f"## Transfer: the model, not retrained, on {t['data']}", "", head, "|" + "---|" * (len(cols) + 6)]
+        lines += ["", f"## Transfer: the model, not retrained, on {t['data']}", "", head, rule]
         for name, m in t["retrieval"].items():
             lines.append(row("**drkit** (trained on 2Wiki)" if name == "drkit" else NAMES.get(name, name), m))
         lines += [""] + interval_lines(t["intervals"], "### Intervals and paired tests (transfer)")

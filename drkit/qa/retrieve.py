@@ -228,11 +228,11 @@ def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], ques
     results: list[Retrieved] = []
     names = getattr(retriever, "names", None)  # entity names, for a retriever that says which entity placed a passage
     ks = [k for k in KS if k <= config.top] or [config.top]
+    batches = [[q.question for q in items[s:s + config.batch_size]] for s in range(0, len(items), config.batch_size)]
     t0 = time.perf_counter()
     with progress(total=len(items), desc=f"retrieve ({retriever.name})", unit="q") as bar:
-        for s in range(0, len(items), config.batch_size):
-            batch = items[s:s + config.batch_size]
-            results += retriever.retrieve([q.question for q in batch], config.top)
+        for batch in batches:
+            results += retriever.retrieve(batch, config.top)
             bar.update(len(batch))
     batch_s = time.perf_counter() - t0
     # an entity answer is a second pass of the follows: the plain figures time passage retrieval alone, as a user
@@ -250,8 +250,7 @@ def run_retrieval(retriever: Retriever, keys: list[str], titles: list[str], ques
                      "top": config.top}
     if with_answers:
         metrics[f"batch_{config.batch_size}_questions_per_s_with_answers"] = round(len(items) / batch_s, 2)
-        batch_s = _timed(retriever, [[q.question for q in items[s:s + config.batch_size]]
-                                     for s in range(0, len(items), config.batch_size)], config.top, alone)
+        batch_s = _timed(retriever, batches, config.top, alone)
     metrics[f"batch_{config.batch_size}_questions_per_s"] = round(len(items) / batch_s, 2)
     sample = items[:config.qps_sample]
     if sample:
