@@ -346,7 +346,7 @@ def test_score_by_type_by_hand():
     records = [{"id": "1", "answers": ["Oslo"], "type": "a", "supporting": ["p1", "p2"]},
                {"id": "2", "answers": ["yes"], "type": "b", "supporting": ["p3"]},
                {"id": "3", "answers": ["Walter Lang"], "type": "a", "supporting": ["p4"]}]
-    rows = [{"answer": "oslo", "supporting": [{"passage_id": "p1"}], "passages": [{"id": "p1"}, {"id": "p9"}],
+    rows = [{"answer": "oslo", "supporting": [{"passage_id": "p1"}], "passages": [{"id": "p9"}, {"id": "p7"}, {"id": "p1"}],
              "entity_answer": "Oslo"},
             {"answer": "no", "supporting": [], "passages": [{"id": "p3"}], "entity_answer": None},
             {"answer": "Lang", "supporting": [{"passage_id": "p9"}], "passages": [{"id": "p4"}], "entity_answer": "X"}]
@@ -358,6 +358,8 @@ def test_score_by_type_by_hand():
     assert got["entity_answer"]["em"] == pytest.approx(1 / 3, abs=1e-4)
     assert got["passage_recall_read"] == pytest.approx((0.5 + 1 + 1) / 3, abs=1e-4)
     assert got["supporting_in_gold_passages"] == 0.5
+    # R@2 of the passages as read (p9, p7 first: no gold) and with the one holding a supporting sentence first
+    assert got["passage_R@2"] == {"as_read": round(2 / 3, 4), "supporting_first": round((0.5 + 1 + 1) / 3, 4)}
     lo, hi = got["em_ci95"]
     assert lo <= got["em"] <= hi
 

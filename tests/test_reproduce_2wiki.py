@@ -62,6 +62,23 @@ def assert_tables_well_formed(md: str) -> None:
             table = []
 
 
+def assert_reading_ranking(where, questions, metrics, cells):
+    """WHERE/read-drkit/ranking holds drkit's ranking of each question with the passages the reader read, those with a
+    supporting sentence first, then the rest of drkit's, and its R@2 is scored as a retriever's."""
+    retrieved, read, ranked = ([json.loads(x) for x in (where / d / "predictions.jsonl").read_text().splitlines()]
+                               for d in ("retrieve-drkit", "read-drkit", "read-drkit/ranking"))
+    gold = {r["id"]: set(map(str, r["supporting"])) for r in map(json.loads, questions.read_text().splitlines())}
+    r2 = []
+    for a, b, c in zip(retrieved, read, ranked):
+        assert a["id"] == b["id"] == c["id"]
+        held = {s["passage_id"] for s in b["supporting"]}
+        first = [p["id"] for p in b["passages"] if p["id"] in held] + [p["id"] for p in b["passages"] if p["id"] not in held]
+        expected = first + [p["id"] for p in a["passages"] if p["id"] not in first]
+        assert [p["id"] for p in c["passages"]] == expected and sorted(map(str, c["passages"])) == sorted(map(str, a["passages"]))
+        r2.append(len(set(expected[:2]) & gold[a["id"]]) / len(gold[a["id"]]))
+    assert metrics["overall"]["R@2"] == pytest.approx(np.mean(r2), abs=1e-4) == cells["R@2"]["mean"]
+
+
 def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     data, out = tiny_2wiki(tmp_path / "data"), tmp_path / "run"
     other = tiny_2wiki(tmp_path / "other", seed=1)  # the transfer corpus: corpus.jsonl and questions.jsonl
@@ -78,15 +95,19 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     assert results["split"] == {"comparison": {"train": 4, "dev": 4}, "compositional": {"train": 4, "dev": 4}}
     drkit = json.loads((out / "retrieve-drkit" / "metrics.json").read_text())
     assert results["drkit"]["overall"] == drkit["overall"] and drkit["questions"] == 8
-    assert set(results["retrieval"]) == {"bm25", "dense", "single_step", "ppr"}
+    assert set(results["retrieval"]) == {"bm25", "dense", "single_step", "ppr", "drkit_reader"}
     # every retriever's intervals, and the paired test against drkit for the others
     iv = results["intervals"]
-    assert set(iv) == {"drkit", "bm25", "dense", "single_step", "ppr", "fixed_1", "no_pretraining"}
+    assert set(iv) == {"drkit", "bm25", "dense", "single_step", "ppr", "drkit_reader", "fixed_1", "no_pretraining"}
+    assert_reading_ranking(out, data / "train.jsonl", results["retrieval"]["drkit_reader"], iv["drkit_reader"])
     assert iv["drkit"]["R@5"]["mean"] == drkit["overall"]["R@5"] and iv["drkit"]["R@5"]["questions"] == 8
     assert all(c["ci95"][0] <= c["mean"] <= c["ci95"][1] for cells in iv.values() for c in cells.values())
     assert "p" in iv["bm25"]["AR@2"] and "p" not in iv["drkit"]["AR@2"]
     t = results["transfer"]
-    assert set(t["retrieval"]) == {"drkit", "bm25", "dense", "single_step", "ppr"}
+    assert set(t["retrieval"]) == {"drkit", "bm25", "dense", "single_step", "ppr", "drkit_reader"}
+    assert set(t["intervals"]) == set(t["retrieval"])
+    assert_reading_ranking(out / "transfer", other / "questions.jsonl", t["retrieval"]["drkit_reader"],
+                           t["intervals"]["drkit_reader"])
     assert t["retrieval"]["drkit"]["questions"] == 16 and t["intervals"]["drkit"]["R@2"]["questions"] == 16
     assert json.loads((out / "transfer" / "mentions" / "manifest.json").read_text())["encoder"]["path"].endswith("encoder")
     assert set(results["rows"]) == {"fixed_1", "no_pretraining", "kb_qa_pretrained"}
@@ -138,6 +159,7 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     pooled = json.loads((tmp_path / "pooled" / "results.json").read_text())
     assert pooled["retrieval"]["drkit"]["overall"]["questions"] == 16
     assert pooled["intervals"]["drkit"]["R@5"]["questions"] == 16 and "row:fixed_1" in pooled["intervals"]
+    assert pooled["intervals"]["drkit_reader"]["R@2"]["questions"] == 16 and "p" in pooled["intervals"]["drkit_reader"]["R@2"]
     fold1 = json.loads((out1 / "retrieve-drkit" / "metrics.json").read_text())["overall"]
     both = (drkit["overall"]["R@5"] * 8 + fold1["R@5"] * 8) / 16
     assert abs(pooled["retrieval"]["drkit"]["overall"]["R@5"] - both) < 1e-3
@@ -163,6 +185,34 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     assert "not every question of" in capsys.readouterr().err
     transfer = json.loads((out / "results.json").read_text())["reader"]["transfer"]["rows"]
     assert set(transfer) == {"drkit", "bm25"} and not (out / "transfer" / "read-gold").exists()
+
+
+def test_the_reading_ranking_puts_the_passages_of_supporting_sentences_first_and_refuses_what_does_not_match(tmp_path):
+    from drkit.errors import InputFormatError
+    from drkit.experiments.twowiki_reader import write_reading_ranking
+
+    def lines(path, rows):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    assert write_reading_ranking(tmp_path) is None  # nothing read: no ranking
+    ranked = [{"id": "q1", "passages": [{"id": i, "score": s} for i, s in (("a", .5), ("b", .3), ("c", .1), ("d", .05))]},
+              {"id": "q2", "passages": [{"id": "x"}, {"id": "y"}]}]
+    lines(tmp_path / "retrieve-drkit" / "predictions.jsonl", ranked)
+    read = [{"id": "q1", "passages": [{"id": "a"}, {"id": "b"}, {"id": "c"}],
+             "supporting": [{"passage_id": "c"}, {"passage_id": "b"}, {"passage_id": "c"}]},
+            {"id": "q2", "passages": [], "supporting": []}]  # a question not read keeps drkit's order
+    lines(tmp_path / "read-drkit" / "predictions.jsonl", read)
+    out = write_reading_ranking(tmp_path)
+    got = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [[p["id"] for p in r["passages"]] for r in got] == [["b", "c", "a", "d"], ["x", "y"]]
+    assert got[0]["passages"][0] == {"id": "b", "score": .3}  # each passage as drkit gave it
+    lines(tmp_path / "read-drkit" / "predictions.jsonl", read[:1])
+    with pytest.raises(InputFormatError, match=r"retrieve-drkit/predictions.jsonl:2 \(field 'id'\): question 'q2'"):
+        write_reading_ranking(tmp_path)
+    lines(tmp_path / "read-drkit" / "predictions.jsonl", [read[0], {**read[1], "passages": [{"id": "z"}]}])
+    with pytest.raises(InputFormatError, match="a passage read is not among"):
+        write_reading_ranking(tmp_path)
 
 
 def test_the_reader_settings_are_the_readers_and_checked_by_it():

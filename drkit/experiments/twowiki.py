@@ -49,7 +49,7 @@ from drkit.dense.quantize import QUANTIZE
 from drkit.errors import ConfigError
 from drkit.experiments.steps import Timings, embedded_as, jsonable, made_again, model_checksums, write_json
 from drkit.experiments.twowiki_answers import answers_step
-from drkit.experiments.twowiki_report import intervals, mean_pi_by_type, plot_recall, results_markdown
+from drkit.experiments.twowiki_report import intervals, mean_pi_by_type, plot_recall, ranking_metrics, results_markdown
 from drkit.experiments.twowiki_retrievers import peers_and_controls, score, transfer_dir, transfer_step
 from drkit.reason.follow import FollowConfig
 from drkit.reason.mixing import MixConfig
@@ -286,9 +286,8 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     for name, (step, make, extra) in others.items():
         results["retrieval"][name] = score(name, step, lambda: make(out / "index", mentions[config.encoder]), out / "index",
                                             dev_file, out / step, retrieve_config, timings, log, extra)
-    results["intervals"] = intervals(
-        {"drkit": out / "retrieve-drkit", **{n: out / step for n, (step, _, _) in others.items()},
-         **{r: out / f"retrieve-{r}" for r in results["rows"] if (out / f"retrieve-{r}").exists()}}, [dev_file])
+    scored = {"drkit": out / "retrieve-drkit", **{n: out / step for n, (step, _, _) in others.items()},
+              **{r: out / f"retrieve-{r}" for r in results["rows"] if (out / f"retrieve-{r}").exists()}}
 
     if config.answers:
         results["answers"] = answers_step(out, mentions[config.encoder], split, config.answer_steps, timings, log)
@@ -299,12 +298,32 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
         from drkit.experiments.twowiki_reader import reader_step
 
         results["reader"] = reader_step(data, out, split, transfer, config, timings, log)
+        scored.update(reading_row(results, out, dev_file))
+        if results.get("transfer"):
+            t = out / "transfer"
+            steps = {"drkit": t / "retrieve-drkit", **{n: t / step for n, (step, _, _) in others.items()},
+                     **reading_row(results["transfer"], t, transfer / "questions.jsonl")}
+            results["transfer"]["intervals"] = intervals(steps, [transfer / "questions.jsonl"])
+    results["intervals"] = intervals(scored, [dev_file])
     results["timings_s"] = json.loads((out / "timings.json").read_text())
     write_json(out / "results.json", results)
     (out / "results.md").write_text("\n".join(results_markdown(results)) + "\n", encoding="utf-8")
     plot_recall(results, out / "recall_at_k.png")
     log(f"wrote {out / 'results.md'}")
     return results
+
+
+def reading_row(section: dict, where: Path, questions: Path) -> dict:
+    """Score drkit's ranking as the reader ordered its top N (`drkit.experiments.twowiki_reader.write_reading_ranking`)
+    as the retrieval row ``drkit_reader`` of a results `section`; returns {"drkit_reader": its folder}, or {} where
+    WHERE has no such ranking."""
+    from drkit.experiments.twowiki_reader import write_reading_ranking
+
+    ranking = write_reading_ranking(where)
+    if ranking is None:
+        return {}
+    section["retrieval"]["drkit_reader"] = ranking_metrics([ranking], [questions])
+    return {"drkit_reader": ranking.parent}
 
 
 def _bootstrap(out: Path, index, dev_file: Path, timings, log) -> None:

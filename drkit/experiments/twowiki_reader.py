@@ -10,6 +10,10 @@ Rows, all the same reader on the same dev questions, each reading N passages:
 * ``drkit_reader_only``: the same passages, the reader's answer alone (no comparison of dates or countries);
 * ``bm25``: BM25's top N (``peer-bm25``).
 
+The ``drkit`` row's reading also orders drkit's passages (`write_reading_ranking`, OUT/read-drkit/ranking): the
+top N with those holding a supporting sentence first, then the rest of drkit's ranking; `drkit.experiments.twowiki`
+scores it as a retrieval row beside drkit's (``drkit_reader``).
+
 Every row but ``drkit_reader_only`` settles which-of-two date questions and same-country questions by
 comparing the dates or countries read (`drkit.reader.compare`, the default of ``drkit answer``).
 
@@ -87,6 +91,35 @@ def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, confi
             reader, read_passages(transfer / "corpus.jsonl"), questions, out / "transfer", out / "transfer", config,
             rows, timings, "transfer-read", log)}
     return found
+
+
+READING_RANKING = "read-drkit/ranking"  # drkit's ranking, its top N ordered by the reader's evidence
+
+
+def write_reading_ranking(where: Path) -> Path | None:
+    """WHERE/read-drkit/ranking/predictions.jsonl: each question of WHERE/retrieve-drkit's predictions with its
+    passages as the reader ordered the top N it read (WHERE/read-drkit, `drkit.qa.answer.supporting_first`), then
+    the rest of drkit's ranking; written where both exist, and returned (None where they do not)."""
+    from drkit.qa.answer import supporting_first
+
+    retrieved, read = where / "retrieve-drkit" / "predictions.jsonl", where / "read-drkit" / "predictions.jsonl"
+    if not (retrieved.exists() and read.exists()):
+        return None
+    with open(read, encoding="utf-8") as f:
+        readings = {row["id"]: row for row in map(json.loads, f)}
+    out = where / READING_RANKING / "predictions.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(retrieved, encoding="utf-8") as f, open(out, "w", encoding="utf-8") as w:
+        for line_no, row in enumerate(map(json.loads, f), 1):
+            if row["id"] not in readings:
+                raise InputFormatError(retrieved, line_no, f"question {row['id']!r} is not in {read}", field="id")
+            first = supporting_first(readings[row["id"]])
+            by_id = {p["id"]: p for p in row["passages"]}
+            if not set(first) <= set(by_id):
+                raise InputFormatError(read, None, f"question {row['id']!r}: a passage read is not among {retrieved}'s")
+            ranked = [by_id[i] for i in first] + [p for p in row["passages"] if p["id"] not in set(first)]
+            w.write(json.dumps({"id": row["id"], "passages": ranked}, ensure_ascii=False) + "\n")
+    return out
 
 
 def _rows(reader, passages, questions: Path, retrieved: Path, out: Path, config, rows, timings, step, log) -> dict:

@@ -11,6 +11,7 @@ import numpy as np
 
 from drkit.errors import ConfigError
 from drkit.experiments.steps import write_json
+from drkit.experiments.twowiki_reader import READING_RANKING
 from drkit.qa.metrics import KS
 
 
@@ -61,7 +62,27 @@ def intervals(runs: dict[str, Path | list[Path]], questions: list[Path], referen
 
 
 RETRIEVAL_DIRS = {"drkit": "retrieve-drkit", "bm25": "peer-bm25", "dense": "peer-dense",
-                  "single_step": "control-single_step", "ppr": "control-ppr"}
+                  "single_step": "control-single_step", "ppr": "control-ppr", "drkit_reader": READING_RANKING}
+
+
+def ranking_metrics(predictions: list[Path], questions: list[Path]) -> dict:
+    """R@k and AR@k, overall and by type, and ir_measures' figures (nDCG@10, MRR) of the rankings in `predictions`,
+    each file holding the questions of the question file of its position, the files one after another."""
+    from drkit.qa.metrics import ir_measures_metrics, recall_metrics
+    from drkit.qa.retrieve import read_questions
+
+    items = [q for qs in questions for q in read_questions(qs)[0]]
+    ranked = []
+    for path in predictions:
+        with open(path, encoding="utf-8") as f:
+            ranked += [[x["id"] for x in json.loads(line)["passages"]] for line in f]
+    if len(ranked) != len(items):
+        raise ConfigError(f"{', '.join(map(str, predictions))}: {len(ranked)} rankings for {len(items)} questions")
+    gold = [q.supporting or [] for q in items]
+    metrics = recall_metrics(ranked, gold, [q.type for q in items])
+    metrics["ir_measures"] = ir_measures_metrics({str(i): g for i, g in enumerate(gold) if g},
+                                                 {str(i): r for i, r in enumerate(ranked)})
+    return metrics
 
 
 MAY_DIFFER = ("fold", "rows", "peers", "controls", "answers", "transfer", "qps_sample")  # asked for, not what they are
@@ -80,7 +101,6 @@ def pool_folds(runs: list[Path], out: Path, absent: dict | None = None) -> dict:
     all the questions, each scored by the model that did not train on it, with intervals and paired tests;
     the entity answers' Hits@1 pooled; each fold's transfer figures side by side. `absent`: what a setting a run
     made before it existed lacks meant (`drkit.experiments.twowiki.TwoWikiConfig.ABSENT_MEANT`)."""
-    from drkit.qa.metrics import ir_measures_metrics, recall_metrics
     from drkit.qa.retrieve import read_questions
 
     found = []
@@ -99,16 +119,8 @@ def pool_folds(runs: list[Path], out: Path, absent: dict | None = None) -> dict:
     names += [f"row:{n}" for n in found[0]["rows"] if all((r / f"retrieve-{n}" / "predictions.jsonl").exists() for r in runs)]
     dirs = {n: [r / (RETRIEVAL_DIRS.get(n) or f"retrieve-{n[4:]}") for r in runs] for n in names}
     pooled: dict = {"runs": [str(r) for r in runs], "settings": settings, "retrieval": {}}
-    items = [q for qs in questions for q in read_questions(qs)[0]]
     for n, ds in dirs.items():
-        ranked = []
-        for d in ds:
-            with open(d / "predictions.jsonl", encoding="utf-8") as f:
-                ranked += [[x["id"] for x in json.loads(line)["passages"]] for line in f]
-        gold = [q.supporting or [] for q in items]
-        pooled["retrieval"][n] = recall_metrics(ranked, gold, [q.type for q in items])
-        pooled["retrieval"][n]["ir_measures"] = ir_measures_metrics(
-            {str(i): g for i, g in enumerate(gold) if g}, {str(i): r for i, r in enumerate(ranked)})
+        pooled["retrieval"][n] = ranking_metrics([d / "predictions.jsonl" for d in ds], questions)
     pooled["intervals"] = intervals(dirs, questions)
     answers: dict[str, list] = {}  # type -> [questions, hits], from the predictions of both folds
     for d, qs in zip(dirs["drkit"], questions):
@@ -189,7 +201,8 @@ def mean_pi_by_type(predictions: Path, questions: Path) -> dict:
 
 NAMES = {"bm25": "BM25 (bm25s, title + text)", "dense": "dense MiniLM (mean pooled, cosine)",
          "single_step": "control: DrKIT's pretrained encoder, one step, no hops",
-         "ppr": "control: personalised PageRank from the linked Z_0, no training"}
+         "ppr": "control: personalised PageRank from the linked Z_0, no training",
+         "drkit_reader": "drkit + reader: its top N with the passages of a supporting sentence first"}
 
 
 def interval_lines(found: dict, title: str, reference: str = "drkit") -> list[str]:

@@ -16,9 +16,10 @@ its answer is "" with answer_type null, and it counts as a miss). Only lines wit
 (``without_answers`` counts the others). With gold answers in the question file, OUT/metrics.json holds answer
 EM and F1 (HotpotQA's normalisation, best over a question's answers), overall and by question type, each
 with a 95% bootstrap interval; the same for the entity answer; the share of gold passages among those
-read (passage recall at N); the share of predicted supporting sentences that lie in a gold passage; and the
-speed: questions/s of the whole pipeline, and the reader's own milliseconds a question at batch 1 on a sample
-(``reader_ms_per_question_batch1``, the questions the rules settle included) and a question it reads
+read (passage recall at N); the share of predicted supporting sentences that lie in a gold passage; R@2 of the
+passages read, in the order read and with those holding a supporting sentence first (``passage_R@2``,
+`supporting_first`); and the speed: questions/s of the whole pipeline, and the reader's own milliseconds a
+question at batch 1 on a sample (``reader_ms_per_question_batch1``, the questions the rules settle included) and a question it reads
 (``reader_ms_per_read_batch1``). A question line that cannot be read (not JSON, no id or question, answers not a
 list) is written to OUT/bad_lines.txt with its file and line and counted (``bad_lines``); the others are answered.
 
@@ -174,14 +175,30 @@ def score(records: Sequence[dict], rows: Sequence[dict]) -> dict:
                                 "by_type": {t: block(idx, "entity_") for t, idx in of_type.items()}}
     with_gold = [i for i in everyone if records[i].get("supporting")]
     if with_gold:
+        from drkit.qa.stats import per_question
+
         recall = [len({p["id"] for p in rows[i]["passages"]} & {str(s) for s in records[i]["supporting"]})
                   / len(records[i]["supporting"]) for i in with_gold]
         out["passage_recall_read"] = round(float(np.mean(recall)), 4)
+        gold = [[str(s) for s in records[i]["supporting"]] for i in with_gold]
+        orders = {"as_read": [[p["id"] for p in rows[i]["passages"]] for i in with_gold],
+                  "supporting_first": [supporting_first(rows[i]) for i in with_gold]}
+        out["passage_R@2"] = {k: round(float(per_question(r, gold, 2).mean()), 4) for k, r in orders.items()}
         sup = [(s["passage_id"] in {str(x) for x in records[i]["supporting"]}) for i in with_gold
                for s in rows[i]["supporting"]]
         out["supporting_in_gold_passages"] = round(float(np.mean(sup)), 4) if sup else None
         out["supporting_per_question"] = round(len(sup) / len(with_gold), 2)
     return out
+
+
+def supporting_first(row: dict) -> list[str]:
+    """The ids of the passages a predictions line of `read_and_score` read (``"passages"``, in the order read), those
+    holding one of its supporting sentences first: each group keeps the order read. The reader's evidence orders the
+    passages by the question where the retriever's scores do not (a sibling's page above the bridge's: on 2Wiki's
+    two folds, drkit's R@2 0.812 -> 0.828, docs/reader.md)."""
+    read = [p["id"] for p in row["passages"]]
+    held = {s["passage_id"] for s in row.get("supporting") or ()}
+    return [p for p in read if p in held] + [p for p in read if p not in held]
 
 
 def answer_questions(kit, reader, questions: str | Path, out: str | Path, config: AnswerConfig = AnswerConfig(),
