@@ -15,8 +15,6 @@ import dataclasses
 import json
 from pathlib import Path
 
-import numpy as np
-
 from drkit.qa.answer import AnswerConfig, passages_from_predictions
 from drkit.qa.results import reader_answer
 from drkit.qa.stats import per_question

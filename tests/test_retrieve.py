@@ -134,10 +134,17 @@ def test_questions_per_s_time_passages_alone_and_with_answers_apart(tmp_path):
     r = AnsweringPassages()
     m = run_retrieval(r, [f"k{i}" for i in range(20)], [f"t{i}" for i in range(20)], q, tmp_path / "out",
                       RetrieveConfig(batch_size=2, qps_sample=3), log=lambda *a: None)
-    assert r.calls == ([(2, True), (2, True), (1, True)] + [(2, False), (2, False), (1, False)]  # the batches
+    assert r.calls == ([(2, True), (2, True), (1, True)]  # the batches, with the answers
+                       + [(2, False), (2, False)]  # passages alone at the batch size: the batches of the 3 of batch 1
                        + [(1, False)] * 4 + [(1, True)] * 3)  # batch 1: a warm-up and 3 alone, then 3 with answers
     assert {"batch_2_questions_per_s", "batch_2_questions_per_s_with_answers", "batch_1_questions_per_s",
             "batch_1_questions_per_s_with_answers"} <= set(m) and m["answers_overall"]["hits@1"] == 1.0
+    assert m["batch_2_sample"] == 4 and m["batch_1_sample"] == 3
+    r = AnsweringPassages()  # --qps-sample 0: nothing timed again, so no figure of passages alone
+    m = run_retrieval(r, [f"k{i}" for i in range(20)], [f"t{i}" for i in range(20)], q, tmp_path / "out0",
+                      RetrieveConfig(batch_size=2, qps_sample=0), log=lambda *a: None)
+    assert r.calls == [(2, True), (2, True), (1, True)] and "batch_2_questions_per_s" not in m
+    assert "batch_2_questions_per_s_with_answers" in m
     plain = run_retrieval(FirstPassages(), [f"k{i}" for i in range(20)], [f"t{i}" for i in range(20)], q,
                           tmp_path / "plain", RetrieveConfig(batch_size=2, qps_sample=3), log=lambda *a: None)
     assert not any(k.endswith("_with_answers") for k in plain) and plain["batch_1_sample"] == 3
