@@ -9,7 +9,8 @@ Two measurements, each taking turns between the two ways (``--rounds`` rounds, t
 * a hop-mixing model (``--mixing INDEX RUN QUESTIONS``, repeatable): passage retrieval alone, questions/s at
   batch 1 (the first ``--timed`` questions) and 64, and R@5 and the top 5 of every question by each way.
 
-Run it again with MKL and ATen held to AVX2 code (``MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2``)
+Run it again with torch's, MKL's and oneDNN's kernels held to AVX2 code (the variables of
+``bench_retriever.AVX2_CODE``: ``ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2``)
 to see what a CPU without AVX-512 gets; the report says which code ran. Writes OUT/bench_products.json and
 OUT/bench_products.md.
 
