@@ -11,7 +11,7 @@ import numpy as np
 
 from drkit.errors import ConfigError
 from drkit.experiments.steps import write_json
-from drkit.experiments.twowiki_reader import READING_RANKING
+from drkit.experiments.twowiki_reader import READING_RANKING, write_reading_ranking
 from drkit.qa.metrics import KS
 
 
@@ -115,7 +115,11 @@ def pool_folds(runs: list[Path], out: Path, absent: dict | None = None) -> dict:
     if differ:
         raise ConfigError(f"--runs were made with other settings ({'; '.join(differ)}); pool two folds of one recipe")
     questions = [r / "split" / "dev.jsonl" for r in runs]
-    names = [n for n, d in RETRIEVAL_DIRS.items() if all((r / d / "predictions.jsonl").exists() for r in runs)]
+    # the reader's order where each run's last report scored it, made again from the run's current files
+    reading = all("drkit_reader" in f.get("retrieval", {}) for f in found) and \
+        all(write_reading_ranking(r) is not None for r in runs)
+    names = [n for n, d in RETRIEVAL_DIRS.items() if all((r / d / "predictions.jsonl").exists() for r in runs)
+             and (n != "drkit_reader" or reading)]
     names += [f"row:{n}" for n in found[0]["rows"] if all((r / f"retrieve-{n}" / "predictions.jsonl").exists() for r in runs)]
     dirs = {n: [r / (RETRIEVAL_DIRS.get(n) or f"retrieve-{n[4:]}") for r in runs] for n in names}
     pooled: dict = {"runs": [str(r) for r in runs], "settings": settings, "retrieval": {}}
