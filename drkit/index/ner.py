@@ -18,10 +18,6 @@ release renamed; `pip install "drkit[ner]"`; nothing is downloaded at run time).
   1915", "1915") are one entity, named as the corpus most often writes it; the other forms, seen or usual
   ("12 December 1915", "December 12, 1915" and "1915-12-12" for a full date), are its aliases, which the linker
   finds as it and which a KB fact or an answer may use.
-* **a place and the larger place after it** ("Atlantic City, New Jersey", "Alexandria, Egypt"): where two GPE or LOC
-  spans are written "A, B" and are not part of a list of places (no place before A with ", " between, none after B
-  with ", ", ", and", " and", ", or" or " or" between), "A, B" is a place entity of its own too, as Wikipedia names
-  such places; the linker, longest name first, then takes it as one mention wherever it is written so.
 * Numbers, amounts, times and ordinals (CARDINAL, MONEY, QUANTITY, PERCENT, TIME, ORDINAL) are left out: as
   strings they match everywhere ("11", "first") without naming anything.
 """
@@ -49,8 +45,6 @@ _LEADING = frozenset({"the", "a", "an"})
 _TRAILING = frozenset({"the", "a", "an", "and", "or", "of", "in", "at", "for", "to"})
 _POSSESSIVE = re.compile(r"['’]s?$")
 TEXTS_PER_PROCESS = 500  # the fewest texts worth another recogniser process
-PLACE_LABELS = frozenset({"GPE", "LOC"})
-LIST_JOINS = frozenset({", ", ", and ", " and ", ", or ", " or "})  # between two places of a list
 
 
 @dataclass
@@ -218,30 +212,12 @@ def ner_entities(texts: Sequence[str], nlp=None, batch_size: int = 128, processe
         _recognising = was
 
 
-def places_with_regions(doc) -> list[str]:
-    """The "A, B" places of a recognised `doc` (module docstring): two place spans (GPE or LOC) with exactly ", "
-    between them and no list of places around them, each cleaned (`clean_name`)."""
-    ents = [e for e in doc.ents if e.label_ in PLACE_LABELS]
-    between = [doc.text[a.end_char:b.start_char] for a, b in zip(ents, ents[1:])]  # between[i]: ents[i] .. ents[i + 1]
-    out = []
-    for i, gap in enumerate(between):
-        listed = (i > 0 and between[i - 1] in LIST_JOINS) or (i + 1 < len(between) and between[i + 1] in LIST_JOINS)
-        if gap == ", " and not listed:
-            a, b = clean_name(ents[i].text), clean_name(ents[i + 1].text)
-            if a and b:
-                out.append(f"{a}, {b}")
-    return out
-
-
 def _recognised(docs, n_texts: int, upper: Counter, lower: Counter) -> NerEntities:
     """`ner_entities`'s names and dates from the recogniser's `docs` (module docstring)."""
     out = NerEntities()
     dates: dict[str, Counter] = {}  # normal form -> how often each form of it was labelled
     labels: dict[str, Counter] = {}  # name -> how often it was given each label
     for doc in progress(docs, total=n_texts, desc="recognising entities"):
-        for place in places_with_regions(doc):
-            out.names.append(place)
-            labels.setdefault(place, Counter())["GPE"] += 1
         for ent in doc.ents:
             out.labels[ent.label_] += 1
             if ent.label_ == DATE_LABEL:
