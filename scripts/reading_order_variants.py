@@ -15,15 +15,11 @@ import dataclasses
 import json
 from pathlib import Path
 
-from drkit.qa.answer import AnswerConfig, passages_from_predictions
+from drkit.qa.answer import AnswerConfig, held_first, passages_from_predictions
 from drkit.qa.results import reader_answer
 from drkit.qa.stats import per_question
 from drkit.reader.examples import ReaderExample, read_passages, read_questions
 from drkit.reader.model import Reader
-
-
-def first(order: list[str], held: set) -> list[str]:
-    return [p for p in order if p in held] + [p for p in order if p not in held]
 
 
 def main() -> None:
@@ -50,8 +46,8 @@ def main() -> None:
         for s in a.supporting:
             best[s.passage_id] = max(best.get(s.passage_id, 0.0), 1.0 if s.prob is None else s.prob)
         orders["drkit"].append(order)
-        orders["supporting_first"].append(first(order, {s.passage_id for s in r.supporting}))
-        orders["evidence_first"].append(first(order, {p.id for p in reader_answer(r, e.passages).evidence}))
+        orders["supporting_first"].append(held_first(order, {s.passage_id for s in r.supporting}))
+        orders["evidence_first"].append(held_first(order, {p.id for p in reader_answer(r, e.passages).evidence}))
         orders["by_best_sentence"].append(sorted(order, key=lambda p: -best.get(p, 0.0)))
     gold = [[str(s) for s in r["supporting"]] for r in records]
     types = [r.get("type") for r in records]

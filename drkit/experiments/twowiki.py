@@ -292,19 +292,20 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
     if config.answers:
         results["answers"] = answers_step(out, mentions[config.encoder], split, config.answer_steps, timings, log)
     transfer = transfer_dir(data, config.transfer)
+    transfer_scored: dict = {}
     if transfer is not None:
-        results["transfer"] = transfer_step(transfer, out, encoders[config.encoder], config, retrieve_config, timings, log)
+        results["transfer"], transfer_scored = transfer_step(transfer, out, encoders[config.encoder], config,
+                                                             retrieve_config, timings, log)
     if config.reader:
         from drkit.experiments.twowiki_reader import reader_step
 
         results["reader"] = reader_step(data, out, split, transfer, config, timings, log)
         scored.update(reading_row(results, out, dev_file))
-        if results.get("transfer"):
-            t = out / "transfer"
-            steps = {"drkit": t / "retrieve-drkit", **{n: t / step for n, (step, _, _) in others.items()},
-                     **reading_row(results["transfer"], t, transfer / "questions.jsonl")}
-            results["transfer"]["intervals"] = intervals(steps, [transfer / "questions.jsonl"])
+        if transfer is not None:
+            transfer_scored.update(reading_row(results["transfer"], out / "transfer", transfer / "questions.jsonl"))
     results["intervals"] = intervals(scored, [dev_file])
+    if transfer is not None:
+        results["transfer"]["intervals"] = intervals(transfer_scored, [transfer / "questions.jsonl"])
     results["timings_s"] = json.loads((out / "timings.json").read_text())
     write_json(out / "results.json", results)
     (out / "results.md").write_text("\n".join(results_markdown(results)) + "\n", encoding="utf-8")

@@ -115,9 +115,10 @@ def write_reading_ranking(where: Path) -> Path | None:
                 raise InputFormatError(retrieved, line_no, f"question {row['id']!r} is not in {read}", field="id")
             first = supporting_first(readings[row["id"]])
             by_id = {p["id"]: p for p in row["passages"]}
-            if not set(first) <= set(by_id):
+            chosen = set(first)
+            if not by_id.keys() >= chosen:
                 raise InputFormatError(read, None, f"question {row['id']!r}: a passage read is not among {retrieved}'s")
-            ranked = [by_id[i] for i in first] + [p for p in row["passages"] if p["id"] not in set(first)]
+            ranked = [by_id[i] for i in first] + [p for p in row["passages"] if p["id"] not in chosen]
             w.write(json.dumps({"id": row["id"], "passages": ranked}, ensure_ascii=False) + "\n")
     return out
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from drkit.errors import ConfigError
 from drkit.experiments.steps import embedded_as, made_again, model_checksums, write_json
-from drkit.experiments.twowiki_report import intervals
 from drkit.util.artifact import file_checksum
 
 if TYPE_CHECKING:
@@ -73,9 +72,11 @@ def transfer_dir(data: Path, transfer: str) -> Path | None:
     return path
 
 
-def transfer_step(data: Path, out: Path, encoder: Path, config: TwoWikiConfig, retrieve_config, timings, log) -> dict:
+def transfer_step(data: Path, out: Path, encoder: Path, config: TwoWikiConfig, retrieve_config, timings,
+                  log) -> tuple[dict, dict]:
     """The trained model, not retrained, on the corpus of `data`: index it (as the 2Wiki corpus), embed its mentions with
-    DrKIT's encoder, retrieve; the peers and controls on the same questions."""
+    DrKIT's encoder, retrieve; the peers and controls on the same questions. Returns the results section ({"data",
+    "retrieval"}) and each retriever's output folder, for the intervals (the caller's, once every row is in)."""
     from drkit.dense.mentions import MentionIndex, build_mention_index, partial_dir
     from drkit.experiments.twowiki_data import index_corpus
     from drkit.qa.drkit_retriever import DrKITRetriever
@@ -98,4 +99,4 @@ def transfer_step(data: Path, out: Path, encoder: Path, config: TwoWikiConfig, r
         found[name] = score(name, f"transfer-{name}", lambda: make(t / "index", t / "mentions"), t / "index", questions,
                              t / step, retrieve_config, timings, log, extra)
         steps[name] = t / step
-    return {"data": str(data), "retrieval": found, "intervals": intervals(steps, [questions])}
+    return {"data": str(data), "retrieval": found}, steps

@@ -196,9 +196,12 @@ def supporting_first(row: dict) -> list[str]:
     holding one of its supporting sentences first: each group keeps the order read. The reader's evidence orders the
     passages by the question where the retriever's scores do not (a sibling's page above the bridge's: on 2Wiki's
     two folds, drkit's R@2 0.812 -> 0.828, docs/reader.md)."""
-    read = [p["id"] for p in row["passages"]]
-    held = {s["passage_id"] for s in row.get("supporting") or ()}
-    return [p for p in read if p in held] + [p for p in read if p not in held]
+    return held_first([p["id"] for p in row["passages"]], {s["passage_id"] for s in row.get("supporting") or ()})
+
+
+def held_first(order: Sequence[str], held: set) -> list[str]:
+    """`order` with the ids in `held` first, each group in its order."""
+    return [p for p in order if p in held] + [p for p in order if p not in held]
 
 
 def answer_questions(kit, reader, questions: str | Path, out: str | Path, config: AnswerConfig = AnswerConfig(),
