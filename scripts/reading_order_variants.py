@@ -15,8 +15,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from drkit.qa.answer import AnswerConfig, held_first, passages_from_predictions
-from drkit.qa.results import reader_answer
+from drkit.qa.answer import AnswerConfig, passages_from_predictions
+from drkit.qa.results import held_first, reader_answer
 from drkit.qa.stats import per_question
 from drkit.reader.examples import ReaderExample, read_passages, read_questions
 from drkit.reader.model import Reader

@@ -423,6 +423,7 @@ def test_training_resumes_from_its_last_checkpoint(mixing_run, tiny_base, tmp_pa
 
 
 def test_answer_cli_and_the_front_door_agree(mixing_run, reader_run, tmp_path, capsys):  # noqa: F811
+    from drkit.qa.answer import supporting_first
     from drkit.qa.pipeline import DrKIT
     from drkit.reader.text import best_scores
 
@@ -451,6 +452,8 @@ def test_answer_cli_and_the_front_door_agree(mixing_run, reader_run, tmp_path, c
     kit = DrKIT.load(d / "index1", d / "run", reader=reader_run, reading=ReadConfig(passages=3))
     result = kit.answer(questions[0]["question"], passages=2)
     assert len(result.passages) == 2 and result.reading is not None
+    # its passages: those read with a supporting sentence first, as drkit answer's supporting_first orders them
+    assert [p.id for p in result.passages] == supporting_first(rows[0])[:2]
     assert result.reading.text == rows[0]["answer"] and result.reading.type == rows[0]["answer_type"]
     assert [s.passage_id for s in result.reading.supporting] == [s["passage_id"] for s in rows[0]["supporting"]]
     assert (result.reading.comparison is not None) == ("comparison" in rows[0])

@@ -38,7 +38,7 @@ from typing import Sequence
 import numpy as np
 
 from drkit.errors import ConfigError, DrkitError
-from drkit.qa.results import rounded_prob
+from drkit.qa.results import held_first, rounded_prob
 from drkit.reader.examples import ReaderExample, ReaderPassage, read_questions
 from drkit.reader.reading import ReadConfig, read_field
 from drkit.reader.text import best_scores
@@ -197,11 +197,6 @@ def supporting_first(row: dict) -> list[str]:
     passages by the question where the retriever's scores do not (a sibling's page above the bridge's: on 2Wiki's
     two folds, drkit's R@2 0.812 -> 0.828, docs/reader.md)."""
     return held_first([p["id"] for p in row["passages"]], {s["passage_id"] for s in row.get("supporting") or ()})
-
-
-def held_first(order: Sequence[str], held: set) -> list[str]:
-    """`order` with the ids in `held` first, each group in its order."""
-    return [p for p in order if p in held] + [p for p in order if p not in held]
 
 
 def answer_questions(kit, reader, questions: str | Path, out: str | Path, config: AnswerConfig = AnswerConfig(),

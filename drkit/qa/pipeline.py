@@ -194,7 +194,7 @@ class DrKIT:
                                             follow_config=self._mixing_follow_config(query))
             self._check_linked(questions, found)
             return [self._passages(r, k) for r in found]
-        return [list(r.passages) for r in self.answer_batch(questions, 1, 0, query, passages=k)]
+        return [list(r.passages) for r in self._answer_batch(questions, 1, 0, query, k)]  # not read: the retriever's order
 
     @staticmethod
     def _check_plain(questions: Sequence) -> None:
@@ -267,18 +267,25 @@ class DrKIT:
 
     def _read(self, results: list[Result], passages: int) -> list[Result]:
         """`results` with the reader's answer from each one's top passages (None where there is none), and their
-        first `passages` passages.
+        first `passages` passages, those read that hold a supporting sentence first (`drkit.qa.answer.supporting_first`:
+        the reader's evidence orders the passages by the question where the retriever's scores do not; on 2Wiki's
+        two folds passage R@2 0.812 -> 0.828, docs/reader.md).
         Each question is read alone: its answer does not depend on its batch, and at 512 word pieces batch 1 was
         the faster (126.8 against 137.6 ms a question at batch 8, `benchmarks/bench_reader.py`)."""
-        from drkit.qa.results import reader_answer
+        from drkit.qa.results import held_first, reader_answer
         from drkit.reader.examples import ReaderExample, ReaderPassage
 
         out = []
         for i, r in enumerate(results):  # a question without passages is not read (`reading` stays None)
-            ps = tuple(ReaderPassage(p.id, p.title, p.text) for p in r.passages[: self.reading.passages])
+            read = r.passages[: self.reading.passages]
+            ps = tuple(ReaderPassage(p.id, p.title, p.text) for p in read)
             reading = reader_answer(self.reader.read([ReaderExample(str(i), r.text, ps)], 1, compute=self.read_compute,
                                                      config=self.reading)[0], ps) if ps else None
-            out.append(dataclasses.replace(r, passages=r.passages[:passages], reading=reading))
+            ranked = r.passages
+            if reading is not None:
+                held = {s.passage_id for s in reading.supporting}
+                ranked = (*held_first(read, held, key=lambda p: p.id), *r.passages[len(read):])
+            out.append(dataclasses.replace(r, passages=tuple(ranked[:passages]), reading=reading))
         return out
 
     def _answer_batch(self, questions, top: int, chain_top: int, query: QueryConfig, passages: int) -> list[Result]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Sequence
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,11 @@ def rounded_prob(prob: float | None) -> float | None:
     return None if prob is None else round(prob, 4)
 
 
+def held_first(order: Sequence, held: set, key=lambda x: x) -> list:
+    """`order` with the items whose `key` is in `held` first, each group in its order."""
+    return [p for p in order if key(p) in held] + [p for p in order if key(p) not in held]
+
+
 def reader_answer(reading, passages) -> ReaderAnswer:
     """A `drkit.reader.model.Reading` of `passages` (what was read, in order) as a `ReaderAnswer`."""
     from drkit.data.text import split_sentences
@@ -148,7 +154,8 @@ class Result:
     chain: tuple[Hop, ...]  # empty when not asked for
     pi: tuple[float, ...] | None = None  # a hop-mixing model's weights of 0..T hops
     passages: tuple[Passage, ...] = ()  # when asked for: the best passages (a hop-mixing model's ranking; a
-    # multi-hop model's: those holding its chain's supporting mentions)
+    # multi-hop model's: those holding its chain's supporting mentions); with a reader, those it read that hold one
+    # of its supporting sentences first (each group in the retriever's order, with the retriever's scores)
     reading: ReaderAnswer | None = None  # with a reader: its answer from the top passages, with its evidence
 
     def to_dict(self) -> dict:

@@ -197,7 +197,7 @@ function renderResult(r) {
   if (r.answers.length) box.append(scoreTable(r.answers.map((a) => ({ label: a.entity, score: a.score })), "answers"));
   else box.append(el("div", { class: "muted", text: "no entity reached" }));
   if (r.passages) {
-    box.append(el("h3", { text: "Passages" }),
+    box.append(el("h3", { text: r.reading ? "Passages (those the reader took a supporting sentence from first; the retriever's scores)" : "Passages" }),
       scoreTable(r.passages.map((p) => ({ label: `${p.title} (${p.id})`, score: p.score })), "passages"));
   }
   if (r.chain) {
