@@ -267,7 +267,7 @@ def main() -> None:
         result["bf16_vs_fp32"] = {"vector_cosine_mean": round(float(cos.mean()), 5),
                                   "vector_cosine_min": round(float(cos.min()), 5),
                                   "top1_answers_agree": round(float(np.mean(np.equal(answers["bf16"], answers["fp32"]))), 4)}
-    stem = "precision" + ("" if args.device == "cpu" else f"-{args.device}") + ("-random-init" if args.random_init else "") + args.tag
+    stem = "precision" + ("" if args.device == "cpu" else f"-{args.device}") + ("-random-init" if args.random_init else "") + (f"-{args.tag.lstrip('-')}" if args.tag else "")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
     (args.out / f"{stem}.md").write_text(report(result, threads, args))
