@@ -422,6 +422,38 @@ def test_training_resumes_from_its_last_checkpoint(mixing_run, tiny_base, tmp_pa
         train_reader(*args, tmp_path / "cut", **{**kw, "config": ReaderTrainConfig(epochs=2, precision="fp32")})
 
 
+def test_the_front_door_puts_the_passages_of_supporting_sentences_first(mixing_run, reader_run, monkeypatch):  # noqa: F811
+    """With a reader, `DrKIT.answer`'s passages: those read that hold a supporting sentence first, each group in the
+    retriever's order with the retriever's scores, then the rest; `retrieve` keeps the retriever's order and does not
+    read. The reader here is a stub that supports the third passage read, so the order must change."""
+    from drkit.qa.pipeline import DrKIT
+    from drkit.reader.reading import Reading, Supporting
+
+    d = mixing_run
+    question = json.loads((d / "questions1.jsonl").read_text().splitlines()[0])["question"]
+    plain = DrKIT.load(d / "index1", d / "run")
+    ranked = plain.retrieve(question, 5)
+    assert len(ranked) == 5
+    kit = DrKIT.load(d / "index1", d / "run", reader=reader_run, reading=ReadConfig(passages=3, compare=False,
+                                                                                    decompose=False))
+    read = []
+
+    def stub(examples, batch_size, compute=None, config=None):
+        read.append([p.id for p in examples[0].passages])
+        third = examples[0].passages[2]
+        return [Reading("yes", "yes", 0.9, None, (Supporting(2, 0, third.id, third.text, 0.8),), {"yes": 0.9})]
+
+    monkeypatch.setattr(kit.reader, "read", stub)
+    ids = [p.id for p in ranked]
+    assert [p.id for p in kit.retrieve(question, 5)] == ids and not read  # the retriever's order, nothing read
+    two = kit.answer(question, passages=2)
+    assert read == [ids[:3]] and [p.id for p in two.passages] == [ids[2], ids[0]]
+    five = kit.answer(question, passages=5)
+    assert [p.id for p in five.passages] == [ids[2], ids[0], ids[1], ids[3], ids[4]]
+    assert [p.score for p in five.passages] == [ranked[i].score for i in (2, 0, 1, 3, 4)]
+    assert [s.passage_id for s in five.reading.supporting] == [ids[2]]
+
+
 def test_answer_cli_and_the_front_door_agree(mixing_run, reader_run, tmp_path, capsys):  # noqa: F811
     from drkit.qa.answer import supporting_first
     from drkit.qa.pipeline import DrKIT

@@ -908,6 +908,21 @@ def test_a_new_index_version_keeps_the_reader_loaded_once(sample_run, tiny_base,
     assert result.question_entity == "Zorblax Returns" and result.reading is not None
 
 
+def test_a_multi_hop_kit_with_a_reader_retrieves_without_reading(sample_run, tiny_base, tmp_path, monkeypatch):  # noqa: F811
+    """`DrKIT.retrieve` of a multi-hop model gives the passages of a kit without a reader, and does not read
+    (`answer` does)."""
+    from drkit.reader.model import Reader, ReaderConfig
+
+    index, run = sample_run
+    Reader.from_base(ReaderConfig(base=str(tiny_base), max_pieces=96)).save(tmp_path / "reader")
+    kit = DrKIT.load(index, run, reader=tmp_path / "reader")
+    read, reader_read = [], kit.reader.read
+    monkeypatch.setattr(kit.reader, "read", lambda *a, **k: read.append(1) or reader_read(*a, **k))
+    want = [(p.id, p.score) for p in DrKIT.load(index, run).retrieve(QUESTIONS[0], 3)]
+    assert want and [(p.id, p.score) for p in kit.retrieve(QUESTIONS[0], 3)] == want and not read
+    assert kit.answer(QUESTIONS[0], passages=3).reading is not None and read
+
+
 def test_sigterm_exits_within_the_drain_time_even_with_a_hung_batch(sample_run):  # noqa: F811
     """The worst case of a drain: the model process hangs (SIGSTOP) inside a batch when SIGTERM arrives. The
     server must still exit, with status 0, within --drain-s (plus the interpreter's own exit), the hung

@@ -19,7 +19,8 @@ multi-hop model the passages that hold each hop's best entities' supporting ment
 ``drkit retrieve``, ``drkit evaluate``, ``drkit serve`` and the demo go through it.
 
 With a reader (``DrKIT.load(..., reader=DIR)``, `drkit.reader`), every answered question's top passages are
-also read: `Result.reading` holds the reader's answer (a span, "yes" or "no") with its supporting sentences.
+also read: `Result.reading` holds the reader's answer (a span, "yes" or "no") with its supporting sentences, and
+`Result.passages` puts the passages read that hold one of them first (`DrKIT.retrieve` keeps the retriever's order).
 
 Per-call knobs (hops, how many answers, the follow's K, min_weight and retrieval) are arguments; nothing
 is stored between calls, so the same question gets the same answer whatever came before it.
@@ -173,7 +174,8 @@ class DrKIT:
     def answer(self, question: str | ParsedQuestion, top: int = 5, chain_top: int = 3,
                query: QueryConfig = QueryConfig(), passages: int = 0) -> Result:
         """Answers and reasoning chain of one question (a hop-mixing model's: with its best `passages`
-        passages). Raises `QuestionError` for a question with no entity."""
+        passages; with a reader, those it read that hold a supporting sentence first). Raises `QuestionError` for a
+        question with no entity."""
         return self.answer_batch([question], top, chain_top, query, passages)[0]
 
     def retrieve(self, question: str, k: int = 10, query: QueryConfig = QueryConfig()) -> list[Passage]:
@@ -253,7 +255,8 @@ class DrKIT:
     def answer_batch(self, questions: Sequence[str | ParsedQuestion], top: int = 5, chain_top: int = 3,
                      query: QueryConfig = QueryConfig(), passages: int = 0) -> list[Result]:
         """`answer` for many questions at once (one forward pass). `chain_top=0` skips the chain. A
-        multi-hop model's `passages`: those holding each hop's best entities' mentions (`retrieve`)."""
+        multi-hop model's `passages`: those holding each hop's best entities' mentions (`retrieve`); with a reader,
+        those read that hold a supporting sentence first (`_read`)."""
         if top < 1:
             raise ConfigError(f"top must be at least 1, got {top}")
         if passages < 0:
