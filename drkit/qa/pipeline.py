@@ -284,10 +284,9 @@ class DrKIT:
             ps = tuple(ReaderPassage(p.id, p.title, p.text) for p in read)
             reading = reader_answer(self.reader.read([ReaderExample(str(i), r.text, ps)], 1, compute=self.read_compute,
                                                      config=self.reading)[0], ps) if ps else None
-            ranked = r.passages
+            ranked = r.passages  # the sentences supporting it are in the passages read, so they come first
             if reading is not None:
-                held = {s.passage_id for s in reading.supporting}
-                ranked = (*held_first(read, held, key=lambda p: p.id), *r.passages[len(read):])
+                ranked = held_first(r.passages, {s.passage_id for s in reading.supporting}, key=lambda p: p.id)
             out.append(dataclasses.replace(r, passages=tuple(ranked[:passages]), reading=reading))
         return out
 
