@@ -6,7 +6,9 @@ alternating), each from a pipeline loaded once. Records each run's seconds (the 
 and checks that every number of processes finds the same names, dates, forms, labels and kinds as one.
 With ``--shared-tok2vec``, the pipeline as it was loaded before `load_pipeline` dropped spaCy's shared
 tok2vec (which no component listens to) runs too, with the most processes, to time what dropping it saves
-and check that it finds the same. Writes OUT/bench_ner.json and OUT/bench_ner.md.
+and check that it finds the same. With ``--spacy-processes``, the way `ner_entities` read before its processes
+sent back spans (spaCy's own ``nlp.pipe(n_process=N)``, which sends each whole Doc back to be rebuilt) runs
+too, with the most processes. Writes OUT/bench_ner.json and OUT/bench_ner.md.
 
     .venv/bin/python benchmarks/bench_ner.py --corpus ../shared/data/2wiki/corpus.jsonl --out benchmarks/results/ner-processes
 """
@@ -21,9 +23,19 @@ from pathlib import Path
 from bench_quantize import machine_info, write_report
 
 from drkit.data.corpus import read_corpus
-from drkit.index.ner import load_pipeline, ner_entities, ner_processes
+from drkit.index.found import word_case_counts
+from drkit.index.ner import _recognised, load_pipeline, ner_entities, ner_processes
 from drkit.util.hardware import available_cpus
+from drkit.util.processes import prepare_children
 from drkit.util.warnlog import WarningLog
+
+
+def spacy_processes(texts: list[str], nlp, processes: int):
+    """`ner_entities` as it read before its processes sent back spans: spaCy's ``n_process``, each Doc sent back."""
+    upper, lower = word_case_counts(texts)
+    prepare_children()
+    docs = nlp.pipe(texts, batch_size=128, n_process=processes)
+    return _recognised(texts, [[(e.label_, e.start_char, e.end_char) for e in d.ents] for d in docs], upper, lower)
 
 
 def main() -> None:
@@ -32,6 +44,7 @@ def main() -> None:
     ap.add_argument("--processes", type=int, nargs="+", default=[1, 2], help="numbers of processes compared")
     ap.add_argument("--rounds", type=int, default=2, help="runs of each number of processes")
     ap.add_argument("--shared-tok2vec", action="store_true", help="also the pipeline with spaCy's shared tok2vec kept")
+    ap.add_argument("--spacy-processes", action="store_true", help="also spaCy's own n_process, whole Docs sent back")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     texts = [a.text for a in read_corpus(args.corpus, "jsonl", WarningLog())]
@@ -44,12 +57,15 @@ def main() -> None:
 
         kept = spacy.load(PIPELINE, exclude=list(EXCLUDED))
         runs[f"{max(args.processes)}, shared tok2vec kept"] = (kept, max(args.processes))
+    spacy_label = f"{max(args.processes)}, spaCy's n_process (whole Docs sent back)"
+    if args.spacy_processes:
+        runs[spacy_label] = (nlp, max(args.processes))
     seconds: dict = {n: [] for n in runs}
     found = {}
     for r in range(args.rounds):
         for n in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
             t = time.perf_counter()
-            result = ner_entities(texts, runs[n][0], processes=runs[n][1])
+            result = (spacy_processes if n == spacy_label else ner_entities)(texts, runs[n][0], processes=runs[n][1])
             seconds[n].append(time.perf_counter() - t)
             found[n] = (result.names, result.aliases, result.labels, result.kinds)
     first = args.processes[0]

@@ -11,6 +11,7 @@ import pytest
 
 from drkit.data.kb import EntityTable
 from drkit.errors import ConfigError
+from drkit.index import ner
 from drkit.index.found import MONTHS
 from drkit.index.linking import EntityLinker
 from drkit.index.ner import (
@@ -193,7 +194,7 @@ def test_the_unused_shared_token_vectors_are_left_out_and_nothing_changes():
 
 
 def test_processes_find_what_one_finds():
-    """Texts read by two recogniser processes (spaCy's n_process) give the names, dates, forms, labels and kinds that
+    """Texts read by two recogniser processes (forked, each sending back its spans) give the names, dates, forms, labels and kinds that
     one process gives, in the same order."""
     nlp = _real_pipeline()
     texts = TEXTS * 3 + ["Barack Obama was born on August 4, 1961, in Honolulu, Hawaii.",
@@ -206,13 +207,41 @@ def test_processes_find_what_one_finds():
     assert (two.names, two.aliases, two.labels, two.kinds) == (one.names, one.aliases, one.labels, one.kinds)
 
 
+def test_the_spans_sent_back_are_the_recognisers():
+    """What a recogniser process sends back, (label, start, end) a span, is spaCy's entities, their text the text's
+    slice (the names are read from the slice)."""
+    nlp = _real_pipeline()
+    texts = TEXTS + ["Frank William George Lloyd( 2 February 1886 – 10 August 1960) was a British- born director."]
+    docs = list(nlp.pipe(texts))
+    was, ner._pipeline = ner._pipeline, nlp
+    try:
+        sent = ner._spans(texts)
+    finally:
+        ner._pipeline = was
+    assert sent == [[(e.label_, e.start_char, e.end_char) for e in d.ents] for d in docs]
+    assert [[t[s:e] for _, s, e in spans] for t, spans in zip(texts, sent)] == [[e.text for e in d.ents] for d in docs]
+    assert sum(map(len, sent)) > 5
+
+
+def test_a_recogniser_process_that_dies_is_an_error_not_a_hang():
+    parent = os.getpid()
+
+    class Dying(FakeNlp):
+        def pipe(self, texts, batch_size=1, n_process=1):
+            if os.getpid() != parent:  # in a recogniser process: killed as the system kills one out of memory
+                os._exit(1)
+            yield from super().pipe(texts, batch_size, n_process)
+
+    assert ner_entities(TEXTS, Dying({0: [("Corey Snide", "PERSON")]}), processes=1).names == ["Corey Snide"]
+    with pytest.raises(ConfigError, match="a recogniser process died while reading the 12 texts"):
+        ner_entities(TEXTS * 4, Dying({}), batch_size=2, processes=2)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_recogniser_workers_die_with_their_parent(monkeypatch):
-    """A process forked while the recogniser runs (one of spaCy's workers) is killed when its parent dies, so a
+    """A process forked while the recogniser runs (one of its processes) is killed when its parent dies, so a
     killed `drkit add` leaves no worker holding its update lock; a process forked at another time is not."""
     import ctypes
-
-    import drkit.index.ner as ner
 
     def death_signal_of_a_child() -> int:
         r, w = os.pipe()

@@ -25,9 +25,12 @@ release renamed; `pip install "drkit[ner]"`; nothing is downloaded at run time).
 from __future__ import annotations
 
 import datetime
+import multiprocessing
 import os
 import re
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -176,11 +179,11 @@ def ner_processes(n_texts: int, processes: int = 0) -> int:
     return max(1, min(available_cpus(), n_texts // TEXTS_PER_PROCESS))
 
 
-_recognising: int | None = None  # while spaCy's worker processes are forked (`ner_entities`): the parent's pid
+_recognising: int | None = None  # while the recogniser's processes are forked (`ner_entities`): the parent's pid
 
 
 def _worker_dies_with_parent() -> None:
-    """In a process forked while `ner_entities` runs (one of spaCy's workers): die with the parent, so that a
+    """In a process forked while `ner_entities` runs (one of the recogniser's): die with the parent, so that a
     parent killed outright leaves no worker waiting on its queue, nor holding what it inherited (`drkit add`'s
     update lock)."""
     if _recognising is not None:
@@ -194,44 +197,76 @@ if hasattr(os, "register_at_fork"):
 def ner_entities(texts: Sequence[str], nlp=None, batch_size: int = 128, processes: int = 0,
                  log=None) -> NerEntities:
     """The names and dates the recogniser finds in `texts` (module docstring). The texts are read by
-    `ner_processes(len(texts), processes)` processes (spaCy's ``n_process``; the recogniser is the
-    pipeline's, the same in each: the spans found do not depend on how many, `tests/test_ner.py`); `log`
-    is told how many."""
+    `ner_processes(len(texts), processes)` processes, `batch_size` texts a task, each forked with the pipeline
+    and sending back only its spans (`_spans`; the spans found do not depend on how many, `tests/test_ner.py`);
+    `log` is told how many."""
     nlp = nlp if nlp is not None else load_pipeline()
     texts = list(texts)
     n_process = ner_processes(len(texts), processes)
+    if n_process > 1 and "fork" not in multiprocessing.get_all_start_methods():
+        n_process = 1  # the workers are forked with the pipeline; a system that cannot fork reads in one
     if log is not None:
         log(f"recognising entities in {len(texts):,} texts with {n_process} process(es)")
     upper, lower = word_case_counts(texts)
-    prepare_children()
-    global _recognising
-    _recognising, was = os.getpid(), _recognising
+    tasks = [texts[i:i + batch_size] for i in range(0, len(texts), batch_size)]
+    global _pipeline, _recognising
+    _pipeline, _recognising, was = nlp, os.getpid(), _recognising
     try:
-        return _recognised(nlp.pipe(texts, batch_size=batch_size, n_process=n_process), len(texts), upper, lower)
+        with progress(total=len(texts), desc="recognising entities") as bar:
+            if n_process == 1:
+                found = _counted(map(_spans, tasks), bar)
+            else:
+                prepare_children()
+                with ProcessPoolExecutor(n_process, mp_context=multiprocessing.get_context("fork")) as pool:
+                    try:
+                        found = _counted(pool.map(_spans, tasks), bar)
+                    except BrokenProcessPool as exc:
+                        raise ConfigError(f"a recogniser process died while reading the {len(texts):,} texts (out of "
+                                          "memory? the system's log says; fewer processes need less)") from exc
     finally:
-        _recognising = was
+        _pipeline, _recognising = None, was
+    return _recognised(texts, found, upper, lower)
 
 
-def _recognised(docs, n_texts: int, upper: Counter, lower: Counter) -> NerEntities:
-    """`ner_entities`'s names and dates from the recogniser's `docs` (module docstring)."""
+_pipeline = None  # while `ner_entities` runs: the recogniser its forked processes (and itself, in one) read with
+
+
+def _spans(texts: list[str]) -> list[list[tuple[str, int, int]]]:
+    """Each text's recognised spans, (label, first character, character after), by `_pipeline`: all a process
+    sends back (a spaCy Doc, which its ``n_process`` sends, costs more to send and read than to make)."""
+    docs = _pipeline.pipe(texts, batch_size=len(texts))
+    return [[(e.label_, e.start_char, e.end_char) for e in doc.ents] for doc in docs]
+
+
+def _counted(results, bar) -> list:
+    """The spans of every text from `results` (a task's texts a result), `bar` moved on a task at a time."""
+    out = []
+    for spans in results:
+        out += spans
+        bar.update(len(spans))
+    return out
+
+
+def _recognised(texts: Sequence[str], found: Sequence[list], upper: Counter, lower: Counter) -> NerEntities:
+    """`ner_entities`'s names and dates from the spans `found` in each of `texts` (`_spans`; module docstring)."""
     out = NerEntities()
     dates: dict[str, Counter] = {}  # normal form -> how often each form of it was labelled
     labels: dict[str, Counter] = {}  # name -> how often it was given each label
-    for doc in progress(docs, total=n_texts, desc="recognising entities"):
-        for ent in doc.ents:
-            out.labels[ent.label_] += 1
-            if ent.label_ == DATE_LABEL:
-                for surface in dates_in(doc.text, ent.start_char, ent.end_char):
+    for text, spans in zip(texts, found):
+        for label, start, end in spans:
+            out.labels[label] += 1
+            if label == DATE_LABEL:
+                for surface in dates_in(text, start, end):
                     dates.setdefault(normal_date(surface), Counter())[surface] += 1
                     out.names.append(surface)
-            elif ent.label_ in NAME_LABELS:
-                name = clean_name(ent.text)
+            elif label in NAME_LABELS:
+                name = clean_name(text[start:end])
                 if name is None or name in MONTHS or name in WEEKDAYS:
                     continue
                 if " " not in name and upper[name.casefold()] <= lower[name.casefold()]:
                     continue  # one word the corpus mostly writes in lower case
                 out.names.append(name)
-                labels.setdefault(name, Counter())[ent.label_] += 1
+                labels.setdefault(name, Counter())[label] += 1
     display = {}  # one entity a date, named as the corpus most often writes it (ties: the normal form)
     for normal, forms in dates.items():
         ranked = sorted(forms, key=lambda f: (-forms[f], f != normal, f))
