@@ -138,6 +138,29 @@ def _steps(model, opt, sched, lo, hi):
         sched.step()
 
 
+def test_the_fused_update_is_adamws():
+    """`adamw` steps with torch's fused kernel and reaches the values of torch's loop over tensors (both AdamW, two
+    groups, weight decay, the schedule), to rounding."""
+    import torch
+
+    from drkit.util.runs import linear_schedule
+
+    a, opt_a, sched_a = _toy()
+    assert all(g["fused"] for g in opt_a.param_groups)
+    b, _, _ = _toy()
+    opt_b = torch.optim.AdamW([{"params": list(b[0].parameters()), "lr": 1e-2},
+                               {"params": list(b[2].parameters()), "lr": 1e-1, "weight_decay": 0.0}],
+                              weight_decay=0.01, foreach=False)
+    sched_b = linear_schedule(opt_b, 6, 0.2)
+    start = {k: v.clone() for k, v in a.state_dict().items()}
+    for model, opt, sched in ((a, opt_a, sched_a), (b, opt_b, sched_b)):
+        torch.manual_seed(5)  # the same dropout draws
+        _steps(model, opt, sched, 0, 6)
+    for k, v in a.state_dict().items():
+        assert not torch.equal(v, start[k]), k  # it trained
+        torch.testing.assert_close(v, b.state_dict()[k], rtol=1e-5, atol=1e-6, msg=k)
+
+
 def test_checkpoint_round_trip_is_exact_and_pickle_free(tmp_path):
     import torch
 
