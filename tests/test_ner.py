@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from drkit.data.kb import EntityTable
-from drkit.errors import ConfigError
+from drkit.errors import ConfigError, DrkitError
 from drkit.index import ner
 from drkit.index.found import MONTHS
 from drkit.index.linking import EntityLinker
@@ -233,7 +233,7 @@ def test_a_recogniser_process_that_dies_is_an_error_not_a_hang():
             yield from super().pipe(texts, batch_size, n_process)
 
     assert ner_entities(TEXTS, Dying({0: [("Corey Snide", "PERSON")]}), processes=1).names == ["Corey Snide"]
-    with pytest.raises(ConfigError, match="a recogniser process died while reading the 12 texts"):
+    with pytest.raises(DrkitError, match="a recogniser process died while reading the 12 texts"):
         ner_entities(TEXTS * 4, Dying({}), batch_size=2, processes=2)
 
 

@@ -34,7 +34,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from drkit.errors import ConfigError
+from drkit.errors import ConfigError, DrkitError
 from drkit.index.found import DATE_PATTERN, MONTHS, WEEKDAYS, YEAR_PATTERN, word_case_counts
 from drkit.util.processes import die_with_parent, prepare_children
 from drkit.util.progress import progress
@@ -221,7 +221,7 @@ def ner_entities(texts: Sequence[str], nlp=None, batch_size: int = 128, processe
                     try:
                         found = _counted(pool.map(_spans, tasks), bar)
                     except BrokenProcessPool as exc:
-                        raise ConfigError(f"a recogniser process died while reading the {len(texts):,} texts (out of "
+                        raise DrkitError(f"a recogniser process died while reading the {len(texts):,} texts (out of "
                                           "memory? the system's log says; fewer processes need less)") from exc
     finally:
         _pipeline, _recognising = None, was
