@@ -114,8 +114,8 @@ def prepare_run(run: Path, settings: dict, overwrite: bool, what: str, paths: tu
 
 def adamw(groups: list[dict], weight_decay: float, steps: int, warmup: float):
     """AdamW over the parameter `groups` (``{"params": [...], "lr": peak lr, ...}``), and `linear_schedule`. The
-    update is torch's fused kernel (AdamW's arithmetic in one pass over each tensor; on 2 AVX2 cores a step over
-    MiniLM's 22.7M parameters takes about 18 ms instead of the loop over tensors' 115, `benchmarks/bench_adamw.py`;
+    update is torch's fused kernel (AdamW's arithmetic in one pass over each tensor; on 2 AVX2 cores an update of
+    MiniLM's 22.7M parameters took 18.7 ms against the loop over tensors' 128.1, `benchmarks/bench_adamw.py`;
     the same values but for rounding, `tests/test_runs.py`). A checkpoint saved before resumes with the loop it
     was made with."""
     opt = torch.optim.AdamW(groups, weight_decay=weight_decay, fused=True)
