@@ -114,7 +114,7 @@ class TwoWikiConfig:
                 "both folds pooled, no difference called, at twice the reader's training time, docs/reader.md), "
                 "pretrain (the mention encoder's pretraining KB: no gain measured); default none",
         "nargs": "*", "type": str, "choices": BOOTSTRAP_USES})
-    steps: int = field(default=300, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
+    steps: int = field(default=150, metadata={"help": "optimizer steps of hop-mixing training (batch 16)"})
     encoder: str = field(default="kb_qa", metadata={"help": "DrKIT's encoder: base (MiniLM, not pretrained) or "
                                                             "pretrained on kb, qa or kb_qa (both in turn)",
                                                     "choices": ENCODERS})
