@@ -160,11 +160,17 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     assert pooled["retrieval"]["drkit"]["overall"]["questions"] == 16
     assert pooled["intervals"]["drkit"]["R@5"]["questions"] == 16 and "row:fixed_1" in pooled["intervals"]
     assert pooled["intervals"]["drkit_reader"]["R@2"]["questions"] == 16 and "p" in pooled["intervals"]["drkit_reader"]["R@2"]
-    # the reader's order is made again from the runs' files when pooled: a ranking file left otherwise is not read
+    # the reader's order is made again from the runs' files when pooled, into OUT: a ranking file left in a run is
+    # neither read nor written (pooling never writes the runs)
     (out / "read-drkit" / "ranking" / "predictions.jsonl").write_text("")
+    shutil.rmtree(out1 / "read-drkit" / "ranking")
     assert main(["pool-2wiki", "--runs", str(out), str(out1), "--out", str(tmp_path / "pooled-again")]) == 0
     again = json.loads((tmp_path / "pooled-again" / "results.json").read_text())
     assert again["retrieval"]["drkit_reader"] == pooled["retrieval"]["drkit_reader"]
+    assert (out / "read-drkit" / "ranking" / "predictions.jsonl").read_text() == ""
+    assert not (out1 / "read-drkit" / "ranking").exists()
+    assert all((tmp_path / "pooled-again" / f"reading-ranking-fold{k}" / "predictions.jsonl").stat().st_size
+               for k in (0, 1))
     fold1 = json.loads((out1 / "retrieve-drkit" / "metrics.json").read_text())["overall"]
     both = (drkit["overall"]["R@5"] * 8 + fold1["R@5"] * 8) / 16
     assert abs(pooled["retrieval"]["drkit"]["overall"]["R@5"] - both) < 1e-3

@@ -96,10 +96,11 @@ def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, confi
 READING_RANKING = "read-drkit/ranking"  # drkit's ranking, its top N ordered by the reader's evidence
 
 
-def write_reading_ranking(where: Path) -> Path | None:
-    """WHERE/read-drkit/ranking/predictions.jsonl: each question of WHERE/retrieve-drkit's predictions with its
-    passages as the reader ordered the top N it read (WHERE/read-drkit, `drkit.qa.answer.supporting_first`), then
-    the rest of drkit's ranking; written where both exist, and returned (None where they do not)."""
+def write_reading_ranking(where: Path, to: Path | None = None) -> Path | None:
+    """TO/predictions.jsonl (TO: WHERE/read-drkit/ranking unless given): each question of WHERE/retrieve-drkit's
+    predictions with its passages as the reader ordered the top N it read (WHERE/read-drkit,
+    `drkit.qa.answer.supporting_first`), then the rest of drkit's ranking; written where both exist, and
+    returned (None where they do not)."""
     from drkit.qa.answer import supporting_first
 
     retrieved, read = where / "retrieve-drkit" / "predictions.jsonl", where / "read-drkit" / "predictions.jsonl"
@@ -107,7 +108,7 @@ def write_reading_ranking(where: Path) -> Path | None:
         return None
     with open(read, encoding="utf-8") as f:
         readings = {row["id"]: row for row in map(json.loads, f)}
-    out = where / READING_RANKING / "predictions.jsonl"
+    out = (to or where / READING_RANKING) / "predictions.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(retrieved, encoding="utf-8") as f, open(out, "w", encoding="utf-8") as w:
         for line_no, row in enumerate(map(json.loads, f), 1):

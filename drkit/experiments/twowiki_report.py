@@ -115,13 +115,18 @@ def pool_folds(runs: list[Path], out: Path, absent: dict | None = None) -> dict:
     if differ:
         raise ConfigError(f"--runs were made with other settings ({'; '.join(differ)}); pool two folds of one recipe")
     questions = [r / "split" / "dev.jsonl" for r in runs]
-    # the reader's order where each run's last report scored it, made again from the run's current files
-    reading = all("drkit_reader" in f.get("retrieval", {}) for f in found) and \
-        all(write_reading_ranking(r) is not None for r in runs)
-    names = [n for n, d in RETRIEVAL_DIRS.items() if all((r / d / "predictions.jsonl").exists() for r in runs)
-             and (n != "drkit_reader" or reading)]
+    # the reader's order where each run's last report scored it, made again from the run's current files into
+    # OUT (the runs are read, never written)
+    reading = None
+    if all("drkit_reader" in f.get("retrieval", {}) for f in found):
+        made = [write_reading_ranking(r, out / f"reading-ranking-fold{s['fold']}") for r, s in zip(runs, settings)]
+        reading = [m.parent for m in made] if all(m is not None for m in made) else None
+    names = [n for n, d in RETRIEVAL_DIRS.items() if n != "drkit_reader"
+             and all((r / d / "predictions.jsonl").exists() for r in runs)] + (["drkit_reader"] if reading else [])
     names += [f"row:{n}" for n in found[0]["rows"] if all((r / f"retrieve-{n}" / "predictions.jsonl").exists() for r in runs)]
     dirs = {n: [r / (RETRIEVAL_DIRS.get(n) or f"retrieve-{n[4:]}") for r in runs] for n in names}
+    if reading:
+        dirs["drkit_reader"] = reading
     pooled: dict = {"runs": [str(r) for r in runs], "settings": settings, "retrieval": {}}
     for n, ds in dirs.items():
         pooled["retrieval"][n] = ranking_metrics([d / "predictions.jsonl" for d in ds], questions)
