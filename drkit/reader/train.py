@@ -67,6 +67,10 @@ class ReaderTrainConfig:
                 "(same examples, same steps; 0: batches as drawn, padded to their longest, as runs made before this "
                 "setting were trained: resume one with --bucket 0; with --own-page the two groups are batched apart "
                 "instead)"})
+    frozen_layers: int = field(default=0, metadata={
+        "help": "keep the transformer's embeddings and its first N layers as the base's (not trained): a step costs "
+                "less (about a quarter less with 2 on AVX2 code, benchmarks/results/avx2-code-zen4-2026-12-06; what it costs in "
+                "answers is not yet measured); 0: every weight trained"})
     seed: int = field(default=0, metadata={"help": "seed of the heads, the passage draws and the batches"})
     checkpoint_every: int = field(default=50, metadata={"help": "steps between checkpoints"})
     log_every: int = field(default=10, metadata={"help": "steps between lines of train_log.jsonl"})
@@ -77,8 +81,9 @@ class ReaderTrainConfig:
     ABSENT_MEANT = {"bucket": 0, "hops": False}  # (a run made before --more-kb has no "more_kb" input)
 
     def __post_init__(self):
-        if self.bucket < 0 or self.more_kb_questions < 0:
-            raise ConfigError(f"bucket and more_kb_questions must be at least 0, got {self.bucket}, {self.more_kb_questions}")
+        if self.bucket < 0 or self.more_kb_questions < 0 or self.frozen_layers < 0:
+            raise ConfigError(f"bucket, more_kb_questions and frozen_layers must be at least 0, got {self.bucket}, "
+                              f"{self.more_kb_questions}, {self.frozen_layers}")
         for name in ("epochs", "batch_size", "checkpoint_every", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -155,8 +160,9 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
     steps = per_epoch * config.epochs
 
     reader = Reader.from_base(reader_config, config.seed).to(compute.device)
+    freeze(reader.transformer, config.frozen_layers)
     heads = [p for n, p in reader.named_parameters() if not n.startswith("transformer.")]
-    opt, sched = adamw([{"params": list(reader.transformer.parameters()), "lr": config.lr},
+    opt, sched = adamw([{"params": [p for p in reader.transformer.parameters() if p.requires_grad], "lr": config.lr},
                         {"params": heads, "lr": config.head_lr}], config.weight_decay, steps, config.warmup)
     state = resume(out, reader, opt, sched, log)
     start = state["step"] if state else 0
@@ -213,6 +219,21 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
     (out / "done.json").write_text(json.dumps(record, indent=2) + "\n")
     log(f"reader trained: {steps} steps in {seconds:.0f} s this session; wrote {out / 'reader'}")
     return out / "reader"
+
+
+def freeze(transformer: "torch.nn.Module", layers: int) -> None:  # noqa: F821 (torch imported where used)
+    """Keep a BERT-style `transformer`'s embeddings and its first `layers` layers as they are (no gradient), in place;
+    0 leaves every weight trained. More layers than it has is a `ConfigError`."""
+    if not layers:
+        return
+    stack = getattr(getattr(transformer, "encoder", None), "layer", None)
+    if stack is None or not hasattr(transformer, "embeddings"):
+        raise ConfigError(f"frozen_layers {layers}: the transformer has no embeddings and encoder.layer stack")
+    if layers > len(stack):
+        raise ConfigError(f"frozen_layers {layers}: the transformer has {len(stack)} layers")
+    for module in (transformer.embeddings, *stack[:layers]):
+        for p in module.parameters():
+            p.requires_grad_(False)
 
 
 def _plot(out: Path) -> None:

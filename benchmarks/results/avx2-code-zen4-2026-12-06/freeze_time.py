@@ -1,8 +1,13 @@
 """Time the reader's training step (forward, backward, AdamW update) with its lower parts frozen, side by side on
 the same bucketed batches of the first pass (a fresh reader per variant, taking turns). Timing only: no accuracy."""
-import json, statistics, sys, time
+import json
+import statistics
+import sys
+import time
 from pathlib import Path
+
 import torch
+
 from drkit.reader.examples import OrderConfig, epoch_examples
 from drkit.reader.model import Reader, ReaderConfig
 from drkit.reader.train import ReaderTrainConfig, training_sources

@@ -1,7 +1,11 @@
 """Profile the reader at batch 1 on the 50-question sample read-drkit times (drkit's top 5)."""
-import cProfile, pstats, sys, time, io
+import cProfile
+import io
+import pstats
+import sys
+import time
 from pathlib import Path
-import torch
+
 from drkit.qa.answer import AnswerConfig, passages_from_predictions
 from drkit.reader.examples import ReaderExample, read_passages, read_questions
 from drkit.reader.model import Reader
