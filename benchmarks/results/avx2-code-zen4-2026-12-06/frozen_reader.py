@@ -2,6 +2,7 @@
 split, then read that run's drkit top 5 of its dev questions with it, as the run's read-drkit row does."""
 import sys
 from pathlib import Path
+
 from drkit.experiments.twowiki import TwoWikiConfig
 from drkit.experiments.twowiki_reader import _rows
 from drkit.reader.examples import read_passages
