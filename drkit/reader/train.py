@@ -69,8 +69,8 @@ class ReaderTrainConfig:
                 "instead)"})
     frozen_layers: int = field(default=0, metadata={
         "help": "keep the transformer's embeddings and its first N layers as the base's (not trained): a step costs "
-                "less (about a quarter less with 2 on AVX2 code, benchmarks/results/avx2-code-zen4-2026-12-06; what it costs in "
-                "answers is not yet measured); 0: every weight trained"})
+                "less (a quarter less with 2 on AVX2 code) and answers were lost: on 2Wiki's two folds EM 0.667 -> 0.651 "
+                "with 2, most inference questions lost (docs/reader.md, Frozen lower layers); 0: every weight trained"})
     seed: int = field(default=0, metadata={"help": "seed of the heads, the passage draws and the batches"})
     checkpoint_every: int = field(default=50, metadata={"help": "steps between checkpoints"})
     log_every: int = field(default=10, metadata={"help": "steps between lines of train_log.jsonl"})
