@@ -833,6 +833,14 @@ def test_controls_single_step_and_ppr_match_literal_references(mixing_run):
     assert all(torch.equal(a, b) for a, b in zip(single.model.state_dict().values(), dual.query_model.state_dict().values()))
     texts = article_texts(index)
     passages = np.stack([single.embed([t])[0] for t in texts])
+    # the passages were encoded in one-length batches, unpadded: each vector is its text's embedded alone
+    assert single.vectors.numpy() == pytest.approx(passages, abs=1e-5)
+    from drkit.qa.peers import DenseRetriever
+
+    small = DenseRetriever(texts, max_pieces=12, batch_tokens=40, precision="fp32", model=dual.query_model,
+                           tokenizer=dual.tokenizer)  # many batches, most texts cut at 12 pieces
+    assert small.vectors.numpy() == pytest.approx(np.stack([small.embed([t])[0] for t in texts]), abs=1e-5)
+    assert not np.allclose(small.vectors.numpy(), passages, atol=1e-3)  # the cut changed them
     for q, r in zip(questions, single.retrieve(questions, 5)):
         scores = passages @ single.embed([q])[0]
         want = np.sort(scores)[::-1][:5]

@@ -99,7 +99,7 @@ def index_identity(index: SparseIndex) -> dict:
             "mentions": index.n_mentions}
 
 
-def _length_batches(lengths: np.ndarray, batch_tokens: int):
+def length_batches(lengths: np.ndarray, batch_tokens: int):
     """Batches of passages of one length each, shortest first, of at most `batch_tokens` tokens (at least one
     passage). No passage is padded, so a mention's vector depends on its passage alone, not on the batch it
     falls in: a passage embedded by `drkit add` or reused by `drkit compact` gets the vector a build gives it."""
@@ -149,7 +149,7 @@ def batch_plan(index: SparseIndex, config: EmbedConfig, passages: np.ndarray | N
     with_mentions = np.flatnonzero(np.diff(index.passage_mention_indptr) > 0)
     if passages is not None:
         with_mentions = np.intersect1d(with_mentions, passages)
-    return [with_mentions[b] for b in _length_batches(lengths[with_mentions], config.batch_tokens)]
+    return [with_mentions[b] for b in length_batches(lengths[with_mentions], config.batch_tokens)]
 
 
 def mention_rows(indptr: np.ndarray, passages: np.ndarray) -> list[np.ndarray]:

@@ -51,25 +51,29 @@ class BM25Retriever:
 class DenseRetriever:
     name = "dense"
 
-    def __init__(self, texts: list[str], base: str = "all-MiniLM-L6-v2", max_pieces: int = 256, batch_size: int = 32,
-                 precision: str = "auto", model=None, tokenizer=None, device: str = "auto"):
+    def __init__(self, texts: list[str], base: str = "all-MiniLM-L6-v2", max_pieces: int = 256,
+                 batch_tokens: int = 8192, precision: str = "auto", model=None, tokenizer=None, device: str = "auto"):
         """`model` and `tokenizer` (a transformer and its tokenizer) replace the `base` encoder when given (the model
         itself, not a copy: it is put in eval() and on the device);
         `precision` and `device` (`drkit.util.hardware`: auto takes a GPU where there is one) say where it computes.
-        The passage vectors are kept on the CPU, where the scores are computed."""
+        The passages are tokenised once and encoded in batches of one length each, of at most `batch_tokens` word
+        pieces (`drkit.dense.embedding.length_batches`, as the mention index is): none is padded, so a passage's
+        vector does not depend on the batch it falls in. The passage vectors are kept on the CPU, where the scores
+        are computed."""
         from drkit.data.tokenizer import encoder_path, load_tokenizer
+        from drkit.dense.embedding import length_batches
         from drkit.dense.encoder import load_transformer
 
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(base)
         self.max_pieces, self.compute = max_pieces, choose(precision, device)
         self.model = (model if model is not None else load_transformer(encoder_path(base))).eval().to(self.compute.device)
-        order = np.argsort([len(t) for t in texts], kind="stable")  # similar lengths batch together
+        ids = self.tokenizer(list(texts), truncation=True, max_length=max_pieces)["input_ids"] if texts else []
         vectors = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
         with progress(total=len(texts), desc=f"{self.name}: encode passages", unit="passage") as bar:
-            for s in range(0, len(texts), batch_size):
-                idx = order[s:s + batch_size]
-                vectors[idx] = self.embed([texts[i] for i in idx])
-                bar.update(len(idx))
+            for batch in length_batches(np.array([len(i) - 2 for i in ids], dtype=np.int64), batch_tokens):
+                pieces = torch.tensor([ids[i] for i in batch], dtype=torch.long)
+                vectors[batch] = self._vectors(pieces, torch.ones_like(pieces))
+                bar.update(len(batch))
         self.vectors = torch.from_numpy(vectors)
 
     @classmethod
@@ -77,11 +81,15 @@ class DenseRetriever:
         return cls(article_texts(index), **kw)
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        """The texts' vectors (n, hidden) float32, L2-normalised; a batch padded to its longest text."""
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_pieces, return_tensors="pt")
+        return self._vectors(batch["input_ids"], batch["attention_mask"])
+
+    def _vectors(self, ids: torch.Tensor, mask: torch.Tensor) -> np.ndarray:
         from drkit.dense.encoder import mean_pool
 
-        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_pieces, return_tensors="pt")
-        ids, mask = batch["input_ids"].to(self.compute.device), batch["attention_mask"].to(self.compute.device)
-        with torch.no_grad(), self.compute.autocast():
+        ids, mask = ids.to(self.compute.device), mask.to(self.compute.device)
+        with torch.inference_mode(), self.compute.autocast():
             hidden = hidden_states(self.model, ids, mask)
         pooled = mean_pool(hidden.float(), mask)
         return torch.nn.functional.normalize(pooled, dim=-1).cpu().numpy()
