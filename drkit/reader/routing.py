@@ -47,15 +47,18 @@ def read_examples(reader, examples: Sequence[ReaderExample], batch_size: int, co
 
 
 def read_whole(reader, examples: Sequence[ReaderExample], batch_size: int, compute, config: ReadConfig) -> list[Reading]:
-    """Each example read by `reader`'s transformer, in batches of `batch_size`, and decoded."""
-    out = []
-    for i in range(0, len(examples), batch_size):
-        chunk = examples[i : i + batch_size]
-        features = [reader.featurize(e, max_pieces=config.max_pieces) for e in chunk]
+    """Each example read by `reader`'s transformer, in batches of `batch_size`, and decoded; in the examples' order.
+    The batches take the examples by length (their word pieces, longest first), so that each is padded little:
+    a batch of a two-step question's short hop and a whole reading of 512 pieces computed 30% padding before."""
+    features = [reader.featurize(e, max_pieces=config.max_pieces) for e in examples]
+    order = sorted(range(len(examples)), key=lambda i: -len(features[i].ids))
+    out: list[Reading | None] = [None] * len(examples)
+    for s in range(0, len(order), batch_size):
+        chunk = order[s : s + batch_size]
         with compute.autocast() if compute is not None else contextlib.nullcontext():
-            logits = reader(**reader.batch(features))
+            logits = reader(**reader.batch([features[i] for i in chunk]))
         logits = {k: v.float().cpu() for k, v in logits.items()}
-        out += [decode(e, f, {k: v[r] for k, v in logits.items()}, config.support_threshold,
-                       reader.config.max_answer_pieces, config.skip_bridges, config.span_checks)
-                for r, (e, f) in enumerate(zip(chunk, features))]
+        for r, i in enumerate(chunk):
+            out[i] = decode(examples[i], features[i], {k: v[r] for k, v in logits.items()}, config.support_threshold,
+                            reader.config.max_answer_pieces, config.skip_bridges, config.span_checks)
     return out
