@@ -196,6 +196,19 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     assert "not every question of" in capsys.readouterr().err
     transfer = json.loads((out / "results.json").read_text())["reader"]["transfer"]["rows"]
     assert set(transfer) == {"drkit", "bm25"} and not (out / "transfer" / "read-gold").exists()
+    # --reader-distill 1: a one-layer reader taught by the trained one reads every row; the teacher stays as it was
+    teacher = (out / "train-reader" / "reader" / "model.safetensors").read_bytes()
+    assert main(args + ["--reader-distill", "1"]) == 0
+    student = json.loads((out / "train-reader-distilled" / "reader" / "manifest.json").read_text())
+    assert student["config"]["layers"] == 1 and student["training"]["teacher"] == str(out / "train-reader" / "reader")
+    assert (out / "train-reader" / "reader" / "model.safetensors").read_bytes() == teacher
+    from drkit.util.artifact import file_checksum
+
+    sha = file_checksum(out / "train-reader-distilled" / "reader" / "model.safetensors")["sha256"]
+    for row in ("gold", "drkit", "drkit_reader_only", "bm25"):
+        assert json.loads((out / f"read-{row}" / "metrics.json").read_text())["made_with"]["reader"] == sha
+    assert "train-reader-distilled" in json.loads((out / "timings.json").read_text())
+    assert json.loads((out / "results.json").read_text())["reader"]["training"]["teacher"].endswith("reader")
 
 
 def test_the_reading_ranking_puts_the_passages_of_supporting_sentences_first_and_refuses_what_does_not_match(tmp_path):
@@ -232,6 +245,8 @@ def test_the_reader_settings_are_the_readers_and_checked_by_it():
 
     assert TwoWikiConfig(reader_max_pieces=320, reader_layers=3).reader_config().max_pieces == 320
     assert TwoWikiConfig().reader_config().layers == 0
+    with pytest.raises(ConfigError, match="reader_distill"):
+        TwoWikiConfig(reader_distill=-1)
     for bad in ({"reader_layers": -1}, {"reader_max_pieces": 16}):  # 16: no room beside a 64-piece question
         with pytest.raises(ConfigError, match="--reader-max-pieces"):
             TwoWikiConfig(**bad)

@@ -77,6 +77,13 @@ def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, confi
     call = lambda: train_reader(data / "corpus.jsonl", split / "train.jsonl", run, out / "kb-train.txt",  # noqa: E731
                                 config.reader_config(), config=train_config, log=log, more_kb=more_kb)
     call() if (run / "done.json").exists() else timings.run("train-reader", call, log, resumes=run)
+    if config.reader_distill:  # a shallower reader taught by the one just trained reads every row
+        teacher, run = run / "reader", out / "train-reader-distilled"
+        student = dataclasses.replace(config.reader_config(), layers=config.reader_distill)
+        taught = dataclasses.replace(train_config, teacher=str(teacher))
+        call = lambda: train_reader(data / "corpus.jsonl", split / "train.jsonl", run, out / "kb-train.txt",  # noqa: E731
+                                    student, config=taught, log=log, more_kb=more_kb)
+        call() if (run / "done.json").exists() else timings.run("train-reader-distilled", call, log, resumes=run)
     reader = Reader.load(run / "reader")
     found = {"training": json.loads((run / "done.json").read_text()),
              "rows": _rows(reader, read_passages(data / "corpus.jsonl"), split / "dev.jsonl", out, out, config,

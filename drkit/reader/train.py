@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from drkit.dense.dropout import cheap_dropout
 from drkit.errors import ConfigError
+from drkit.reader.distill import soft_loss
 from drkit.reader.examples import (
     Distractors,
     OrderConfig,
@@ -71,6 +73,15 @@ class ReaderTrainConfig:
         "help": "keep the transformer's embeddings and its first N layers as the base's (not trained): a step costs "
                 "less (a quarter less with 2 on AVX2 code) and answers were lost: on 2Wiki's two folds EM 0.667 -> 0.651 "
                 "with 2, most inference questions lost (docs/reader.md, Frozen lower layers); 0: every weight trained"})
+    teacher: str = field(default="", metadata={
+        "help": "a trained reader (its directory or its train-reader run) this one learns from beside the labels "
+                "(knowledge distillation, drkit.reader.distill): the reader starts as the teacher with --layers of its "
+                "layers (the last of each of that many equal groups: 4 of 6 keeps the 2nd, 3rd, 5th and 6th) and its "
+                "heads, and its loss adds the teacher's outputs as soft targets; empty: none (the reader starts from "
+                "--base)"})
+    distill_weight: float = field(default=0.5, metadata={"help": "with --teacher: the share of the loss that matches "
+                                                                 "the teacher's outputs (the rest is the labels')"})
+    temperature: float = field(default=2.0, metadata={"help": "with --teacher: the temperature of its soft targets"})
     seed: int = field(default=0, metadata={"help": "seed of the heads, the passage draws and the batches"})
     checkpoint_every: int = field(default=50, metadata={"help": "steps between checkpoints"})
     log_every: int = field(default=10, metadata={"help": "steps between lines of train_log.jsonl"})
@@ -87,6 +98,9 @@ class ReaderTrainConfig:
         for name in ("epochs", "batch_size", "checkpoint_every", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 0 <= self.distill_weight <= 1 or self.temperature <= 0:
+            raise ConfigError(f"distill_weight must be in [0, 1] and temperature positive, got {self.distill_weight}, "
+                              f"{self.temperature}")
         if self.lr <= 0 or self.head_lr <= 0 or not 0 <= self.warmup < 1:
             raise ConfigError("lr and head_lr must be positive and warmup in [0, 1)")
 
@@ -137,13 +151,16 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
     `kb`, the triples' templated questions (with `more_kb`, those of some of its facts too: a KB that `drkit
     bootstrap-kb` wrote); return the reader's directory (OUT/reader)."""
     out = Path(out)
+    teacher = Reader.load(config.teacher) if config.teacher else None
     inputs = {"corpus": file_checksum(corpus), "questions": file_checksum(questions),
-              "kb": file_checksum(kb) if kb else None, **({"more_kb": file_checksum(more_kb)} if more_kb else {})}
+              "kb": file_checksum(kb) if kb else None, **({"more_kb": file_checksum(more_kb)} if more_kb else {}),
+              **({"teacher": file_checksum(teacher.path / "model.safetensors")} if teacher else {})}
     settings = {"reader": dataclasses.asdict(reader_config), "order": dataclasses.asdict(order),
                 "train": dataclasses.asdict(config), "inputs": inputs}
     upgrade_run_settings(out, {"reader": ReaderConfig, "order": OrderConfig, "train": ReaderTrainConfig})
     prepare_run(out, settings, overwrite, "reader training",
-                paths=("inputs.corpus.path", "inputs.questions.path", "inputs.kb.path", "inputs.more_kb.path"))
+                paths=("inputs.corpus.path", "inputs.questions.path", "inputs.kb.path", "inputs.more_kb.path",
+                       "inputs.teacher.path"))
     if (out / "done.json").exists() and (out / "reader" / "manifest.json").exists():
         log(f"{out}: already trained")
         return out / "reader"
@@ -159,7 +176,18 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
     per_epoch = max(1, sum(group_batches(groups, config.batch_size)) if groups else len(sources) // config.batch_size)
     steps = per_epoch * config.epochs
 
-    reader = Reader.from_base(reader_config, config.seed).to(compute.device)
+    if teacher is not None:
+        from drkit.reader.distill import student_of
+
+        teacher = teacher.to(compute.device).eval()
+        for p in teacher.parameters():
+            p.requires_grad_(False)
+        reader = student_of(teacher, reader_config)
+        log(f"reader training: taught by {teacher.path} ({teacher.transformer.config.num_hidden_layers} layers), "
+            f"starting from {reader.transformer.config.num_hidden_layers} of its layers; soft targets weigh "
+            f"{config.distill_weight} at temperature {config.temperature}")
+    else:
+        reader = Reader.from_base(reader_config, config.seed).to(compute.device)
     freeze(reader.transformer, config.frozen_layers)
     heads = [p for n, p in reader.named_parameters() if not n.startswith("transformer.")]
     opt, sched = adamw([{"params": [p for p in reader.transformer.parameters() if p.requires_grad], "lr": config.lr},
@@ -189,9 +217,15 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
                 rows = step_rows(len(sources), config.batch_size, step, config.seed)
             batch = [examples[i] for i in rows]
             features = [featurized[i] for i in rows] if bucketed else [reader.featurize(e, labels=True) for e in batch]
+            inputs = reader.batch(features)
             with compute.autocast():
-                logits = reader(**reader.batch(features))
+                logits = reader(**inputs)
             loss, parts = reader.loss(logits, features)
+            if teacher is not None:
+                with torch.no_grad(), compute.autocast():
+                    taught = teacher(**inputs)
+                soft, parts["distill"] = soft_loss(logits, taught, features, config.temperature)
+                loss = (1 - config.distill_weight) * loss + config.distill_weight * soft
             if not math.isfinite(float(loss.detach())):
                 raise ConfigError(f"the reader's loss is {float(loss.detach())} at step {step}; try a lower --lr")
             norm = optimizer_step(opt, loss)
@@ -213,6 +247,8 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
               "seconds_this_session": round(seconds, 1), "examples_per_s": round(seen / seconds, 2) if seconds else None,
               "padding_share_this_session": round(1 - pieces / padded, 3) if padded else None,
               "compute": compute.describe()}
+    if teacher is not None:
+        record["teacher"] = str(teacher.path)
     reader.save(out / "reader", overwrite=True, extra_manifest={"training": record, "settings": settings})
     save_checkpoint(out, steps, reader, opt, sched, {})
     _plot(out)
@@ -221,7 +257,7 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
     return out / "reader"
 
 
-def freeze(transformer: "torch.nn.Module", layers: int) -> None:  # noqa: F821 (torch imported where used)
+def freeze(transformer: torch.nn.Module, layers: int) -> None:
     """Keep a BERT-style `transformer`'s embeddings and its first `layers` layers as they are (no gradient), in place;
     0 leaves every weight trained. More layers than it has is a `ConfigError`."""
     if not layers:
@@ -249,7 +285,9 @@ def _plot(out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for key in ("loss", "type", "support", "start", "end"):
+    for key in ("loss", "type", "support", "start", "end", "distill"):
+        if key not in rows[0]:
+            continue
         ax.plot([r["step"] for r in rows], [r[key] for r in rows], label=key, lw=2 if key == "loss" else 1)
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
