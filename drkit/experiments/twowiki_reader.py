@@ -10,6 +10,9 @@ Rows, all the same reader on the same dev questions, each reading N passages:
 * ``drkit_reader_only``: the same passages, the reader's answer alone (no comparison of dates or countries);
 * ``bm25``: BM25's top N (``peer-bm25``).
 
+With ``--reader-distill K`` a K-layer reader taught by the trained one (OUT/train-reader-distilled,
+`drkit.reader.distill`) reads every row instead.
+
 The ``drkit`` row's reading also orders drkit's passages (`write_reading_ranking`, OUT/read-drkit/ranking): the
 top N with those holding a supporting sentence first, then the rest of drkit's ranking; `drkit.experiments.twowiki`
 scores it as a retrieval row beside drkit's (``drkit_reader``).

@@ -58,7 +58,8 @@ class ReaderConfig:
     max_pieces: int = field(default=512, metadata={"help": "word pieces the reader reads (question and passages)"})
     max_question_pieces: int = field(default=64, metadata={"help": "longest question in word pieces (longer ones are cut)"})
     max_answer_pieces: int = field(default=30, metadata={"help": "longest answer span in word pieces"})
-    layers: int = field(default=0, metadata={"help": "transformer layers kept from the base, its first ones (0: all); "
+    layers: int = field(default=0, metadata={"help": "transformer layers kept from the base, its first ones (with "
+                                                     "train-reader --teacher: of the teacher's, drkit.reader.distill; 0: all); "
                                                      "fewer read faster and answer worse (3 of MiniLM's 6: 58% of the "
                                                      "time, EM 0.49 against 0.57 on 2Wiki, docs/reader.md)"})
     ABSENT_MEANT = {"layers": 0}  # a reader or run made before the setting existed kept all of its base's layers
