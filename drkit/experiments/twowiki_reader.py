@@ -77,16 +77,17 @@ def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, confi
     run = out / "train-reader"
     train_config = reader_train_config(run, config.reader_epochs)
     more_kb = out / "kb-bootstrapped.txt" if "reader" in config.bootstrap and _has_more_kb(run) else None
-    call = lambda: train_reader(data / "corpus.jsonl", split / "train.jsonl", run, out / "kb-train.txt",  # noqa: E731
-                                config.reader_config(), config=train_config, log=log, more_kb=more_kb)
-    call() if (run / "done.json").exists() else timings.run("train-reader", call, log, resumes=run)
+
+    def train(run: Path, reader_config, train_config) -> None:  # timed unless already done
+        call = lambda: train_reader(data / "corpus.jsonl", split / "train.jsonl", run, out / "kb-train.txt",  # noqa: E731
+                                    reader_config, config=train_config, log=log, more_kb=more_kb)
+        call() if (run / "done.json").exists() else timings.run(run.name, call, log, resumes=run)
+
+    train(run, config.reader_config(), train_config)
     if config.reader_distill:  # a shallower reader taught by the one just trained reads every row
         teacher, run = run / "reader", out / "train-reader-distilled"
-        student = dataclasses.replace(config.reader_config(), layers=config.reader_distill)
-        taught = dataclasses.replace(train_config, teacher=str(teacher))
-        call = lambda: train_reader(data / "corpus.jsonl", split / "train.jsonl", run, out / "kb-train.txt",  # noqa: E731
-                                    student, config=taught, log=log, more_kb=more_kb)
-        call() if (run / "done.json").exists() else timings.run("train-reader-distilled", call, log, resumes=run)
+        train(run, dataclasses.replace(config.reader_config(), layers=config.reader_distill),
+              dataclasses.replace(train_config, teacher=str(teacher)))
     reader = Reader.load(run / "reader")
     found = {"training": json.loads((run / "done.json").read_text()),
              "rows": _rows(reader, read_passages(data / "corpus.jsonl"), split / "dev.jsonl", out, out, config,

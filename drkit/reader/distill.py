@@ -20,10 +20,10 @@ import math
 from typing import Sequence
 
 import torch
-from torch import nn
 from torch.nn import functional as F
 
 from drkit.errors import ConfigError
+from drkit.reader.model import Reader, keep_layers, layer_stack
 
 
 def kept_layers(n: int, k: int) -> list[int]:
@@ -40,20 +40,14 @@ def student_of(teacher, config):
     the teacher's) made from `teacher`: a copy of its weights with `kept_layers` of its transformer's layers and its
     heads. `config` must read as the teacher does otherwise (same base, same word pieces): a `ConfigError` says
     which setting differs."""
-    from drkit.reader.model import Reader
-
     same = {f.name for f in dataclasses.fields(config)} - {"layers"}
     differ = [f"{name} {getattr(config, name)!r} against the teacher's {getattr(teacher.config, name)!r}"
               for name in sorted(same) if getattr(config, name) != getattr(teacher.config, name)]
     if differ:
         raise ConfigError(f"the student reads as its teacher does: {'; '.join(differ)}")
     transformer = copy.deepcopy(teacher.transformer)
-    stack = getattr(getattr(transformer, "encoder", None), "layer", None)
-    if not isinstance(stack, nn.ModuleList):
-        raise ConfigError("the teacher's transformer has no encoder.layer stack to take layers from")
-    keep = kept_layers(len(stack), config.layers)
-    transformer.encoder.layer = nn.ModuleList(stack[i] for i in keep)
-    transformer.config.num_hidden_layers = len(keep)
+    stack = layer_stack(transformer, "the teacher's transformer has no encoder.layer stack to take layers from")
+    keep_layers(transformer, kept_layers(len(stack), config.layers))
     for p in transformer.parameters():  # a frozen teacher's copies would stay frozen
         p.requires_grad_(True)
     student = Reader(config, transformer, teacher.tokenizer)

@@ -169,17 +169,24 @@ class Reader(nn.Module):
         """`reader` itself when it is one, else `load` it (a reader directory or a ``drkit train-reader`` run)."""
         return reader if isinstance(reader, cls) else cls.load(reader)
 
+    @staticmethod
+    def directory(path: str | Path) -> Path:
+        """The reader directory `path` names (itself, or a ``drkit train-reader`` run's reader), without loading it;
+        a `ConfigError` where nothing is there."""
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError(f"the reader {path} does not exist")
+        if not (path / "manifest.json").exists() and (path / "reader" / "manifest.json").exists():
+            path = path / "reader"  # a `drkit train-reader` run: its reader
+        return path
+
     @classmethod
     def load(cls, path: str | Path) -> "Reader":
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         from drkit.dense.encoder import load_weights, unset_weights
 
-        path = Path(path)
-        if not path.exists():
-            raise ConfigError(f"the reader {path} does not exist")
-        if not (path / "manifest.json").exists() and (path / "reader" / "manifest.json").exists():
-            path = path / "reader"  # a `drkit train-reader` run: its reader
+        path = cls.directory(path)
         manifest = read_manifest(path, FORMAT, FORMAT_VERSION)
         config = as_saved(ReaderConfig, manifest["config"])
         cfg = AutoConfig.from_pretrained(str(path / "transformer"), local_files_only=True)
@@ -343,13 +350,25 @@ class Reader(nn.Module):
 
 def _keep_layers(transformer: nn.Module, layers: int, base: str) -> None:
     """Keep the first `layers` layers of a BERT-style `transformer` (``encoder.layer``), in place."""
-    stack = getattr(getattr(transformer, "encoder", None), "layer", None)
-    if not isinstance(stack, nn.ModuleList):
-        raise ConfigError(f"layers {layers}: the base {base} has no encoder.layer stack to cut; pass layers 0")
+    stack = layer_stack(transformer, f"layers {layers}: the base {base} has no encoder.layer stack to cut; pass layers 0")
     if layers > len(stack):
         raise ConfigError(f"layers {layers}: the base {base} has {len(stack)}")
-    transformer.encoder.layer = stack[:layers]
-    transformer.config.num_hidden_layers = layers
+    keep_layers(transformer, range(layers))
+
+
+def layer_stack(transformer: nn.Module, refusal: str) -> nn.ModuleList:
+    """A BERT-style `transformer`'s ``encoder.layer``, or a `ConfigError` saying `refusal` where it has none."""
+    stack = getattr(getattr(transformer, "encoder", None), "layer", None)
+    if not isinstance(stack, nn.ModuleList):
+        raise ConfigError(refusal)
+    return stack
+
+
+def keep_layers(transformer: nn.Module, keep: Sequence[int]) -> None:
+    """Keep the layers numbered `keep` of `transformer`'s `layer_stack`, in that order, in place."""
+    stack = transformer.encoder.layer
+    transformer.encoder.layer = nn.ModuleList(stack[i] for i in keep)
+    transformer.config.num_hidden_layers = len(transformer.encoder.layer)
 
 
 def _positions(f: Features, spans) -> tuple[list[int], list[int]]:

@@ -21,7 +21,7 @@ import torch
 
 from drkit.dense.dropout import cheap_dropout
 from drkit.errors import ConfigError
-from drkit.reader.distill import soft_loss
+from drkit.reader.distill import soft_loss, student_of
 from drkit.reader.examples import (
     Distractors,
     OrderConfig,
@@ -151,10 +151,10 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
     `kb`, the triples' templated questions (with `more_kb`, those of some of its facts too: a KB that `drkit
     bootstrap-kb` wrote); return the reader's directory (OUT/reader)."""
     out = Path(out)
-    teacher = Reader.load(config.teacher) if config.teacher else None
+    teacher = Reader.directory(config.teacher) if config.teacher else None  # loaded only to train
     inputs = {"corpus": file_checksum(corpus), "questions": file_checksum(questions),
               "kb": file_checksum(kb) if kb else None, **({"more_kb": file_checksum(more_kb)} if more_kb else {}),
-              **({"teacher": file_checksum(teacher.path / "model.safetensors")} if teacher else {})}
+              **({"teacher": file_checksum(teacher / "model.safetensors")} if teacher else {})}
     settings = {"reader": dataclasses.asdict(reader_config), "order": dataclasses.asdict(order),
                 "train": dataclasses.asdict(config), "inputs": inputs}
     upgrade_run_settings(out, {"reader": ReaderConfig, "order": OrderConfig, "train": ReaderTrainConfig})
@@ -177,9 +177,7 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
     steps = per_epoch * config.epochs
 
     if teacher is not None:
-        from drkit.reader.distill import student_of
-
-        teacher = teacher.to(compute.device).eval()
+        teacher = Reader.load(teacher).to(compute.device)
         for p in teacher.parameters():
             p.requires_grad_(False)
         reader = student_of(teacher, reader_config)
