@@ -47,6 +47,15 @@ def summary(found: tuple[list[dict], list[dict]], runs: list[Path], row: str) ->
             "ms_per_read_batch1": [m.get("reader_ms_per_read_batch1") for m in metrics]}
 
 
+def training_s(run: Path) -> float | None:
+    """The seconds the run's reader took to train: train-reader's, plus train-reader-distilled's where the run
+    taught a second reader (reproduce-2wiki --reader-distill, whose rows that one reads)."""
+    t = json.loads((run / "timings.json").read_text())
+    if t.get("train-reader") is None:
+        return None
+    return round(t["train-reader"] + t.get("train-reader-distilled", 0.0), 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--a", type=Path, nargs="+", required=True, help="recipe A: its runs (fold 0, fold 1)")
@@ -55,8 +64,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     report: dict = {"a": [str(r) for r in args.a], "b": [str(r) for r in args.b], "names": args.names, "rows": {},
-                    "train_reader_s": {n: [json.loads((r / "timings.json").read_text()).get("train-reader") for r in runs]
-                                       for n, runs in zip(args.names, (args.a, args.b))}}
+                    "train_reader_s": {n: [training_s(r) for r in runs] for n, runs in zip(args.names, (args.a, args.b))}}
     for row in ROWS:
         a, b = rows_of(args.a, row), rows_of(args.b, row)
         if a is None or b is None:
@@ -79,7 +87,7 @@ def main() -> None:
                          + f" | {' / '.join(map(str, s['ms_per_question_batch1']))} | {' / '.join(map(str, s['ms_per_read_batch1']))} | "
                          + (f"{t['em_paired_test']['p']:.4f} |" if k else " |"))
     lines.append("")
-    lines.append("Reader training (s, by fold): " + "; ".join(
+    lines.append("Reader training (s, by fold; a taught reader's includes its teacher's): " + "; ".join(
         f"{n}: {' / '.join(map(str, v))}" for n, v in report["train_reader_s"].items()))
     (args.out / "compare.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -96,11 +96,11 @@ def test_the_soft_loss_is_the_kl_divergence_of_its_definition(seed):
     for k in student:
         student[k].requires_grad_(True)
     for t in (1.0, 2.0):
-        loss, value = soft_loss(student, teacher, features, t)
+        loss, value = soft_loss(student, teacher, content, features, t)
         assert value == pytest.approx(_reference(student, teacher, features, t), rel=1e-5, abs=1e-7)
         loss.backward()
         assert all(torch.isfinite(v.grad).all() for v in student.values())
-        _, zero = soft_loss({k: v.detach() for k, v in teacher.items()}, teacher, features, t)
+        _, zero = soft_loss({k: v.detach() for k, v in teacher.items()}, teacher, content, features, t)
         assert zero == pytest.approx(0, abs=1e-6) and value > 0.01
 
 

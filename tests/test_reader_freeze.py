@@ -33,5 +33,7 @@ def test_freeze_zero_trains_everything_and_too_many_is_refused():
     assert all(p.requires_grad for p in model.parameters())
     with pytest.raises(ConfigError, match="has 3 layers"):
         freeze(model, 4)
+    with pytest.raises(ConfigError, match="no embeddings and encoder.layer stack"):
+        freeze(torch.nn.Linear(2, 2), 1)
     with pytest.raises(ConfigError, match="at least 0"):
         ReaderTrainConfig(frozen_layers=-1)

@@ -196,9 +196,12 @@ def test_reproduce_2wiki_end_to_end(tmp_path, capsys):
     assert "not every question of" in capsys.readouterr().err
     transfer = json.loads((out / "results.json").read_text())["reader"]["transfer"]["rows"]
     assert set(transfer) == {"drkit", "bm25"} and not (out / "transfer" / "read-gold").exists()
-    # --reader-distill 1: a one-layer reader taught by the trained one reads every row; the teacher stays as it was
+    # --reader-distill 1: a one-layer reader taught by the trained one reads every row; the teacher stays as it was;
+    # it trains for --reader-distill-epochs where given
     teacher = (out / "train-reader" / "reader" / "model.safetensors").read_bytes()
-    assert main(args + ["--reader-distill", "1"]) == 0
+    assert main(args + ["--reader-distill", "1", "--reader-distill-epochs", "2"]) == 0
+    assert [json.loads((out / r / "run.json").read_text())["train"]["epochs"]
+            for r in ("train-reader", "train-reader-distilled")] == [1, 2]
     student = json.loads((out / "train-reader-distilled" / "reader" / "manifest.json").read_text())
     assert student["config"]["layers"] == 1 and student["training"]["teacher"] == str(out / "train-reader" / "reader")
     assert (out / "train-reader" / "reader" / "model.safetensors").read_bytes() == teacher
@@ -247,6 +250,8 @@ def test_the_reader_settings_are_the_readers_and_checked_by_it():
     assert TwoWikiConfig().reader_config().layers == 0
     with pytest.raises(ConfigError, match="reader_distill"):
         TwoWikiConfig(reader_distill=-1)
+    with pytest.raises(ConfigError, match="reader_distill_epochs"):
+        TwoWikiConfig(reader_distill=2, reader_distill_epochs=-1)
     for bad in ({"reader_layers": -1}, {"reader_max_pieces": 16}):  # 16: no room beside a 64-piece question
         with pytest.raises(ConfigError, match="--reader-max-pieces"):
             TwoWikiConfig(**bad)

@@ -150,10 +150,13 @@ class TwoWikiConfig:
         "help": "after the reader, train a second one of this many transformer layers, taught by it (drkit train-reader "
                 "--teacher: it starts from the trained reader's layers and learns from its outputs beside the "
                 "labels), and read every row with the second one (0: none)"})
+    reader_distill_epochs: int = field(default=0, metadata={
+        "help": "the taught reader's training epochs (0: --reader-epochs); it starts from the trained reader's "
+                "layers and heads, so it may need fewer"})
     reader_max_pieces: int = field(default=512, metadata={"help": "word pieces the reader is trained on and reads "
                                                                   "(question and passages)"})
     # what a run made before a setting existed meant by its absence (`drkit pool-2wiki` compares the folds so)
-    ABSENT_MEANT = {"reader_layers": 0, "reader_distill": 0, "reader_max_pieces": 512, "embed_quantize": "none", "title_aliases": False,
+    ABSENT_MEANT = {"reader_layers": 0, "reader_distill": 0, "reader_distill_epochs": 0, "reader_max_pieces": 512, "embed_quantize": "none", "title_aliases": False,
                     "bootstrap": ()}
 
     def __post_init__(self):
@@ -174,6 +177,8 @@ class TwoWikiConfig:
             raise ConfigError(f"dev_fraction must be in (0, 1), got {self.dev_fraction}")
         if self.reader_distill < 0:
             raise ConfigError(f"reader_distill must be 0 (none) or a number of layers, got {self.reader_distill}")
+        if self.reader_distill_epochs < 0:
+            raise ConfigError(f"reader_distill_epochs must be 0 (--reader-epochs) or more, got {self.reader_distill_epochs}")
         if self.embed_quantize not in QUANTIZE:
             raise ConfigError(f"embed_quantize must be 'none' or 'int8', got {self.embed_quantize!r}")
 

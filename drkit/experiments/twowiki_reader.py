@@ -86,8 +86,9 @@ def reader_step(data: Path, out: Path, split: Path, transfer: Path | None, confi
     train(run, config.reader_config(), train_config)
     if config.reader_distill:  # a shallower reader taught by the one just trained reads every row
         teacher, run = run / "reader", out / "train-reader-distilled"
+        taught = reader_train_config(run, config.reader_distill_epochs or config.reader_epochs)
         train(run, dataclasses.replace(config.reader_config(), layers=config.reader_distill),
-              dataclasses.replace(train_config, teacher=str(teacher)))
+              dataclasses.replace(taught, teacher=str(teacher)))
     reader = Reader.load(run / "reader")
     found = {"training": json.loads((run / "done.json").read_text()),
              "rows": _rows(reader, read_passages(data / "corpus.jsonl"), split / "dev.jsonl", out, out, config,

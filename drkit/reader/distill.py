@@ -56,14 +56,15 @@ def student_of(teacher, config):
     return student.to(teacher.device)
 
 
-def soft_loss(student: dict, teacher: dict, features: Sequence, temperature: float) -> tuple[torch.Tensor, float]:
+def soft_loss(student: dict, teacher: dict, content: torch.Tensor, features: Sequence,
+              temperature: float) -> tuple[torch.Tensor, float]:
     """The mean over the four outputs of KL(teacher || student) at `temperature`, times its square (module
     docstring), over a batch of `features` (`drkit.reader.features.Features`) whose logits the two readers gave
-    (`Reader.forward`); and it as a float."""
+    (`Reader.forward`), the span over the batch's passage text `content` (B, L; `Reader.batch`); and it as a
+    float."""
     t = temperature
     dev = student["type"].device
     parts = [_kl(student["type"] / t, teacher["type"].float() / t, torch.ones_like(student["type"], dtype=torch.bool))]
-    content = torch.isfinite(teacher["start"]) & torch.isfinite(student["start"])
     for name in ("start", "end"):
         parts.append(_kl(student[name] / t, teacher[name].float() / t, content))
     rows = [(r, m) for r, f in enumerate(features) for m in f.markers]

@@ -34,7 +34,7 @@ from drkit.reader.examples import (
     read_passages,
     read_questions,
 )
-from drkit.reader.model import Reader, ReaderConfig
+from drkit.reader.model import Reader, ReaderConfig, layer_stack
 from drkit.util.artifact import file_checksum
 from drkit.util.hardware import choose, device_field, precision_field, say
 from drkit.util.progress import progress
@@ -222,7 +222,7 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
             if teacher is not None:
                 with torch.no_grad(), compute.autocast():
                     taught = teacher(**inputs)
-                soft, parts["distill"] = soft_loss(logits, taught, features, config.temperature)
+                soft, parts["distill"] = soft_loss(logits, taught, inputs["content"], features, config.temperature)
                 loss = (1 - config.distill_weight) * loss + config.distill_weight * soft
             if not math.isfinite(float(loss.detach())):
                 raise ConfigError(f"the reader's loss is {float(loss.detach())} at step {step}; try a lower --lr")
@@ -260,9 +260,10 @@ def freeze(transformer: torch.nn.Module, layers: int) -> None:
     0 leaves every weight trained. More layers than it has is a `ConfigError`."""
     if not layers:
         return
-    stack = getattr(getattr(transformer, "encoder", None), "layer", None)
-    if stack is None or not hasattr(transformer, "embeddings"):
-        raise ConfigError(f"frozen_layers {layers}: the transformer has no embeddings and encoder.layer stack")
+    refusal = f"frozen_layers {layers}: the transformer has no embeddings and encoder.layer stack"
+    stack = layer_stack(transformer, refusal)
+    if not hasattr(transformer, "embeddings"):
+        raise ConfigError(refusal)
     if layers > len(stack):
         raise ConfigError(f"frozen_layers {layers}: the transformer has {len(stack)} layers")
     for module in (transformer.embeddings, *stack[:layers]):
