@@ -252,6 +252,12 @@ def test_the_reader_settings_are_the_readers_and_checked_by_it():
         TwoWikiConfig(reader_distill=-1)
     with pytest.raises(ConfigError, match="reader_distill_epochs"):
         TwoWikiConfig(reader_distill=2, reader_distill_epochs=-1)
+    with pytest.raises(ConfigError, match=r"reader_base \(--reader-base\): '/no/such/folder' is neither"):
+        TwoWikiConfig(reader_base="/no/such/folder")
+    from drkit.data.tokenizer import encoder_path
+
+    folder = str(encoder_path())  # a folder holding a base is taken, and is the reader's base
+    assert TwoWikiConfig(reader_base=folder).reader_config().base == folder
     for bad in ({"reader_layers": -1}, {"reader_max_pieces": 16}):  # 16: no room beside a 64-piece question
         with pytest.raises(ConfigError, match="--reader-max-pieces"):
             TwoWikiConfig(**bad)

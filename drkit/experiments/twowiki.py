@@ -45,6 +45,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from drkit.data.tokenizer import DEFAULT_ENCODER, encoder_path
 from drkit.dense.quantize import QUANTIZE
 from drkit.errors import ConfigError
 from drkit.experiments.steps import Timings, embedded_as, jsonable, made_again, model_checksums, write_json
@@ -146,6 +147,9 @@ class TwoWikiConfig:
     reader_passages: int = field(default=5, metadata={"help": "passages the reader reads (N)"})
     reader_layers: int = field(default=0, metadata={"help": "transformer layers of the reader, the base's first ones "
                                                             "(0: all)"})
+    reader_base: str = field(default=DEFAULT_ENCODER, metadata={
+        "help": "the reader's pretrained transformer: the packaged all-MiniLM-L6-v2, or a folder with config.json, "
+                "safetensors weights and tokenizer (such as all-mpnet-base-v2: docs/reader.md)"})
     reader_distill: int = field(default=0, metadata={
         "help": "after the reader, train a second one of this many transformer layers, taught by it (drkit train-reader "
                 "--teacher: it starts from the trained reader's layers and learns from its outputs beside the "
@@ -156,14 +160,19 @@ class TwoWikiConfig:
     reader_max_pieces: int = field(default=512, metadata={"help": "word pieces the reader is trained on and reads "
                                                                   "(question and passages)"})
     # what a run made before a setting existed meant by its absence (`drkit pool-2wiki` compares the folds so)
-    ABSENT_MEANT = {"reader_layers": 0, "reader_distill": 0, "reader_distill_epochs": 0, "reader_max_pieces": 512, "embed_quantize": "none", "title_aliases": False,
-                    "bootstrap": ()}
+    ABSENT_MEANT = {"reader_layers": 0, "reader_distill": 0, "reader_distill_epochs": 0, "reader_base": DEFAULT_ENCODER,
+                    "reader_max_pieces": 512, "embed_quantize": "none", "title_aliases": False, "bootstrap": ()}
 
     def __post_init__(self):
         try:
             self.reader_config()
         except ConfigError as e:
             raise ConfigError(f"the reader's settings (--reader-layers, --reader-max-pieces): {e}") from None
+        if self.reader_base != DEFAULT_ENCODER:
+            try:
+                encoder_path(self.reader_base)  # a folder with a tokenizer, said before any step runs
+            except ConfigError as e:
+                raise ConfigError(f"reader_base (--reader-base): {e}") from None
         unknown = [r for r in self.rows if r not in ROWS]
         if unknown:
             raise ConfigError(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
@@ -194,7 +203,7 @@ class TwoWikiConfig:
         """The reader's `drkit.reader.model.ReaderConfig`."""
         from drkit.reader.model import ReaderConfig
 
-        return ReaderConfig(max_pieces=self.reader_max_pieces, layers=self.reader_layers)
+        return ReaderConfig(base=self.reader_base, max_pieces=self.reader_max_pieces, layers=self.reader_layers)
 
 
 def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = TwoWikiConfig(), log=print) -> dict:
