@@ -26,12 +26,12 @@ import time
 from pathlib import Path
 
 from bench_quantize import machine_info, write_report
+from bench_reader_train import run_sources
 
 from drkit.qa.answer import passages_from_predictions
-from drkit.reader.examples import OrderConfig, ReaderExample, epoch_examples, read_passages, read_questions
+from drkit.reader.examples import ReaderExample, epoch_examples, read_passages, read_questions
 from drkit.reader.model import Reader, ReaderConfig
 from drkit.reader.reading import ReadConfig
-from drkit.reader.train import ReaderTrainConfig, training_sources
 from drkit.util.hardware import configure_threads
 from drkit.util.sampling import bucketed_step_rows
 
@@ -49,9 +49,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     configure_threads(0)
-    config, order = ReaderTrainConfig(), OrderConfig()
-    _, _, sources, _, alone = training_sources(args.corpus, args.run / "split" / "train.jsonl",
-                                               args.run / "kb-train.txt", order, config)
+    config, order, sources, alone = run_sources(args.run, args.corpus)
     corpus = {p.id: p for p in read_passages(args.corpus)}
     records = read_questions(args.run / "split" / "dev.jsonl")[: args.questions]
     by_id = passages_from_predictions(args.run / "retrieve-drkit" / "predictions.jsonl", corpus, args.passages)

@@ -27,6 +27,14 @@ from drkit.util.hardware import configure_threads
 from drkit.util.sampling import bucketed_step_rows, step_rows
 
 
+def run_sources(run: Path, corpus: Path) -> tuple:
+    """The default training settings, example order, sources and read-alone share of `drkit train-reader` on a
+    `drkit reproduce-2wiki` run's training split and KB."""
+    config, order = ReaderTrainConfig(), OrderConfig()
+    _, _, sources, _, alone = training_sources(corpus, run / "split" / "train.jsonl", run / "kb-train.txt", order, config)
+    return config, order, sources, alone
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", required=True, type=Path, help="a drkit reproduce-2wiki run (its split and kb-train.txt)")
@@ -36,9 +44,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     configure_threads(0)
-    config, order = ReaderTrainConfig(), OrderConfig()
-    _, _, sources, _, alone = training_sources(args.corpus, args.run / "split" / "train.jsonl",
-                                               args.run / "kb-train.txt", order, config)
+    config, order, sources, alone = run_sources(args.run, args.corpus)
     reader = Reader.from_base(ReaderConfig(), config.seed)
     reader.train()
     features = [reader.featurize(e, labels=True) for e in epoch_examples(sources, order, config.seed, 0, alone)]
