@@ -151,10 +151,10 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
     `kb`, the triples' templated questions (with `more_kb`, those of some of its facts too: a KB that `drkit
     bootstrap-kb` wrote); return the reader's directory (OUT/reader)."""
     out = Path(out)
-    teacher = Reader.directory(config.teacher) if config.teacher else None  # loaded only to train
+    teacher_dir = Reader.directory(config.teacher) if config.teacher else None  # loaded only to train
     inputs = {"corpus": file_checksum(corpus), "questions": file_checksum(questions),
               "kb": file_checksum(kb) if kb else None, **({"more_kb": file_checksum(more_kb)} if more_kb else {}),
-              **({"teacher": file_checksum(teacher / "model.safetensors")} if teacher else {})}
+              **({"teacher": file_checksum(teacher_dir / "model.safetensors")} if teacher_dir else {})}
     settings = {"reader": dataclasses.asdict(reader_config), "order": dataclasses.asdict(order),
                 "train": dataclasses.asdict(config), "inputs": inputs}
     upgrade_run_settings(out, {"reader": ReaderConfig, "order": OrderConfig, "train": ReaderTrainConfig})
@@ -176,8 +176,8 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
     per_epoch = max(1, sum(group_batches(groups, config.batch_size)) if groups else len(sources) // config.batch_size)
     steps = per_epoch * config.epochs
 
+    teacher = Reader.load(teacher_dir).to(compute.device) if teacher_dir else None
     if teacher is not None:
-        teacher = Reader.load(teacher).to(compute.device)
         for p in teacher.parameters():
             p.requires_grad_(False)
         reader = student_of(teacher, reader_config)
