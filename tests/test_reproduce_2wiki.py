@@ -242,7 +242,7 @@ def test_the_reading_ranking_puts_the_passages_of_supporting_sentences_first_and
         write_reading_ranking(tmp_path)
 
 
-def test_the_reader_settings_are_the_readers_and_checked_by_it():
+def test_the_reader_settings_are_the_readers_and_checked_by_it(monkeypatch):
     from drkit.errors import ConfigError
     from drkit.experiments.twowiki import TwoWikiConfig
 
@@ -256,8 +256,11 @@ def test_the_reader_settings_are_the_readers_and_checked_by_it():
         TwoWikiConfig(reader_base="/no/such/folder")
     from drkit.data.tokenizer import encoder_path
 
-    folder = str(encoder_path())  # a folder holding a base is taken, and is the reader's base
-    assert TwoWikiConfig(reader_base=folder).reader_config().base == folder
+    folder = encoder_path().resolve()  # a folder holding a base is taken, and is the reader's base
+    assert TwoWikiConfig(reader_base=str(folder)).reader_config().base == str(folder)
+    # given relative to where the command runs, it is the same setting (pool-2wiki compares the folds' settings)
+    monkeypatch.chdir(folder.parent)
+    assert TwoWikiConfig(reader_base=folder.name) == TwoWikiConfig(reader_base=str(folder))
     for bad in ({"reader_layers": -1}, {"reader_max_pieces": 16}):  # 16: no room beside a 64-piece question
         with pytest.raises(ConfigError, match="--reader-max-pieces"):
             TwoWikiConfig(**bad)

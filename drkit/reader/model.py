@@ -366,9 +366,9 @@ def layer_stack(transformer: nn.Module, refusal: str) -> nn.ModuleList:
 
 def keep_layers(transformer: nn.Module, keep: Sequence[int]) -> None:
     """Keep the layers numbered `keep` of `transformer`'s `layer_stack`, in that order, in place."""
-    stack = transformer.encoder.layer
+    stack = layer_stack(transformer, "the transformer has no encoder.layer stack to keep layers of")
     transformer.encoder.layer = nn.ModuleList(stack[i] for i in keep)
-    transformer.config.num_hidden_layers = len(transformer.encoder.layer)
+    transformer.config.num_hidden_layers = len(keep)
 
 
 def _positions(f: Features, spans) -> tuple[list[int], list[int]]:
