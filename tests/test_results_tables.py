@@ -40,6 +40,16 @@ def test_every_results_table_states_its_denominator():
         assert DENOMINATOR_CAPTION in caption, caption
 
 
+def test_a_hits_figure_is_rounded_half_up_from_its_stored_four_digits():
+    from drkit.experiments.metaqa import results_markdown
+    from drkit.experiments.metaqa_report import three
+
+    assert f"{0.9285:.3f}" == "0.928"  # the binary float is just below 0.9285: what the tables used to show
+    assert [three(x) for x in (0.9285, 0.9284, 0.9572, 1.0, 0.0)] == ["0.929", "0.928", "0.957", "1.000", "0.000"]
+    row = {"hits@1": 0.9285, "hits@5": 0.9619, "questions": 10}
+    assert "| DrKIT | 0.929 (0.962) |" in results_markdown({"corpus": "c", "main": {2: row}})
+
+
 def test_the_reader_rows_say_their_milliseconds_for_one_fold_and_pooled():
     from drkit.experiments.twowiki_reader import reader_markdown
 
