@@ -170,11 +170,11 @@ class TwoWikiConfig:
             raise ConfigError(f"the reader's settings (--reader-layers, --reader-max-pieces): {e}") from None
         if self.reader_base != DEFAULT_ENCODER:
             try:
-                encoder_path(self.reader_base)  # a folder with a tokenizer, said before any step runs
+                folder = encoder_path(self.reader_base)  # a folder with a tokenizer, said before any step runs
             except ConfigError as e:
                 raise ConfigError(f"reader_base (--reader-base): {e}") from None
             # one spelling for one folder, so that folds given it by different relative paths pool together
-            object.__setattr__(self, "reader_base", str(Path(self.reader_base).resolve()))
+            object.__setattr__(self, "reader_base", str(folder.resolve()))
         unknown = [r for r in self.rows if r not in ROWS]
         if unknown:
             raise ConfigError(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")

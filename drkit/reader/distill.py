@@ -47,7 +47,7 @@ def student_of(teacher, config):
         raise ConfigError(f"the student reads as its teacher does: {'; '.join(differ)}")
     transformer = copy.deepcopy(teacher.transformer)
     stack = layer_stack(transformer, "the teacher's transformer has no encoder.layer stack to take layers from")
-    keep_layers(transformer, kept_layers(len(stack), config.layers))
+    keep_layers(transformer, stack, kept_layers(len(stack), config.layers))
     for p in transformer.parameters():  # a frozen teacher's copies would stay frozen
         p.requires_grad_(True)
     student = Reader(config, transformer, teacher.tokenizer)

@@ -353,7 +353,7 @@ def _keep_layers(transformer: nn.Module, layers: int, base: str) -> None:
     stack = layer_stack(transformer, f"layers {layers}: the base {base} has no encoder.layer stack to cut; pass layers 0")
     if layers > len(stack):
         raise ConfigError(f"layers {layers}: the base {base} has {len(stack)}")
-    keep_layers(transformer, range(layers))
+    keep_layers(transformer, stack, range(layers))
 
 
 def layer_stack(transformer: nn.Module, refusal: str) -> nn.ModuleList:
@@ -364,9 +364,8 @@ def layer_stack(transformer: nn.Module, refusal: str) -> nn.ModuleList:
     return stack
 
 
-def keep_layers(transformer: nn.Module, keep: Sequence[int]) -> None:
-    """Keep the layers numbered `keep` of `transformer`'s `layer_stack`, in that order, in place."""
-    stack = layer_stack(transformer, "the transformer has no encoder.layer stack to keep layers of")
+def keep_layers(transformer: nn.Module, stack: nn.ModuleList, keep: Sequence[int]) -> None:
+    """Keep the layers numbered `keep` of `stack` (`transformer`'s `layer_stack`), in that order, in place."""
     transformer.encoder.layer = nn.ModuleList(stack[i] for i in keep)
     transformer.config.num_hidden_layers = len(keep)
 
