@@ -38,6 +38,7 @@ from drkit.reader.examples import ReaderExample, read_passages, read_questions
 from drkit.reader.model import Reader
 from drkit.reader.reading import ReadConfig
 from drkit.reader.text import best_scores
+from drkit.util.figures import three
 from drkit.util.hardware import configure_threads
 
 
@@ -80,7 +81,9 @@ def main() -> None:
         answers = [found.answer if (found := settled(e)) is not None else x.answer for e, x in zip(examples, readings)]
         scores = [best_scores(a, r["answers"]) for a, r in zip(answers, records)]
         lengths = [len(reader.featurize(e, max_pieces=pieces).ids) for e in examples]
+        weights = str(next(fp32.parameters()).dtype).removeprefix("torch.")  # read as stored: no autocast here
         rows.append({"reader": str(fp32.path), "layers": fp32.transformer.config.num_hidden_layers,
+                     "compute": weights if quantize == "none" else f"int8 Linear layers, {weights} elsewhere",
                      "parameters": sum(p.numel() for p in fp32.parameters()), "passages": n, "quantize": quantize,
                      "max_pieces": pieces, "decompose": dec, "decomposed": sum(x.steps is not None for x in readings),
                      "em": round(sum(s[0] for s in scores) / len(scores), 4),
@@ -97,10 +100,10 @@ def main() -> None:
     lines = [f"# The reader's EM/F1 against its time ({len(records)} dev questions of {args.run}, drkit's top N)", "",
              f"Machine: {found['machine']}. Every question read by the transformer; EM and F1 with the comparison rules "
              "applied to its answers (as `drkit answer` answers by default).", "",
-             "| reader | layers | N | quantize | max pieces | decompose (questions) | mean pieces read | EM | F1 "
+             "| reader | layers | N | computed in | max pieces | decompose (questions) | mean pieces read | EM | F1 "
              "| ms/question batch 1 | ms/question batch 8 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['reader']} | {r['layers']} | {r['passages']} | {r['quantize']} | {r['max_pieces']} "
-              f"| {r['decompose']} ({r['decomposed']}) | {r['mean_pieces_read']} | {r['em']:.3f} | {r['f1']:.3f} | {r['ms_per_question_batch1']} "
+    lines += [f"| {r['reader']} | {r['layers']} | {r['passages']} | {r['compute']} | {r['max_pieces']} "
+              f"| {r['decompose']} ({r['decomposed']}) | {r['mean_pieces_read']} | {three(r['em'])} | {three(r['f1'])} | {r['ms_per_question_batch1']} "
               f"| {r['ms_per_question_batch8']} |" for r in rows]
     (args.out / "bench_reader.md").write_text("\n".join(lines) + "\n")
 

@@ -392,7 +392,7 @@ def test_training_writes_a_reader_that_loads_and_reads_the_same(reader_run):
     assert reader.manifest["format"] == "drkit.reader" and reader.manifest["training"]["questions"] == 32
 
 
-def test_training_resumes_from_its_last_checkpoint(mixing_run, tiny_base, tmp_path):  # noqa: F811
+def test_training_resumes_from_its_last_checkpoint(mixing_run, tiny_base, tmp_path, monkeypatch):  # noqa: F811
     from safetensors.torch import load_file
 
     from drkit.reader.train import ReaderTrainConfig, train_reader
@@ -420,6 +420,13 @@ def test_training_resumes_from_its_last_checkpoint(mixing_run, tiny_base, tmp_pa
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
     with pytest.raises(Exception, match="other settings"):
         train_reader(*args, tmp_path / "cut", **{**kw, "config": ReaderTrainConfig(epochs=2, precision="fp32")})
+    monkeypatch.chdir(tiny_base.parent)  # the base given by another path to the same folder: the same run
+    said = []
+    train_reader(*args, tmp_path / "cut", **{**kw, "reader_config": ReaderConfig(base=tiny_base.name, max_pieces=96),
+                                              "log": said.append})
+    assert any("already trained" in s for s in said), said
+    with pytest.raises(Exception, match=r"base \(--base\): 'no-such-folder' is neither"):
+        train_reader(*args, tmp_path / "cut", **{**kw, "reader_config": ReaderConfig(base="no-such-folder")})
 
 
 def test_the_front_door_puts_the_passages_of_supporting_sentences_first(mixing_run, reader_run, monkeypatch):  # noqa: F811

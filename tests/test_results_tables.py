@@ -63,3 +63,18 @@ def test_the_reader_rows_say_their_milliseconds_for_one_fold_and_pooled():
     assert one[-1].endswith("gold 50.0 / 100.0; drkit 80.0 / -.")
     assert pooled[-1].endswith("gold [50.0, 60.0] / [100.0, 110.0]; drkit_reader_only [90.0, 95.0] / -.")
     assert "| reader on the gold passages (upper bound) | 0.500 [0.400, 0.600] | 0.600 [0.500, 0.700] | 1.000 |" in one
+
+
+def test_the_2wiki_tables_round_their_stored_figures_half_up_like_metaqa():
+    from drkit.experiments.twowiki_reader import reader_markdown
+    from drkit.experiments.twowiki_report import interval_lines
+    from drkit.util.figures import interval, three
+
+    assert three(0.0005) == "0.001" and three(0.6285) == "0.629" and interval([0.1235, 0.8765]) == "[0.124, 0.877]"
+    cell = {"mean": 0.6285, "ci95": [0.5835, 0.6745], "questions": 436}
+    lines = interval_lines({"drkit": {m: cell for m in ("R@2", "R@5", "AR@2", "AR@5")}}, "# t")
+    assert "| **drkit** | 436 | " + " | ".join(["0.629 [0.584, 0.675]"] * 4) + " |" in lines, lines
+    m = {"em": 0.6285, "em_ci95": [0.5835, 0.6745], "f1": 0.7125, "f1_ci95": [0.6665, 0.7555],
+         "by_type": {"comparison": {"em": 0.9285}}}
+    row = "| reader on the gold passages (upper bound) | 0.629 [0.584, 0.675] | 0.713 [0.667, 0.756] | 0.929 |"
+    assert row in reader_markdown({"rows": {"gold": m}}, "# t")

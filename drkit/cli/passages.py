@@ -8,6 +8,7 @@ from pathlib import Path
 
 from drkit.cli.flags import add_config_flags, command, config_from_args
 from drkit.errors import ConfigError
+from drkit.util.figures import three
 
 
 @command(
@@ -105,7 +106,7 @@ def _run_retrieve(args) -> int:
     figures = {name: v for name, v in (o or {}).items() if name.startswith(("R@", "AR@")) and v is not None}
     shown = [name for k in (2, 5) for name in (f"R@{k}", f"AR@{k}") if name in figures] or list(figures)[:2]
     print(f"wrote {args.out}/predictions.jsonl ({metrics['questions']} questions, {metrics['bad_lines']} bad lines)"
-          + (f"; {' '.join(f'{name} {o[name]:.3f}' for name in shown)} ({args.out}/metrics.json)" if shown else ""))
+          + (f"; {' '.join(f'{name} {three(o[name])}' for name in shown)} ({args.out}/metrics.json)" if shown else ""))
     return 0
 
 

@@ -30,6 +30,12 @@ def encoder_path(name_or_path: str = DEFAULT_ENCODER) -> Path:
     return path
 
 
+def encoder_name(name_or_path: str = DEFAULT_ENCODER) -> str:
+    """`name_or_path` in the one spelling a run stores: the packaged encoder's name as it is, a folder (checked by
+    `encoder_path`) as its absolute path, so that one folder given by two relative paths is one setting."""
+    return name_or_path if name_or_path == DEFAULT_ENCODER else str(encoder_path(name_or_path).resolve())
+
+
 @lru_cache(maxsize=4)
 def load_tokenizer(name_or_path: str = DEFAULT_ENCODER):
     """A fast (Rust) tokenizer that reports character offsets, loaded offline."""

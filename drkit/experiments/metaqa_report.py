@@ -3,19 +3,14 @@ Figure 3, `plot_k_sweep`)."""
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
+
+from drkit.util.figures import three
 
 # Every Hits@k of the results (main table, ablations, K sweep) has the same denominator:
 DENOMINATOR = ("all lines of the question file (or of its seeded sample): a line that cannot be scored (malformed, or "
                "its question entity is not an entity of the index) counts as a miss")
 DENOMINATOR_CAPTION = "over all lines, an unscorable line counted as a miss"
-
-
-def three(x: float) -> str:
-    """`x` (a Hits@k stored to 4 digits) to 3, half up as written: 0.9285 is 0.929 (``f"{0.9285:.3f}"`` gives
-    0.928, the binary float being just below it)."""
-    return str(Decimal(repr(x)).quantize(Decimal("0.001"), rounding=ROUND_HALF_UP))
 
 
 def results_markdown(results: dict) -> list[str]:

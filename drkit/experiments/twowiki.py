@@ -45,7 +45,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from drkit.data.tokenizer import DEFAULT_ENCODER, encoder_path
+from drkit.data.tokenizer import DEFAULT_ENCODER, encoder_name
 from drkit.dense.quantize import QUANTIZE
 from drkit.errors import ConfigError
 from drkit.experiments.steps import Timings, embedded_as, jsonable, made_again, model_checksums, write_json
@@ -168,13 +168,10 @@ class TwoWikiConfig:
             self.reader_config()
         except ConfigError as e:
             raise ConfigError(f"the reader's settings (--reader-layers, --reader-max-pieces): {e}") from None
-        if self.reader_base != DEFAULT_ENCODER:
-            try:
-                folder = encoder_path(self.reader_base)  # a folder with a tokenizer, said before any step runs
-            except ConfigError as e:
-                raise ConfigError(f"reader_base (--reader-base): {e}") from None
-            # one spelling for one folder, so that folds given it by different relative paths pool together
-            object.__setattr__(self, "reader_base", str(folder.resolve()))
+        try:  # a folder with a tokenizer, said before any step runs; one spelling, so that folds pool together
+            object.__setattr__(self, "reader_base", encoder_name(self.reader_base))
+        except ConfigError as e:
+            raise ConfigError(f"reader_base (--reader-base): {e}") from None
         unknown = [r for r in self.rows if r not in ROWS]
         if unknown:
             raise ConfigError(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")

@@ -34,6 +34,7 @@ from pathlib import Path
 from drkit.errors import InputFormatError
 from drkit.experiments.steps import made_again, write_json
 from drkit.util.artifact import file_checksum
+from drkit.util.figures import interval, three
 
 ROWS = {"gold": None, "drkit": "retrieve-drkit", "drkit_reader_only": "retrieve-drkit", "bm25": "peer-bm25"}
 NO_COMPARE = ("drkit_reader_only",)  # rows read without comparing dates or countries
@@ -247,9 +248,9 @@ def reader_markdown(found: dict, title: str) -> list[str]:
              "|---|---|---|" + "---|" * len(types)]
 
     def line(label, m):
-        return (f"| {label} | {m['em']:.3f} [{m['em_ci95'][0]:.3f}, {m['em_ci95'][1]:.3f}] | {m['f1']:.3f} "
-                f"[{m['f1_ci95'][0]:.3f}, {m['f1_ci95'][1]:.3f}] | "
-                + " | ".join(f"{m['by_type'][t]['em']:.3f}" for t in types) + " |")
+        return (f"| {label} | {three(m['em'])} {interval(m['em_ci95'])} | {three(m['f1'])} "
+                f"{interval(m['f1_ci95'])} | "
+                + " | ".join(three(m['by_type'][t]['em']) for t in types) + " |")
 
     for name, m in rows.items():
         lines.append(line(ROW_NAMES[name], m))

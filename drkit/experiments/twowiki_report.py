@@ -13,6 +13,7 @@ from drkit.errors import ConfigError
 from drkit.experiments.steps import write_json
 from drkit.experiments.twowiki_reader import READING_RANKING, write_reading_ranking
 from drkit.qa.metrics import KS
+from drkit.util.figures import interval, three
 
 
 def per_question_values(predictions: list[Path], questions: list[Path], ks=(2, 5)) -> dict[str, np.ndarray]:
@@ -168,11 +169,11 @@ def pooled_markdown(pooled: dict) -> list[str]:
              "| retriever | " + " | ".join(cols) + " | nDCG@10 | MRR |", "|---|" + "---|" * (len(cols) + 2)]
     for name, m in pooled["retrieval"].items():
         label = "**drkit**" if name == "drkit" else NAMES.get(name, name)
-        lines.append(f"| {label} | " + " | ".join(f"{m['overall'][c]:.3f}" for c in cols) + f" | {ranking_cells(m)} |")
+        lines.append(f"| {label} | " + " | ".join(three(m['overall'][c]) for c in cols) + f" | {ranking_cells(m)} |")
     lines += ["", "nDCG@10 and MRR: ir_measures (pytrec_eval) over the same rankings, binary relevance (the gold passages)."]
     lines += [""] + interval_lines(pooled["intervals"], "## Intervals and paired tests")
     a = pooled["answers"]["compositional+inference"]
-    lines += ["", "## Entity answers", "", f"drkit, compositional + inference questions: Hits@1 {a['hits@1']:.3f} on "
+    lines += ["", "## Entity answers", "", f"drkit, compositional + inference questions: Hits@1 {three(a['hits@1'])} on "
               f"{a['questions']} questions (the last hop's best entity the question does not name)."]
     if pooled.get("reader"):
         from drkit.experiments.twowiki_reader import reader_markdown
@@ -180,7 +181,7 @@ def pooled_markdown(pooled: dict) -> list[str]:
         lines += [""] + reader_markdown(pooled["reader"], "## Answers: the reader (answer EM / F1, every question type)")
         for where, rows in pooled["reader"]["transfer"].items():
             lines += ["", f"Transfer ({where}, not trained on): " + "; ".join(
-                f"{transfer_row(n)} EM {m['em']:.3f} F1 {m['f1']:.3f}" for n, m in rows.items() if "em" in m) + "."]
+                f"{transfer_row(n)} EM {three(m['em'])} F1 {three(m['f1'])}" for n, m in rows.items() if "em" in m) + "."]
     for t in pooled["transfer"]:
         lines += ["", f"## Transfer: the fold {t['fold']} model, not retrained, on {t['data']}", ""]
         lines += interval_lines(t["intervals"], "")[2:]
@@ -190,7 +191,7 @@ def pooled_markdown(pooled: dict) -> list[str]:
 def ranking_cells(m: dict) -> str:
     """nDCG@10 and MRR of a retriever's metrics as ir_measures computed them ("-" where they were not)."""
     ir = m.get("ir_measures") or {}
-    return " | ".join(f"{ir[k]:.3f}" if ir.get(k) is not None else "-" for k in ("nDCG@10", "RR"))
+    return " | ".join(three(ir[k]) if ir.get(k) is not None else "-" for k in ("nDCG@10", "RR"))
 
 
 def mean_pi_by_type(predictions: Path, questions: Path) -> dict:
@@ -220,7 +221,7 @@ def interval_lines(found: dict, title: str, reference: str = "drkit") -> list[st
     metrics = ("R@2", "R@5", "AR@2", "AR@5")
     lines = [title, "", "| retriever | questions | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
     for name, cells in found.items():
-        row = [f"{c['mean']:.3f} [{c['ci95'][0]:.3f}, {c['ci95'][1]:.3f}]" + ("*" if c.get("differs") else "")
+        row = [f"{three(c['mean'])} {interval(c['ci95'])}" + ("*" if c.get("differs") else "")
                for c in (cells[m] for m in metrics)]
         label = f"**{name}**" if name == reference else NAMES.get(name, name)
         lines.append(f"| {label} | {cells['R@2']['questions']} | " + " | ".join(row) + " |")
@@ -244,7 +245,7 @@ def results_markdown(results: dict) -> list[str]:
     def row(name, m):
         o = m["overall"]
         answering = [m.get(f"batch_{b}_questions_per_s_with_answers") for b in (1, 64)]
-        return (f"| {name} | " + " | ".join(f"{o[c]:.3f}" for c in cols) + f" | {ranking_cells(m)}"
+        return (f"| {name} | " + " | ".join(three(o[c]) for c in cols) + f" | {ranking_cells(m)}"
                 + f" | {m.get('batch_1_questions_per_s', '-')} | {m.get('batch_64_questions_per_s', '-')} | "
                 + (" / ".join(map(str, answering)) if None not in answering else "-") + " |")
 
@@ -259,7 +260,7 @@ def results_markdown(results: dict) -> list[str]:
             lines.append(row(f"{name}: {m['what']}", m))
     lines += ["", "## By question type (drkit)", "", "| type | questions | R@2 | R@5 | AR@2 | AR@5 |", "|---|---|---|---|---|---|"]
     for t, o in results["drkit"]["by_type"].items():
-        lines.append(f"| {t} | {o['questions']} | {o['R@2']:.3f} | {o['R@5']:.3f} | {o['AR@2']:.3f} | {o['AR@5']:.3f} |")
+        lines.append(f"| {t} | {o['questions']} | " + " | ".join(three(o[c]) for c in ("R@2", "R@5", "AR@2", "AR@5")) + " |")
     pi = results["drkit"].get("mean_pi_by_type")
     if pi:
         lines += ["", "Mean mixing weights pi (0, 1, 2 hops) by type: " + "; ".join(f"{t} {v}" for t, v in pi.items())]
@@ -284,7 +285,7 @@ def results_markdown(results: dict) -> list[str]:
         lines.append("")
         for name, m in results["reader"].get("transfer", {}).get("rows", {}).items():
             lines.append(f"* transfer ({results['reader']['transfer']['data']}, not trained on): {transfer_row(name)} "
-                         f"EM {m['em']:.3f} F1 {m['f1']:.3f}")
+                         f"EM {three(m['em'])} F1 {three(m['f1'])}")
     lines += ["", "## Wall time (s)", "", "| step | s |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in results["timings_s"].items()]
     lines.append(f"| total | {round(sum(results['timings_s'].values()), 1)} |")

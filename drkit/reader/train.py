@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from drkit.data.tokenizer import encoder_name
 from drkit.dense.dropout import cheap_dropout
 from drkit.errors import ConfigError
 from drkit.reader.distill import soft_loss, student_of
@@ -151,6 +152,10 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
     `kb`, the triples' templated questions (with `more_kb`, those of some of its facts too: a KB that `drkit
     bootstrap-kb` wrote); return the reader's directory (OUT/reader)."""
     out = Path(out)
+    try:  # one spelling for one base folder, so that a resume given another relative path to it is the same run
+        reader_config = dataclasses.replace(reader_config, base=encoder_name(reader_config.base))
+    except ConfigError as e:
+        raise ConfigError(f"base (--base): {e}") from None
     teacher_dir = Reader.directory(config.teacher) if config.teacher else None  # loaded only to train
     inputs = {"corpus": file_checksum(corpus), "questions": file_checksum(questions),
               "kb": file_checksum(kb) if kb else None, **({"more_kb": file_checksum(more_kb)} if more_kb else {}),
