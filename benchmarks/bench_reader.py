@@ -13,7 +13,8 @@ a warm-up: the comparison rules off) and at batch 8, and answer EM and F1 with t
 readings (what ``drkit answer`` answers by default, where the rules settle a question before reading it). Two-hop
 questions are read as two one-hop questions with ``--decompose on`` (the default, `drkit.reader.decompose`: two
 shorter readings instead of one; ``off`` reads every question whole, as runs before it existed did). Writes
-``OUT/bench_reader.json`` and ``OUT/bench_reader.md``.
+``OUT/bench_reader.json``, ``OUT/bench_reader.md`` and ``OUT/readings.jsonl`` (every question's answer, EM and F1
+per row).
 
     .venv/bin/python benchmarks/bench_reader.py --run runs/2wiki-f0-eb4 --max-pieces 512 --decompose off on \
         --out benchmarks/results/reader-decompose/speed-f0
@@ -21,7 +22,6 @@ shorter readings instead of one; ``off`` reads every question whole, as runs bef
 With several ``--run`` (the two folds of ``reproduce-2wiki``), each run's own reader reads its own dev questions and
 the rows are also pooled over the runs: EM and F1 over all their questions with 95% bootstrap intervals, each row
 against the first by the paired sign-flip test, and the milliseconds of all the readings over all the questions.
-``OUT/readings.jsonl`` holds every question's answer, EM and F1 per row.
 
     .venv/bin/python benchmarks/bench_reader.py --run runs/2wiki-f0 runs/2wiki-f1 --max-pieces 512 384 \
         --out benchmarks/results/reader-pieces
@@ -66,11 +66,15 @@ def main() -> None:
                          "dynamic quantisation, as --quantize int8 does)")
     ap.add_argument("--decompose", nargs="+", choices=("off", "on"), default=["on"],
                     help="read two-hop questions as two one-hop questions (on) or whole (off), each side by side")
-    ap.add_argument("--limit", type=int, default=0, help="read only each run's first N dev questions (a quick check)")
+    ap.add_argument("--limit", type=int, default=0, help="read only each run's first N dev questions (a quick check; 0: all)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     if len(args.run) > 1 and args.readers:
         ap.error("--readers takes one --run; with several runs each is read by its own reader (RUN/train-reader)")
+    if args.limit < 0:
+        ap.error(f"--limit must be 0 (all questions) or more, not {args.limit}")
+    if len({r.resolve() for r in args.run}) < len(args.run):
+        ap.error("--run names one run twice: pooled, its questions would count as other questions")
     configure_threads(0)
     corpus = {p.id: p for p in read_passages(args.corpus)}
     rows, readings, questions = [], [], 0
@@ -128,8 +132,8 @@ def read_row(fp32: Reader, records: list[dict], by_id: dict, setting: dict) -> t
            "em": round(sum(s[0] for s in scores) / len(scores), 4), "f1": round(sum(s[1] for s in scores) / len(scores), 4),
            "ms_per_question_batch1": round(1000 * batch1 / len(examples), 1),
            "ms_per_question_batch8": round(1000 * batch8 / len(examples), 1),
-           "seconds_batch1": round(batch1, 3), "seconds_batch8": round(batch8, 3),
-           "mean_pieces_read": round(sum(lengths) / len(lengths), 1)}
+           "seconds_batch1": batch1, "seconds_batch8": batch8,
+           "mean_pieces_read": round(sum(lengths) / len(lengths), 1), "pieces_read": sum(lengths)}
     return row, {"answers": answers, "scores": scores}
 
 
@@ -149,14 +153,17 @@ def pooled_rows(rows: list[dict], readings: list[dict]) -> list[dict]:
         cell = {**dict(zip(SETTING, key)), "questions": questions}
         for metric in ("em", "f1"):
             x = per_question(key, metric)
+            if len(x) != questions:
+                raise ValueError(f"{len(x)} questions read for {dict(zip(SETTING, key))}, {questions} counted")
             cell[metric] = round(float(x.mean()), 4)
             cell[f"{metric}_ci95"] = [round(v, 4) for v in bootstrap_ci(x)]
             if key != keys[0]:
                 test = paired_test(x, per_question(keys[0], metric))
                 cell[f"{metric}_minus_first"], cell[f"{metric}_p"] = round(test["diff"], 4), round(test["p"], 4)
+                cell[f"{metric}_p_exact"] = test["exact"]
         for b in (1, 8):
             cell[f"ms_per_question_batch{b}"] = round(1000 * sum(r[f"seconds_batch{b}"] for r in mine) / questions, 1)
-        cell["mean_pieces_read"] = round(sum(r["mean_pieces_read"] * r["questions"] for r in mine) / questions, 1)
+        cell["mean_pieces_read"] = round(sum(r["pieces_read"] for r in mine) / questions, 1)
         out.append(cell)
     return out
 
@@ -176,15 +183,16 @@ def markdown(found: dict) -> list[str]:
                   "| reader | N | quantize | max pieces | decompose | mean pieces read | EM [95% CI] | F1 [95% CI] "
                   "| EM, F1 against the first row (p) | ms/question batch 1 | batch 8 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in found["pooled"]:
-            against = (f"{c['em_minus_first']:+.4f} (p {c['em_p']}), {c['f1_minus_first']:+.4f} (p {c['f1_p']})"
+            against = (f"{c['em_minus_first']:+.4f} (p {c['em_p']:.4f}), {c['f1_minus_first']:+.4f} (p {c['f1_p']:.4f})"
                        if "em_p" in c else "-")
             lines.append(f"| {c['reader']} | {c['passages']} | {c['quantize']} | {c['max_pieces']} | {c['decompose']} "
                          f"| {c['mean_pieces_read']} | {three(c['em'])} {interval(c['em_ci95'])} "
                          f"| {three(c['f1'])} {interval(c['f1_ci95'])} | {against} | {c['ms_per_question_batch1']} "
                          f"| {c['ms_per_question_batch8']} |")
         lines += ["", "Reader 0 is each run's own (RUN/train-reader). p: the paired sign-flip test over the same questions "
-                  "(10,000 resamples); 95% bootstrap intervals."]
+                  "(every sign assignment where at most 16 questions differ, else 10,000 random ones); 95% bootstrap intervals."]
     return lines
+
 
 if __name__ == "__main__":
     main()

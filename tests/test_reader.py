@@ -425,6 +425,13 @@ def test_training_resumes_from_its_last_checkpoint(mixing_run, tiny_base, tmp_pa
     train_reader(*args, tmp_path / "cut", **{**kw, "reader_config": ReaderConfig(base=tiny_base.name, max_pieces=96),
                                               "log": said.append})
     assert any("already trained" in s for s in said), said
+    run_json = tmp_path / "cut" / "run.json"  # a run made before one spelling was stored: its base as it was given
+    saved = json.loads(run_json.read_text())
+    saved["reader"]["base"] = tiny_base.name
+    run_json.write_text(json.dumps(saved))
+    said.clear()
+    train_reader(*args, tmp_path / "cut", **{**kw, "log": said.append})
+    assert any("already trained" in s for s in said), said
     with pytest.raises(Exception, match=r"base \(--base\): 'no-such-folder' is neither"):
         train_reader(*args, tmp_path / "cut", **{**kw, "reader_config": ReaderConfig(base="no-such-folder")})
 

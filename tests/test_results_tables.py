@@ -71,6 +71,7 @@ def test_the_2wiki_tables_round_their_stored_figures_half_up_like_metaqa():
     from drkit.util.figures import interval, three
 
     assert three(0.0005) == "0.001" and three(0.6285) == "0.629" and interval([0.1235, 0.8765]) == "[0.124, 0.877]"
+    assert three(-0.0004) == "0.000" and three(-0.0015) == "-0.002"
     cell = {"mean": 0.6285, "ci95": [0.5835, 0.6745], "questions": 436}
     lines = interval_lines({"drkit": {m: cell for m in ("R@2", "R@5", "AR@2", "AR@5")}}, "# t")
     assert "| **drkit** | 436 | " + " | ".join(["0.629 [0.584, 0.675]"] * 4) + " |" in lines, lines
@@ -78,3 +79,42 @@ def test_the_2wiki_tables_round_their_stored_figures_half_up_like_metaqa():
          "by_type": {"comparison": {"em": 0.9285}}}
     row = "| reader on the gold passages (upper bound) | 0.629 [0.584, 0.675] | 0.713 [0.667, 0.756] | 0.929 |"
     assert row in reader_markdown({"rows": {"gold": m}}, "# t")
+
+
+def test_bench_reader_pools_two_runs_over_all_their_questions():
+    """bench_reader's pooled row against a direct computation over the two runs' readings: the means, the paired
+    test against the first row, the milliseconds and pieces of all the readings over all the questions."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+
+    from drkit.qa.stats import paired_test
+
+    spec = importlib.util.spec_from_file_location("bench_reader", Path(__file__).parents[1] / "benchmarks" / "bench_reader.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_reader", bench)
+    spec.loader.exec_module(bench)
+    rng = np.random.default_rng(0)
+    base = {"reader": 0, "passages": 5, "quantize": "none", "decompose": "on"}
+    rows, readings, em = [], [], {}
+    for run, n in (("f0", 7), ("f1", 5)):  # the same question ids in both runs: they are still other questions
+        for pieces in (512, 384):
+            scores = rng.integers(0, 2, n).astype(float)
+            em[run, pieces] = scores
+            rows.append({"run": run, **base, "max_pieces": pieces, "questions": n, "seconds_batch1": 0.05 * n,
+                         "seconds_batch8": 0.03 * n, "pieces_read": (pieces - 100) * n})
+            readings += [{"run": run, "id": f"q{i}", **base, "max_pieces": pieces, "em": s, "f1": s / 2}
+                         for i, s in enumerate(scores)]
+    first, short = bench.pooled_rows(rows, readings)
+    a, b = (np.concatenate([em["f0", p], em["f1", p]]) for p in (384, 512))
+    test = paired_test(a, b)
+    assert first["questions"] == short["questions"] == 12 and short["max_pieces"] == 384
+    assert first["em"] == round(float(b.mean()), 4) and short["em"] == round(float(a.mean()), 4)
+    assert short["em_minus_first"] == round(test["diff"], 4) and short["em_p"] == round(test["p"], 4)
+    assert short["em_p_exact"] == test["exact"] and "em_p" not in first
+    assert short["ms_per_question_batch1"] == 50.0 and short["mean_pieces_read"] == 284.0
+    table = "\n".join(bench.markdown({"runs": ["f0", "f1"], "questions": 12, "machine": {}, "rows": [],
+                                      "pooled": [first, short]}))
+    assert f"(p {test['p']:.4f})" in table and "## Pooled over the runs (12 questions)" in table

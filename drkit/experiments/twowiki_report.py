@@ -269,9 +269,9 @@ def results_markdown(results: dict) -> list[str]:
         lines += ["", "## Entity answers (compositional + inference dev questions)", "",
                   "* drkit, plain question, hop count unknown (the last hop's best entity not named in the question, "
                   "the hops started from the entities it names: `drkit retrieve --answer-start named`): Hits@1 "
-                  f"{a['drkit_mixing_hits@1']} on {a['questions']} questions",
+                  f"{three(a['drkit_mixing_hits@1'])} on {a['questions']} questions",
                   f"* fixed 2-hop DrKIT model handed the bracketed entity (same encoder and mention index): Hits@1 "
-                  f"{a['fixed_2hop_bracketed_hits@1']} on {a['fixed_2hop_bracketed_lines']} lines"]
+                  f"{three(a['fixed_2hop_bracketed_hits@1'])} on {a['fixed_2hop_bracketed_lines']} lines"]
     t = results.get("transfer")
     if t:
         lines += ["", f"## Transfer: the model, not retrained, on {t['data']}", "", head, rule]

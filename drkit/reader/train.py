@@ -164,8 +164,8 @@ def train_reader(corpus: str | Path, questions: str | Path, out: str | Path, kb:
                 "train": dataclasses.asdict(config), "inputs": inputs}
     upgrade_run_settings(out, {"reader": ReaderConfig, "order": OrderConfig, "train": ReaderTrainConfig})
     prepare_run(out, settings, overwrite, "reader training",
-                paths=("inputs.corpus.path", "inputs.questions.path", "inputs.kb.path", "inputs.more_kb.path",
-                       "inputs.teacher.path"))
+                paths=("reader.base", "inputs.corpus.path", "inputs.questions.path", "inputs.kb.path",
+                       "inputs.more_kb.path", "inputs.teacher.path"))
     if (out / "done.json").exists() and (out / "reader" / "manifest.json").exists():
         log(f"{out}: already trained")
         return out / "reader"
