@@ -146,6 +146,7 @@ def pooled_rows(rows: list[dict], readings: list[dict]) -> list[dict]:
         got = {(x["run"], x["id"]): x[metric] for x in readings if tuple(x[k] for k in SETTING) == key}
         return np.array([got[q] for q in sorted(got)])
 
+    first = {metric: per_question(keys[0], metric) for metric in ("em", "f1")}
     out = []
     for key in keys:
         mine = [r for r in rows if tuple(r[k] for k in SETTING) == key]
@@ -158,7 +159,7 @@ def pooled_rows(rows: list[dict], readings: list[dict]) -> list[dict]:
             cell[metric] = round(float(x.mean()), 4)
             cell[f"{metric}_ci95"] = [round(v, 4) for v in bootstrap_ci(x)]
             if key != keys[0]:
-                test = paired_test(x, per_question(keys[0], metric))
+                test = paired_test(x, first[metric])
                 cell[f"{metric}_minus_first"], cell[f"{metric}_p"] = round(test["diff"], 4), round(test["p"], 4)
                 cell[f"{metric}_p_exact"] = test["exact"]
         for b in (1, 8):

@@ -2,13 +2,12 @@
 mention embedding on Ray, against the single-process builds: the same arrays, bit for bit. Ray runs on
 this machine (``ray.init(num_cpus=2)``); without Ray installed these tests say why they skip."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_scripts import load_benchmark
 from test_model import films_kb  # noqa: F401  (a fixture)
 
 from drkit.errors import DrkitError
@@ -52,11 +51,7 @@ def same_index(a: Path, b: Path) -> None:
 
 
 def synthetic_corpus(path: Path, n: int) -> None:
-    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "benchmarks" / "bench_scale.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_scale", module)  # its dataclasses look their module up while it runs
-    spec.loader.exec_module(module)
-    module.write_corpus(path, n, seed=3)
+    load_benchmark("bench_scale").write_corpus(path, n, seed=3)
 
 
 def test_ray_index_equals_the_single_process_index(ray_running, tmp_path):

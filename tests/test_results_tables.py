@@ -84,18 +84,12 @@ def test_the_2wiki_tables_round_their_stored_figures_half_up_like_metaqa():
 def test_bench_reader_pools_two_runs_over_all_their_questions():
     """bench_reader's pooled row against a direct computation over the two runs' readings: the means, the paired
     test against the first row, the milliseconds and pieces of all the readings over all the questions."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
     import numpy as np
+    from benchmark_scripts import load_benchmark
 
     from drkit.qa.stats import paired_test
 
-    spec = importlib.util.spec_from_file_location("bench_reader", Path(__file__).parents[1] / "benchmarks" / "bench_reader.py")
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_reader", bench)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("bench_reader")
     rng = np.random.default_rng(0)
     base = {"reader": 0, "passages": 5, "quantize": "none", "decompose": "on"}
     rows, readings, em = [], [], {}
