@@ -912,16 +912,48 @@ def test_a_reading_row_read_with_other_settings_is_read_again(tmp_path):
     questions = tmp_path / "dev.jsonl"
     questions.write_text('{"id": "q", "question": "When?"}\n')
     metrics = tmp_path / "metrics.json"
-    metrics.write_text(json.dumps({"em": 0.5, "made_with": row_made_with("sha", questions, None, AnswerConfig())}))
-    assert not made_again(metrics, row_made_with("sha", questions, None, AnswerConfig()), log=lambda m: None)
+
+    def made(config=AnswerConfig(), trained=512):
+        return row_made_with("sha", questions, None, config, trained)
+
+    metrics.write_text(json.dumps({"em": 0.5, "made_with": made()}))
+    assert not made_again(metrics, made(), log=lambda m: None)
     said = []
-    assert made_again(metrics, row_made_with("sha", questions, None, AnswerConfig(span_checks=False)), log=said.append)
+    assert made_again(metrics, made(AnswerConfig(span_checks=False)), log=said.append)
     assert "span_checks" in said[0]
-    assert made_again(metrics, row_made_with("sha", questions, None, AnswerConfig(decompose=False)), log=lambda m: None)
-    earlier = row_made_with("sha", questions, None, AnswerConfig())
+    assert made_again(metrics, made(AnswerConfig(decompose=False)), log=lambda m: None)
+    # the word pieces read are recorded as read: the default is 320 of a 512-piece reader's, all of a 96-piece one's
+    assert made()["settings"]["max_pieces"] == 320 and made(trained=96)["settings"]["max_pieces"] == 96
+    assert not made_again(metrics, made(AnswerConfig(max_pieces=320)), log=lambda m: None)
+    assert made_again(metrics, made(AnswerConfig(max_pieces=512)), log=lambda m: None)
+    earlier = made()
+    earlier["settings"]["max_pieces"] = None  # read before 320 was the default: all the reader's 512
+    metrics.write_text(json.dumps({"em": 0.5, "made_with": earlier}))
+    assert made_again(metrics, made(), log=lambda m: None)
+    earlier = made()
     earlier["span_checks_rules"] = 1  # read with the first rules (brackets and dates, no names)
     metrics.write_text(json.dumps({"em": 0.5, "made_with": earlier}))
-    assert made_again(metrics, row_made_with("sha", questions, None, AnswerConfig()), log=lambda m: None)
+    assert made_again(metrics, made(), log=lambda m: None)
+
+
+def test_by_default_a_reader_reads_320_word_pieces_or_what_it_was_trained_with_where_fewer(tiny_base):
+    from drkit.reader.model import Reader, ReaderConfig
+    from drkit.reader.reading import READ_PIECES
+
+    assert READ_PIECES == 320
+    assert ReadConfig().pieces(512) == 320 and ReadConfig().pieces(96) == 96
+    assert ReadConfig(max_pieces=400).pieces(512) == 400 and ReadConfig(max_pieces=400).pieces(96) == 400
+    long = ReaderPassage("x", "Long", " ".join(f"Sentence number {i} is here." for i in range(200)))
+    e = ReaderExample("q", "Who?", (long, example().passages[2]))
+    wide = Reader.from_base(ReaderConfig(base=str(tiny_base), max_pieces=512, max_question_pieces=12,
+                                         max_answer_pieces=6))
+    seen = []
+    featurize = wide.featurize
+    wide.featurize = lambda x, **kw: seen.append(len(featurize(x, **kw).ids)) or featurize(x, **kw)
+    for config in (ReadConfig(), ReadConfig(max_pieces=512), ReadConfig(max_pieces=200)):
+        wide.read([e], 1, config=config)
+    assert 319 <= seen[0] <= 320 and 511 <= seen[1] <= 512 and 199 <= seen[2] <= 200
+    assert len(wide.featurize(e).ids) > 320  # featurize alone still reads all the reader was trained with
 
 
 def test_without_spacy_the_reader_trains_without_hop_questions_and_says_so(mixing_run, monkeypatch, capsys):  # noqa: F811

@@ -154,7 +154,7 @@ def _rows(reader, passages, questions: Path, retrieved: Path, out: Path, config,
             log(f"{ev}: skipped, {source} is missing")
             continue
         row_config = no_compare if name in NO_COMPARE else answer_config
-        made_with = row_made_with(reader_sha, questions, source, row_config)
+        made_with = row_made_with(reader_sha, questions, source, row_config, reader.config.max_pieces)
         if made_again(ev / "metrics.json", made_with, log):
             def run(name=name, source=source, ev=ev, made_with=made_with, row_config=row_config):
                 if source is None:
@@ -176,10 +176,11 @@ def _rows(reader, passages, questions: Path, retrieved: Path, out: Path, config,
     return found
 
 
-def row_made_with(reader_sha: str, questions: Path, source: Path | None, row_config) -> dict:
+def row_made_with(reader_sha: str, questions: Path, source: Path | None, row_config, trained_pieces: int) -> dict:
     """What a reading row (`row_config`, a `drkit.qa.answer.AnswerConfig`) is made from: the reader, the questions,
     the passages read (`source`: a ranking's predictions, None: the gold ones) and every reading setting (span
-    checks and the version of their rules, two-step reading, ...), so that a row read otherwise is read again."""
+    checks and the version of their rules, two-step reading, the word pieces read by a reader trained with
+    `trained_pieces`, ...), so that a row read otherwise is read again."""
     from drkit.reader.decode import SPAN_CHECKS
 
     return {"reader": reader_sha, "questions_sha256": file_checksum(questions)["sha256"],
@@ -187,7 +188,8 @@ def row_made_with(reader_sha: str, questions: Path, source: Path | None, row_con
             "passages": row_config.passages, "compare": row_config.compare,
             **({"reading": READING} if row_config.compare else {}),
             **({"span_checks_rules": SPAN_CHECKS} if row_config.span_checks else {}),
-            "settings": dataclasses.asdict(row_config.reading())}
+            "settings": {**dataclasses.asdict(reading := row_config.reading()),
+                         "max_pieces": reading.pieces(trained_pieces)}}
 
 
 def _gold(record: dict, corpus: dict, questions: Path) -> list:

@@ -145,6 +145,7 @@ def read_and_score(reader, records: Sequence[dict], passages: Sequence[Sequence[
         elif unsettled:
             metrics["reader_ms_per_read_batch1"] = metrics["reader_ms_per_question_batch1"]
     metrics["reader"] = {"compute": compute.describe(), "quantize": reader.quantize,
+                         "max_pieces": read_config.pieces(reader.config.max_pieces),
                          **{k: reader.manifest.get(k) for k in ("format", "created")}}
     metrics.update(timing or {})
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")

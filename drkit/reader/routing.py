@@ -50,7 +50,8 @@ def read_whole(reader, examples: Sequence[ReaderExample], batch_size: int, compu
     """Each example read by `reader`'s transformer, in batches of `batch_size`, and decoded; in the examples' order.
     The batches take the examples by length (their word pieces, longest first), so that each is padded little:
     a batch of a two-step question's short hop and a whole reading of 512 pieces computed 30% padding before."""
-    features = [reader.featurize(e, max_pieces=config.max_pieces) for e in examples]
+    pieces = config.pieces(reader.config.max_pieces)
+    features = [reader.featurize(e, max_pieces=pieces) for e in examples]
     order = sorted(range(len(examples)), key=lambda i: -len(features[i].ids))
     out: list[Reading | None] = [None] * len(examples)
     for s in range(0, len(order), batch_size):
