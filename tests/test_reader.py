@@ -164,6 +164,30 @@ def brute_force_span(f, start, end, longest):
     return best
 
 
+def span_scores_by_loop(start, end, seg, max_answer_pieces):
+    """The span scores one diagonal at a time: row d, column i = start[i] + end[i + d] where pieces i..i+d lie in
+    one segment (the first version of `drkit.reader.decode.span_scores`)."""
+    n = len(seg)
+    out = torch.full((max(1, min(max_answer_pieces, n)), n), float("-inf"))
+    for d in range(min(max_answer_pieces, n)):
+        ok = (seg[: n - d] >= 0) & (seg[: n - d] == seg[d:])
+        out[d, : n - d] = (start[: n - d] + end[d:]).masked_fill(~ok, float("-inf"))
+    return out
+
+
+@pytest.mark.parametrize("n, longest", [(1, 30), (7, 30), (40, 6), (320, 30)])
+def test_span_scores_are_the_diagonals_read_one_at_a_time(n, longest):
+    from drkit.reader.decode import span_scores
+
+    g = torch.Generator().manual_seed(n)
+    start, end = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    seg = torch.randint(-1, 4, (n,), generator=g).sort().values  # runs of segments, -1 (outside them) first
+    seg[torch.rand(n, generator=g) < 0.1] = -1
+    got = span_scores(start, end, seg, longest)
+    assert torch.equal(got, span_scores_by_loop(start, end, seg, longest))  # bit for bit, -inf where the loop has it
+    assert torch.isfinite(got).any() == bool((seg >= 0).any())
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_span_decoding_matches_a_brute_force_search(tiny_reader, seed):
     e = example()

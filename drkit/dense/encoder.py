@@ -126,12 +126,13 @@ class DualEncoder(nn.Module):
 
     # -- construction and persistence -------------------------------------------------------
     @classmethod
-    def from_base(cls, config: EncoderConfig = EncoderConfig()) -> "DualEncoder":
-        """A new (not pretrained) encoder from the base transformer."""
+    def from_base(cls, config: EncoderConfig = EncoderConfig(), **overrides) -> "DualEncoder":
+        """A new (not pretrained) encoder from the base transformer; `overrides`: settings of the base's config to
+        change (`load_transformer`), in both transformers."""
         from drkit.data.tokenizer import load_tokenizer
 
         path = encoder_path(config.base)
-        passage_model = load_transformer(path)
+        passage_model = load_transformer(path, **overrides)
         query_model = copy.deepcopy(passage_model)
         n_layers = query_model.config.num_hidden_layers
         if config.query_layers:

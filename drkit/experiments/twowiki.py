@@ -121,6 +121,9 @@ class TwoWikiConfig:
                                                     "choices": ENCODERS})
     pretrain_steps: int = field(default=100, metadata={"help": "pretraining steps of each pretrained encoder (kb_qa "
                                                                 "alternates KB and QA steps)"})
+    pretrain_attention_dropout: bool = field(default=True, metadata={
+        "help": "pretraining's dropout on the attention probabilities (drkit pretrain --attention-dropout; "
+                "--no-pretrain-attention-dropout: none, in the models trained from the encoder too)"})
     answer_steps: int = field(default=300, metadata={"help": "training steps of the fixed 2-hop bracketed model "
                                                              "(DrKIT's encoder)"})
     rows: tuple = field(default=(), metadata={
@@ -161,7 +164,8 @@ class TwoWikiConfig:
                                                                   "(question and passages)"})
     # what a run made before a setting existed meant by its absence (`drkit pool-2wiki` compares the folds so)
     ABSENT_MEANT = {"reader_layers": 0, "reader_distill": 0, "reader_distill_epochs": 0, "reader_base": DEFAULT_ENCODER,
-                    "reader_max_pieces": 512, "embed_quantize": "none", "title_aliases": False, "bootstrap": ()}
+                    "reader_max_pieces": 512, "embed_quantize": "none", "title_aliases": False, "bootstrap": (),
+                    "pretrain_attention_dropout": True}
 
     def __post_init__(self):
         try:
@@ -251,7 +255,8 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
         qa = train_file if name in ("qa", "kb_qa") else None
         if not (run / "encoder" / "manifest.json").exists():
             timings.run(f"pretrain-{name}", lambda: pretrain(out / "index", kb, run, PretrainConfig(
-                steps=config.pretrain_steps), log=log, qa=qa), log, resumes=run)
+                steps=config.pretrain_steps, attention_dropout=config.pretrain_attention_dropout), log=log, qa=qa), log,
+                resumes=run)
     if config.embed_config().quantize != config.embed_quantize:
         log(f"embedding on the GPU in its own precision: --embed-quantize {config.embed_quantize} is for a CPU")
     mentions, loaded = {}, {}

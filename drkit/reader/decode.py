@@ -130,11 +130,13 @@ def span_scores(start: torch.Tensor, end: torch.Tensor, seg: torch.Tensor, max_a
     """(D, n) start + end logit of the span of pieces i..i+d (row d, column i), -inf where it would leave one
     title or sentence (`seg`: each piece's segment, -1 outside them) or the input."""
     n = len(seg)
-    out = torch.full((max(1, min(max_answer_pieces, n)), n), float("-inf"))
-    for d in range(min(max_answer_pieces, n)):
-        ok = (seg[: n - d] >= 0) & (seg[: n - d] == seg[d:])
-        out[d, : n - d] = (start[: n - d] + end[d:]).masked_fill(~ok, float("-inf"))
-    return out
+    if n == 0:
+        return torch.full((1, 0), float("-inf"))
+    last = torch.arange(n)[None, :] + torch.arange(min(max_answer_pieces, n))[:, None]  # (D, n): the span's last piece
+    inside = last < n
+    last = last.clamp_max(n - 1)
+    ok = inside & (seg >= 0)[None, :] & (seg[last] == seg[None, :])
+    return (start[None, :] + end[last]).masked_fill(~ok, float("-inf"))
 
 
 def bridge_names(example: ReaderExample) -> set[str]:
