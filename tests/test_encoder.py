@@ -155,6 +155,29 @@ def test_pretraining_lowers_the_loss(tiny_base, toy_index, toy_files, tmp_path):
     assert last < 0.6 * first, (first, last)
 
 
+def test_pretraining_without_attention_dropout_writes_an_encoder_and_question_model_without_it(tiny_base, toy_index,
+                                                                                            toy_files, tmp_path):
+    from drkit.reason.model import MultiHopModel
+
+    enc = EncoderConfig(base=str(tiny_base), dim=16)
+    for on in (True, False):
+        cfg = PretrainConfig(steps=2, attention_dropout=on, **FAST)
+        pretrain(toy_index.path, toy_files / "kb.txt", tmp_path / str(on), cfg, enc, log=lambda *a: None)
+        loaded = DualEncoder.load(tmp_path / str(on) / "encoder")
+        rates = {m.config.attention_probs_dropout_prob for m in (loaded.passage_model, loaded.query_model)}
+        assert rates == ({0.1} if on else {0.0})  # the base's own rate, or none
+        question = MultiHopModel.from_encoder(loaded).encoder  # what train and train-mixing build on it
+        assert question.bert_config.attention_probs_dropout_prob == (0.1 if on else 0.0)
+        settings = json.loads((tmp_path / str(on) / "run.json").read_text())["pretrain"]
+        assert settings["attention_dropout"] is on
+    # a run made before the setting existed resumes as the recipe it was made with (dropout on)
+    saved = json.loads((tmp_path / "True" / "run.json").read_text())
+    del saved["pretrain"]["attention_dropout"]
+    (tmp_path / "True" / "run.json").write_text(json.dumps(saved))
+    assert pretrain(toy_index.path, toy_files / "kb.txt", tmp_path / "True", PretrainConfig(steps=2, **FAST), enc,
+                    log=lambda *a: None) == tmp_path / "True" / "encoder"
+
+
 @pytest.fixture(scope="module")
 def embedded(tiny_base, toy_index, toy_files, tmp_path_factory):
     d = tmp_path_factory.mktemp("embedded")

@@ -304,3 +304,16 @@ def test_mentions_embedded_otherwise_are_refused_not_mixed(tmp_path, monkeypatch
     assert embedded_as(old, TwoWikiConfig()) is old
     with pytest.raises(ConfigError, match="embed_quantize must be"):
         TwoWikiConfig(embed_quantize="int4")
+
+
+def test_an_encoder_pretrained_with_the_other_attention_dropout_is_refused_with_the_flag_that_goes_on(tmp_path):
+    from drkit.experiments.twowiki import TwoWikiConfig, _check_pretrained_as_asked
+
+    for saved, asked, flag in (({"attention_dropout": True}, False, "--pretrain-attention-dropout"),
+                               ({}, False, "--pretrain-attention-dropout"),  # made before the setting: on
+                               ({"attention_dropout": False}, True, "--no-pretrain-attention-dropout")):
+        (tmp_path / "run.json").write_text(json.dumps({"pretrain": {"steps": 100, **saved}}))
+        with pytest.raises(ConfigError, match=f"pass {flag} to go on"):
+            _check_pretrained_as_asked(tmp_path, TwoWikiConfig(pretrain_attention_dropout=asked))
+        _check_pretrained_as_asked(tmp_path, TwoWikiConfig(pretrain_attention_dropout=not asked))  # as made: goes on
+    assert TwoWikiConfig().pretrain_attention_dropout is False
