@@ -317,3 +317,17 @@ def test_an_encoder_pretrained_with_the_other_attention_dropout_is_refused_with_
             _check_pretrained_as_asked(tmp_path, TwoWikiConfig(pretrain_attention_dropout=asked))
         _check_pretrained_as_asked(tmp_path, TwoWikiConfig(pretrain_attention_dropout=not asked))  # as made: goes on
     assert TwoWikiConfig().pretrain_attention_dropout is False
+
+
+def test_a_pretraining_begun_with_the_other_attention_dropout_is_refused_before_it_resumes(tmp_path):
+    from drkit.experiments.twowiki import TwoWikiConfig, _check_pretrained_as_asked
+
+    _check_pretrained_as_asked(tmp_path / "none", TwoWikiConfig())  # nothing there yet: goes on
+    (tmp_path / "run.json").write_text(json.dumps({"pretrain": {"steps": 100, "attention_dropout": True}}))
+    assert not (tmp_path / "encoder").exists()  # checkpoints only: the pretraining was cut off
+    with pytest.raises(ConfigError, match="pass --pretrain-attention-dropout"):
+        _check_pretrained_as_asked(tmp_path, TwoWikiConfig())
+    (tmp_path / "run.json").unlink()
+    (tmp_path / "encoder").mkdir()  # an encoder without its settings: made before the setting, with it on
+    with pytest.raises(ConfigError, match="pass --pretrain-attention-dropout"):
+        _check_pretrained_as_asked(tmp_path, TwoWikiConfig())

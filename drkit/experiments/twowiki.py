@@ -161,8 +161,8 @@ class TwoWikiConfig:
     reader_distill_epochs: int = field(default=0, metadata={
         "help": "the taught reader's training epochs (0: --reader-epochs); it starts from the trained reader's "
                 "layers and heads, so it may need fewer"})
-    reader_max_pieces: int = field(default=512, metadata={"help": "word pieces the reader is trained on and reads "
-                                                                  "(question and passages)"})
+    reader_max_pieces: int = field(default=512, metadata={"help": "word pieces the reader is trained on (question and "
+                                                                  "passages); it reads at most 320 of them"})
     # what a run made before a setting existed meant by its absence (`drkit pool-2wiki` compares the folds so)
     ABSENT_MEANT = {"reader_layers": 0, "reader_distill": 0, "reader_distill_epochs": 0, "reader_base": DEFAULT_ENCODER,
                     "reader_max_pieces": 512, "embed_quantize": "none", "title_aliases": False, "bootstrap": (),
@@ -254,9 +254,8 @@ def reproduce_2wiki(data: str | Path, out: str | Path, config: TwoWikiConfig = T
         kb = out / ("kb-bootstrapped.txt" if "pretrain" in config.bootstrap else "kb-train.txt") \
             if name in ("kb", "kb_qa") else None
         qa = train_file if name in ("qa", "kb_qa") else None
-        if (run / "encoder" / "manifest.json").exists():
-            _check_pretrained_as_asked(run, config)
-        else:
+        _check_pretrained_as_asked(run, config)  # a finished encoder, or a pretraining to resume
+        if not (run / "encoder" / "manifest.json").exists():
             timings.run(f"pretrain-{name}", lambda: pretrain(out / "index", kb, run, PretrainConfig(
                 steps=config.pretrain_steps, attention_dropout=config.pretrain_attention_dropout), log=log, qa=qa), log,
                 resumes=run)
@@ -376,10 +375,15 @@ def _bootstrap(out: Path, index, dev_file: Path, timings, log) -> None:
 
 
 def _check_pretrained_as_asked(run: Path, config: TwoWikiConfig) -> None:
-    """A `ConfigError` where the encoder pretrained in `run` (made by an earlier command) was pretrained with the
-    attention dropout other than `config` asks: its figures would be labelled with a recipe they were not made with
+    """A `ConfigError` where the encoder pretrained in `run` (made or begun by an earlier command) was pretrained with
+    the attention dropout other than `config` asks: its figures would be labelled with a recipe they were not made with
     (a run made before the setting existed was pretrained with it on)."""
-    made = json.loads((run / "run.json").read_text()).get("pretrain", {}).get("attention_dropout", True)
+    if not (run / "run.json").exists():
+        if not (run / "encoder").exists():
+            return  # nothing pretrained there yet
+        made = True  # an encoder without its settings: made before the setting existed
+    else:
+        made = json.loads((run / "run.json").read_text()).get("pretrain", {}).get("attention_dropout", True)
     if made != config.pretrain_attention_dropout:
         flag = "--pretrain-attention-dropout" if made else "--no-pretrain-attention-dropout"
         raise ConfigError(f"{run / 'encoder'} was pretrained with the attention dropout {'on' if made else 'off'}, "

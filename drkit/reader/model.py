@@ -55,7 +55,7 @@ class ReaderConfig:
 
     base: str = field(default=DEFAULT_ENCODER, metadata={"help": "pretrained transformer: the packaged all-MiniLM-L6-v2 "
                                                                  "or a folder with config.json, safetensors weights and tokenizer"})
-    max_pieces: int = field(default=512, metadata={"help": "word pieces the reader reads (question and passages)"})
+    max_pieces: int = field(default=512, metadata={"help": "word pieces the reader is trained on (question and passages); drkit answer reads at most 320"})
     max_question_pieces: int = field(default=64, metadata={"help": "longest question in word pieces (longer ones are cut)"})
     max_answer_pieces: int = field(default=30, metadata={"help": "longest answer span in word pieces"})
     layers: int = field(default=0, metadata={"help": "transformer layers kept from the base, its first ones (with "
