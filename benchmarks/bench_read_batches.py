@@ -37,7 +37,7 @@ def read_in_order(reader, examples, batch_size, compute, config):
     out = []
     for i in range(0, len(examples), batch_size):
         chunk = examples[i : i + batch_size]
-        features = [reader.featurize(e, max_pieces=config.max_pieces) for e in chunk]
+        features = [reader.featurize(e, max_pieces=config.pieces(reader.config.max_pieces)) for e in chunk]
         with compute.autocast() if compute is not None else contextlib.nullcontext():
             logits = reader(**reader.batch(features))
         logits = {k: v.float().cpu() for k, v in logits.items()}
