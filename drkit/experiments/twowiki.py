@@ -381,9 +381,10 @@ def _check_pretrained_as_asked(run: Path, config: TwoWikiConfig) -> None:
     if not (run / "run.json").exists():
         if not (run / "encoder").exists():
             return  # nothing pretrained there yet
-        made = True  # an encoder without its settings: made before the setting existed
+        made = TwoWikiConfig.ABSENT_MEANT["pretrain_attention_dropout"]  # an encoder without its settings
     else:
-        made = json.loads((run / "run.json").read_text()).get("pretrain", {}).get("attention_dropout", True)
+        made = json.loads((run / "run.json").read_text()).get("pretrain", {}).get(
+            "attention_dropout", TwoWikiConfig.ABSENT_MEANT["pretrain_attention_dropout"])
     if made != config.pretrain_attention_dropout:
         flag = "--pretrain-attention-dropout" if made else "--no-pretrain-attention-dropout"
         raise ConfigError(f"{run / 'encoder'} was pretrained with the attention dropout {'on' if made else 'off'}, "
